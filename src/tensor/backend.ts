@@ -1,0 +1,212 @@
+/**
+ * The contract every tensor backend implements.
+ *
+ * A backend owns storage (a `Float32Array` on the CPU, a `GPUBuffer` on
+ * WebGPU) and runs kernels on it. Kernels receive tensors that the public op
+ * functions in `ops.ts` have already validated (shapes, same backend, not
+ * disposed), so a backend never re-checks its arguments: all user-facing
+ * errors are raised once, in `ops.ts`, identically for every backend.
+ *
+ * Conventions shared by every kernel:
+ * - All data is f32, row-major and contiguous. Integer data (token ids,
+ *   class targets) is stored as f32 holding exact integers.
+ * - "Rows" means the product of all dimensions but the last; "cols" the last
+ *   dimension. Row-wise ops (softmax, layer norm, cross-entropy) work on
+ *   each row independently.
+ * - Kernels return fresh tensors unless their name ends in `InPlace`, in
+ *   which case they overwrite their first argument and return nothing.
+ * - GPU kernels are asynchronous: they enqueue work and return at once.
+ *   Only `read` waits, and several reads may be in flight at once.
+ *
+ * @module
+ */
+
+import type { Tensor } from "./tensor.ts";
+
+/** Shape of a tensor: a list of non-negative integer dimensions. */
+export type Shape = readonly number[];
+
+/** The names of the built-in backends. */
+export type BackendName = "cpu" | "webgpu";
+
+/**
+ * Memory accounting of one backend instance: bytes held by live tensors now,
+ * and the most ever held at once since creation or the last `resetPeak`.
+ *
+ * @example
+ * ```ts
+ * import { createBackend } from "@conveyor/core";
+ * const be = await createBackend("cpu");
+ * be.memory.resetPeak();
+ * console.log(be.memory.liveBytes, be.memory.peakBytes);
+ * ```
+ */
+export interface MemoryStats {
+  /** Bytes of tensor storage currently allocated and not disposed. */
+  readonly liveBytes: number;
+  /** Highest `liveBytes` seen since creation or the last `resetPeak()`. */
+  readonly peakBytes: number;
+  /** Sets `peakBytes` to the current `liveBytes`. */
+  resetPeak(): void;
+}
+
+/** Hyper-parameters of one AdamW update (decoupled weight decay). */
+export interface AdamWParams {
+  /** Learning rate. */
+  readonly lr: number;
+  /** First-moment decay, e.g. 0.9. */
+  readonly beta1: number;
+  /** Second-moment decay, e.g. 0.999. */
+  readonly beta2: number;
+  /** Denominator epsilon, e.g. 1e-8. */
+  readonly eps: number;
+  /** Decoupled weight decay coefficient (multiplied by lr). */
+  readonly weightDecay: number;
+  /** 1-based step number, for bias correction. */
+  readonly step: number;
+}
+
+/** Result of a layer norm forward: the output and the per-row statistics. */
+export interface LayerNormResult {
+  /** Normalised, scaled and shifted output, same shape as the input. */
+  readonly y: Tensor;
+  /** Row means, shape `[rows]`. */
+  readonly mean: Tensor;
+  /** Row reciprocal standard deviations 1/sqrt(var + eps), shape `[rows]`. */
+  readonly rstd: Tensor;
+}
+
+/** Result of softmax cross-entropy forward. */
+export interface CrossEntropyResult {
+  /** Per-row loss -log softmax(logits)[target], shape `[rows]`. */
+  readonly loss: Tensor;
+  /** Row softmax of the logits, shape `[rows, classes]`, kept for backward. */
+  readonly probs: Tensor;
+}
+
+/**
+ * A tensor backend: storage plus kernels. See the module documentation for
+ * the conventions every kernel follows.
+ */
+export interface Backend {
+  /** Which implementation this is. */
+  readonly name: BackendName;
+  /** Human-readable description, e.g. the GPU adapter's name. */
+  readonly description: string;
+  /** Memory accounting for tensors created on this backend. */
+  readonly memory: MemoryStats;
+
+  // ---- storage -----------------------------------------------------------
+  /** Creates a tensor holding a copy of `data` (length = product of shape). */
+  fromData(data: Float32Array, shape: Shape): Tensor;
+  /** Creates a tensor of zeros. */
+  zeros(shape: Shape): Tensor;
+  /** Copies a tensor's contents out. Waits for pending work on it. */
+  read(t: Tensor): Promise<Float32Array>;
+  /** Releases the storage behind a tensor (called by `Tensor.dispose`). */
+  release(storage: unknown, bytes: number): void;
+  /** Submits queued GPU work now (a no-op on the CPU). */
+  flush(): void;
+  /** Waits until all submitted work has completed. */
+  sync(): Promise<void>;
+  /** Releases every resource of the backend (device, pools). */
+  destroy(): void;
+
+  // ---- kernels (arguments already validated by ops.ts) --------------------
+  /**
+   * Batched matrix product. `a` is `[...batch, M, K]` (or `[...batch, K, M]`
+   * when `transA`), `b` is `[...batch, K, N]` (or `[...batch, N, K]` when
+   * `transB`); `b` may also be 2-D and is then shared by every batch entry.
+   * Result `[...batch, M, N]`.
+   */
+  matmul(a: Tensor, b: Tensor, transA: boolean, transB: boolean): Tensor;
+  /** Elementwise `a + b` (same shapes). */
+  add(a: Tensor, b: Tensor): Tensor;
+  /** Elementwise `a - b` (same shapes). */
+  sub(a: Tensor, b: Tensor): Tensor;
+  /** Elementwise `a * b` (same shapes). */
+  mul(a: Tensor, b: Tensor): Tensor;
+  /** `x + bias` with `bias` of shape `[cols]` broadcast over every row. */
+  addBias(x: Tensor, bias: Tensor): Tensor;
+  /** `s * x`. */
+  scale(x: Tensor, s: number): Tensor;
+  /** In place: `y += alpha * x` (same shapes). */
+  axpyInPlace(y: Tensor, alpha: number, x: Tensor): void;
+  /** In place: every element of `x` becomes `value`. */
+  fillInPlace(x: Tensor, value: number): void;
+  /** A fresh copy of `x`. */
+  copy(x: Tensor): Tensor;
+
+  /** `max(x, 0)`. */
+  relu(x: Tensor): Tensor;
+  /** `dy * (x > 0)`. */
+  reluBackward(x: Tensor, dy: Tensor): Tensor;
+  /** GELU, tanh approximation: `0.5 x (1 + tanh(√(2/π)(x + 0.044715 x³)))`. */
+  gelu(x: Tensor): Tensor;
+  /** `dy * gelu'(x)` for the tanh approximation. */
+  geluBackward(x: Tensor, dy: Tensor): Tensor;
+  /** `tanh(x)`. */
+  tanh(x: Tensor): Tensor;
+  /** `dy * (1 - y²)` where `y = tanh(x)`. */
+  tanhBackward(y: Tensor, dy: Tensor): Tensor;
+
+  /**
+   * Softmax over the last dimension. With `causal`, `x` is `[..., T, T]` and
+   * entry `j` of row `i` (i = row index mod T) is masked out when `j > i`
+   * (its probability is exactly 0).
+   */
+  softmax(x: Tensor, causal: boolean): Tensor;
+  /** Softmax input gradient: `y * (dy - sum(dy * y, row))`. */
+  softmaxBackward(y: Tensor, dy: Tensor): Tensor;
+
+  /** Layer norm over the last dimension with `gamma`, `beta` of shape `[cols]`. */
+  layerNorm(x: Tensor, gamma: Tensor, beta: Tensor, eps: number): LayerNormResult;
+  /** Layer norm input gradient (the B pass). */
+  layerNormBackwardInput(
+    dy: Tensor,
+    x: Tensor,
+    mean: Tensor,
+    rstd: Tensor,
+    gamma: Tensor,
+  ): Tensor;
+  /**
+   * Layer norm weight gradients (the W pass): `dgamma = Σ_rows dy·x̂` and
+   * `dbeta = Σ_rows dy`, each of shape `[cols]`.
+   */
+  layerNormBackwardWeight(
+    dy: Tensor,
+    x: Tensor,
+    mean: Tensor,
+    rstd: Tensor,
+  ): { dgamma: Tensor; dbeta: Tensor };
+
+  /** Sum over all rows: `[..., N]` → `[N]` (bias gradients). */
+  sumRows(x: Tensor): Tensor;
+  /** Sum of all elements, shape `[1]`. */
+  sum(x: Tensor): Tensor;
+  /** Sum of squares of all elements, shape `[1]` (global-norm clipping). */
+  sumSquares(x: Tensor): Tensor;
+
+  /**
+   * Softmax cross-entropy of `logits` `[rows, classes]` against integer
+   * `targets` `[rows]`.
+   */
+  crossEntropy(logits: Tensor, targets: Tensor): CrossEntropyResult;
+  /** `(probs - onehot(targets)) * scale`, shape `[rows, classes]`. */
+  crossEntropyBackward(probs: Tensor, targets: Tensor, scale: number): Tensor;
+
+  /** Row gather: `table` `[V, C]`, integer `ids` of any shape → `[...ids.shape, C]`. */
+  embedding(table: Tensor, ids: Tensor): Tensor;
+  /** In place: `dTable[ids[i]] += dy[i]` for every position i (scatter-add). */
+  embeddingBackwardInPlace(dTable: Tensor, ids: Tensor, dy: Tensor): void;
+
+  /** In place AdamW update of `param`, with moments `m` and `v` updated too. */
+  adamwInPlace(param: Tensor, grad: Tensor, m: Tensor, v: Tensor, hp: AdamWParams): void;
+
+  /** Copy of rows `[start, end)` along dimension 0. */
+  sliceRows(x: Tensor, start: number, end: number): Tensor;
+  /** Concatenation along dimension 0 (all other dimensions equal). */
+  concatRows(parts: readonly Tensor[]): Tensor;
+  /** Axis permutation (a copy): output dimension i is input dimension `perm[i]`. */
+  permute(x: Tensor, perm: readonly number[]): Tensor;
+}

@@ -1,0 +1,147 @@
+/**
+ * The `Tensor` handle: a shape plus backend storage.
+ *
+ * A tensor is created by a backend (`backend.fromData`, `backend.zeros`) or
+ * by an op from `ops.ts`. Its data stays on the backend until `toArray()` is
+ * awaited, so many ops can be queued before one read-back.
+ *
+ * @module
+ */
+
+import type { Backend, Shape } from "./backend.ts";
+
+/** Storage shared by a tensor and its reshaped views; freed with the last. */
+interface SharedStorage {
+  readonly data: unknown;
+  readonly bytes: number;
+  refs: number;
+}
+
+/** Number of elements of a shape (1 for a scalar shape `[]`). */
+export function shapeSize(shape: Shape): number {
+  let n = 1;
+  for (const d of shape) n *= d;
+  return n;
+}
+
+/** Throws a RangeError unless every dimension is a non-negative integer. */
+export function checkShape(shape: Shape, what = "shape"): void {
+  if (!Array.isArray(shape)) {
+    throw new TypeError(`${what} must be an array of dimensions, got ${String(shape)}`);
+  }
+  for (const d of shape) {
+    if (!Number.isInteger(d) || d < 0) {
+      throw new RangeError(
+        `${what} must hold non-negative integers, got [${shape.join(", ")}]`,
+      );
+    }
+  }
+}
+
+/**
+ * An f32 tensor living on one backend.
+ *
+ * @example
+ * ```ts
+ * import { createBackend } from "@conveyor/core";
+ * const be = await createBackend("cpu");
+ * const t = be.fromData(new Float32Array([1, 2, 3, 4]), [2, 2]);
+ * console.log(t.shape, await t.toArray());
+ * t.dispose();
+ * ```
+ */
+export class Tensor {
+  /** Dimensions, outermost first. */
+  readonly shape: Shape;
+  /** Number of elements. */
+  readonly size: number;
+  /** The backend that owns the storage. */
+  readonly backend: Backend;
+  #storage: SharedStorage | null;
+
+  /**
+   * Wraps backend storage. Backends call this; users create tensors through
+   * a backend or an op.
+   */
+  constructor(backend: Backend, shape: Shape, storage: unknown, bytes: number) {
+    this.backend = backend;
+    this.shape = Object.freeze([...shape]);
+    this.size = shapeSize(shape);
+    this.#storage = { data: storage, bytes, refs: 1 };
+  }
+
+  /** True once `dispose()` has been called on this handle. */
+  get disposed(): boolean {
+    return this.#storage === null;
+  }
+
+  /** Number of rows: product of all dimensions but the last (1 for 1-D). */
+  get rows(): number {
+    return this.shape.length <= 1 ? 1 : this.size / this.cols;
+  }
+
+  /** Size of the last dimension (1 for a scalar). */
+  get cols(): number {
+    return this.shape.length === 0 ? 1 : this.shape[this.shape.length - 1];
+  }
+
+  /**
+   * The backend storage. Throws a TypeError after `dispose()`.
+   * For backends and ops; not part of the stable user API.
+   */
+  get storage(): unknown {
+    if (this.#storage === null) {
+      throw new TypeError(`tensor of shape [${this.shape.join(", ")}] used after dispose`);
+    }
+    return this.#storage.data;
+  }
+
+  /** Bytes of the underlying storage. */
+  get bytes(): number {
+    return this.size * 4;
+  }
+
+  /**
+   * A view with another shape of the same size, sharing storage. The storage
+   * is released when every view has been disposed.
+   */
+  reshape(shape: Shape): Tensor {
+    checkShape(shape);
+    const n = shapeSize(shape);
+    if (n !== this.size) {
+      throw new RangeError(
+        `cannot reshape [${this.shape.join(", ")}] (${this.size} elements) to [${
+          shape.join(", ")
+        }] (${n} elements)`,
+      );
+    }
+    const shared = this.#shared();
+    // Built with an empty box that is replaced at once by the shared one.
+    const view = new Tensor(this.backend, shape, null, 0);
+    view.#storage = shared;
+    shared.refs++;
+    return view;
+  }
+
+  /** Copies the data out; waits for pending work on the backend. */
+  toArray(): Promise<Float32Array> {
+    this.#shared();
+    return this.backend.read(this);
+  }
+
+  /** Releases this handle; storage is freed once no view uses it. Idempotent. */
+  dispose(): void {
+    const s = this.#storage;
+    if (s === null) return;
+    this.#storage = null;
+    s.refs--;
+    if (s.refs === 0) this.backend.release(s.data, s.bytes);
+  }
+
+  #shared(): SharedStorage {
+    if (this.#storage === null) {
+      throw new TypeError(`tensor of shape [${this.shape.join(", ")}] used after dispose`);
+    }
+    return this.#storage;
+  }
+}
