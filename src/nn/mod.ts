@@ -1,0 +1,7 @@
+/**
+ * Layers with a split backward, losses, optimizers and safetensors I/O.
+ *
+ * @module
+ */
+
+export {};
