@@ -14,3 +14,7 @@ export type {
   Shape,
 } from "./backend.ts";
 export { checkShape, shapeSize, Tensor } from "./tensor.ts";
+export * as ops from "./ops.ts";
+export type { MatmulOptions, SoftmaxOptions } from "./ops.ts";
+export { CpuBackend } from "./cpu_backend.ts";
+export { randomTensor, Rng } from "./random.ts";

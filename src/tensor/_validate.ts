@@ -1,0 +1,39 @@
+/**
+ * Argument checks shared by the backends' storage methods (`fromData`,
+ * `zeros`), so every backend refuses bad input with the same errors.
+ *
+ * @module
+ */
+
+import type { Shape } from "./backend.ts";
+import { checkShape, shapeSize } from "./tensor.ts";
+
+/** Formats a shape as `[2, 3]` for error messages. */
+export function fmtShape(shape: Shape): string {
+  return `[${shape.join(", ")}]`;
+}
+
+/**
+ * Checks the arguments of `backend.fromData`: `data` is a Float32Array, the
+ * shape holds non-negative integers, and the lengths agree.
+ */
+export function checkFromData(data: Float32Array, shape: Shape): void {
+  if (!(data instanceof Float32Array)) {
+    const got = data === null ? "null" : (data as object)?.constructor?.name ?? typeof data;
+    throw new TypeError(`fromData: data must be a Float32Array, got ${got}`);
+  }
+  checkShape(shape, "fromData: shape");
+  const n = shapeSize(shape);
+  if (data.length !== n) {
+    throw new RangeError(
+      `fromData: data length ${data.length} does not match shape ${
+        fmtShape(shape)
+      } (${n} elements)`,
+    );
+  }
+}
+
+/** Checks the shape given to `backend.zeros`. */
+export function checkZeros(shape: Shape): void {
+  checkShape(shape, "zeros: shape");
+}
