@@ -8,3 +8,10 @@
 export type { Action, ActionKind, RankActions } from "./action.ts";
 export { formatAction, parseAction } from "./action.ts";
 export type { Schedule, TimedEvent } from "./schedule.ts";
+export type { AsciiOptions } from "./render_ascii.ts";
+export { renderAscii } from "./render_ascii.ts";
+export type { SvgOptions } from "./render_svg.ts";
+export { renderSvg } from "./render_svg.ts";
+export type { ChromeTrace, ChromeTraceEvent, ChromeTraceOptions } from "./chrome_trace.ts";
+export { toChromeTrace } from "./chrome_trace.ts";
+export { scheduleFromCsv, scheduleToCsv } from "./schedule_csv.ts";
