@@ -15,3 +15,25 @@ export { renderSvg } from "./render_svg.ts";
 export type { ChromeTrace, ChromeTraceEvent, ChromeTraceOptions } from "./chrome_trace.ts";
 export { toChromeTrace } from "./chrome_trace.ts";
 export { scheduleFromCsv, scheduleToCsv } from "./schedule_csv.ts";
+export type {
+  CostedLayer,
+  PartitionInput,
+  PartitionOptions,
+  PartitionResult,
+  PartitionStrategy,
+  UniformPartitionOptions,
+} from "./partition.ts";
+export {
+  evaluatePartition,
+  FixedPartition,
+  LoadBalancedPartition,
+  UniformPartition,
+  validatePartition,
+} from "./partition.ts";
+export type {
+  ActivationCheckpointOptions,
+  CheckpointSegment,
+  ChunkCheckpointPlan,
+  RecomputePolicy,
+} from "./checkpoint.ts";
+export { ActivationCheckpointConfig, DEFAULT_EXPENSIVE_KINDS } from "./checkpoint.ts";
