@@ -144,17 +144,26 @@ export class CpuBackend implements Backend {
 
   /** Elementwise `a + b`. */
   add(a: Tensor, b: Tensor): Tensor {
-    return this.#zip(a, b, (x, y) => x + y);
+    const [out, O] = this.#alloc(a.shape);
+    const A = data(a), B = data(b);
+    for (let i = 0; i < O.length; i++) O[i] = A[i] + B[i];
+    return out;
   }
 
   /** Elementwise `a - b`. */
   sub(a: Tensor, b: Tensor): Tensor {
-    return this.#zip(a, b, (x, y) => x - y);
+    const [out, O] = this.#alloc(a.shape);
+    const A = data(a), B = data(b);
+    for (let i = 0; i < O.length; i++) O[i] = A[i] - B[i];
+    return out;
   }
 
   /** Elementwise `a * b`. */
   mul(a: Tensor, b: Tensor): Tensor {
-    return this.#zip(a, b, (x, y) => x * y);
+    const [out, O] = this.#alloc(a.shape);
+    const A = data(a), B = data(b);
+    for (let i = 0; i < O.length; i++) O[i] = A[i] * B[i];
+    return out;
   }
 
   /** `x + bias` broadcast over rows. */
@@ -171,7 +180,10 @@ export class CpuBackend implements Backend {
 
   /** `s * x`. */
   scale(x: Tensor, s: number): Tensor {
-    return this.#map(x, (v) => v * s);
+    const [out, O] = this.#alloc(x.shape);
+    const X = data(x);
+    for (let i = 0; i < O.length; i++) O[i] = X[i] * s;
+    return out;
   }
 
   /** In place `y += alpha * x`. */
@@ -192,36 +204,58 @@ export class CpuBackend implements Backend {
 
   /** `max(x, 0)`. */
   relu(x: Tensor): Tensor {
-    return this.#map(x, (v) => (v > 0 ? v : 0));
+    const [out, O] = this.#alloc(x.shape);
+    const X = data(x);
+    for (let i = 0; i < O.length; i++) O[i] = X[i] > 0 ? X[i] : 0;
+    return out;
   }
 
   /** `dy * (x > 0)`. */
   reluBackward(x: Tensor, dy: Tensor): Tensor {
-    return this.#zip(x, dy, (v, g) => (v > 0 ? g : 0));
+    const [out, O] = this.#alloc(x.shape);
+    const X = data(x), G = data(dy);
+    for (let i = 0; i < O.length; i++) O[i] = X[i] > 0 ? G[i] : 0;
+    return out;
   }
 
   /** GELU (tanh approximation). */
   gelu(x: Tensor): Tensor {
-    return this.#map(x, (v) => 0.5 * v * (1 + Math.tanh(GELU_C * (v + GELU_A * v * v * v))));
+    const [out, O] = this.#alloc(x.shape);
+    const X = data(x);
+    for (let i = 0; i < O.length; i++) {
+      const v = X[i];
+      O[i] = 0.5 * v * (1 + Math.tanh(GELU_C * (v + GELU_A * v * v * v)));
+    }
+    return out;
   }
 
   /** `dy * gelu'(x)`. */
   geluBackward(x: Tensor, dy: Tensor): Tensor {
-    return this.#zip(x, dy, (v, g) => {
+    const [out, O] = this.#alloc(x.shape);
+    const X = data(x), G = data(dy);
+    for (let i = 0; i < O.length; i++) {
+      const v = X[i];
       const t = Math.tanh(GELU_C * (v + GELU_A * v * v * v));
       const du = GELU_C * (1 + 3 * GELU_A * v * v);
-      return g * (0.5 * (1 + t) + 0.5 * v * (1 - t * t) * du);
-    });
+      O[i] = G[i] * (0.5 * (1 + t) + 0.5 * v * (1 - t * t) * du);
+    }
+    return out;
   }
 
   /** `tanh(x)`. */
   tanh(x: Tensor): Tensor {
-    return this.#map(x, Math.tanh);
+    const [out, O] = this.#alloc(x.shape);
+    const X = data(x);
+    for (let i = 0; i < O.length; i++) O[i] = Math.tanh(X[i]);
+    return out;
   }
 
   /** `dy * (1 - y²)`. */
   tanhBackward(y: Tensor, dy: Tensor): Tensor {
-    return this.#zip(y, dy, (v, g) => g * (1 - v * v));
+    const [out, O] = this.#alloc(y.shape);
+    const Y = data(y), G = data(dy);
+    for (let i = 0; i < O.length; i++) O[i] = G[i] * (1 - Y[i] * Y[i]);
+    return out;
   }
 
   /** Row softmax, optionally causal. */
@@ -500,20 +534,6 @@ export class CpuBackend implements Backend {
         idx[d] = 0;
       }
     }
-    return out;
-  }
-
-  #map(x: Tensor, f: (v: number) => number): Tensor {
-    const [out, O] = this.#alloc(x.shape);
-    const X = data(x);
-    for (let i = 0; i < X.length; i++) O[i] = f(X[i]);
-    return out;
-  }
-
-  #zip(a: Tensor, b: Tensor, f: (x: number, y: number) => number): Tensor {
-    const [out, O] = this.#alloc(a.shape);
-    const A = data(a), B = data(b);
-    for (let i = 0; i < A.length; i++) O[i] = f(A[i], B[i]);
     return out;
   }
 }
