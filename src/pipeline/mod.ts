@@ -37,3 +37,9 @@ export type {
   RecomputePolicy,
 } from "./checkpoint.ts";
 export { ActivationCheckpointConfig, DEFAULT_EXPENSIVE_KINDS } from "./checkpoint.ts";
+export type { ActionCosts, CostValue, SimulateOptions, SimulationResult } from "./simulate.ts";
+export { simulate } from "./simulate.ts";
+export type { GenerateOptions, ScheduleName } from "./generate.ts";
+export { estimateBubbleFraction, generateSchedule, SCHEDULE_NAMES } from "./generate.ts";
+export type { ScheduleProblem, ScheduleProblemKind, ScheduleStall } from "./validate.ts";
+export { checkSchedule, ScheduleDeadlockError, validateSchedule } from "./validate.ts";
