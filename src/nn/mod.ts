@@ -4,4 +4,44 @@
  * @module
  */
 
-export {};
+export { DEFAULT_KEY } from "./layer.ts";
+export type {
+  ForwardOptions,
+  InitOptions,
+  Layer,
+  LayerCost,
+  Parameter,
+  StateKey,
+} from "./layer.ts";
+export { Linear, type LinearOptions } from "./linear.ts";
+export { ReLU } from "./relu.ts";
+export { GELU } from "./gelu.ts";
+export { Tanh } from "./tanh.ts";
+export { LayerNorm, type LayerNormOptions } from "./layer_norm.ts";
+export { Embedding, type EmbeddingOptions } from "./embedding.ts";
+export {
+  TokenPositionEmbedding,
+  type TokenPositionEmbeddingOptions,
+} from "./token_position_embedding.ts";
+export { CausalSelfAttention } from "./causal_self_attention.ts";
+export { MLP, type MLPOptions } from "./mlp.ts";
+export { TransformerBlock, type TransformerBlockOptions } from "./transformer_block.ts";
+export { Sequential, type SequentialOptions } from "./sequential.ts";
+export { crossEntropyLoss, type LossOptions, type LossResult, mseLoss } from "./losses.ts";
+export type { Optimizer, ParamGroup, ParamGroupSpec } from "./optimizer.ts";
+export { SGD, type SGDOptions } from "./sgd.ts";
+export { AdamW, type AdamWOptions } from "./adamw.ts";
+export { clipGradNorm } from "./clip_grad_norm.ts";
+export {
+  loadSafetensors,
+  type LoadSafetensorsOptions,
+  parseSafetensors,
+  type SafetensorsEntry,
+  type SafetensorsFile,
+  saveSafetensors,
+  type SaveSafetensorsOptions,
+} from "./safetensors.ts";
+export { CharTokenizer } from "./char_tokenizer.ts";
+export { sampleBatch, type TokenBatch } from "./sample_batch.ts";
+export { TINY_CORPUS } from "./data/tiny_corpus.ts";
+export { createTinyGPT, type TinyGPTConfig } from "./gpt.ts";

@@ -1,0 +1,63 @@
+/**
+ * GELU activation: the tanh approximation of GELU, `0.5 x (1 + tanh(√(2/π)(x + 0.044715 x³)))`, elementwise.
+ *
+ * @module
+ */
+
+import type { Backend, Shape, Tensor } from "../tensor/mod.ts";
+import * as ops from "../tensor/ops.ts";
+import { LayerBase, retain } from "./_base.ts";
+import type { LayerCost } from "./layer.ts";
+
+interface GELUState {
+  x?: Tensor; // the input, [...] (view)
+}
+
+/**
+ * GELU activation, elementwise over any shape. No parameters; the forward
+ * keeps its input for B, and W does nothing.
+ *
+ * @example
+ * ```ts
+ * import { CpuBackend, GELU } from "@conveyor/core";
+ * const be = new CpuBackend();
+ * const act = new GELU(be);
+ * const x = be.fromData(new Float32Array([-1, 0.5]), [1, 2]);
+ * const y = act.forward(x, { save: false });
+ * console.log(await y.toArray());
+ * x.dispose();
+ * y.dispose();
+ * ```
+ */
+export class GELU extends LayerBase<GELUState> {
+  readonly kind: string = "GELU";
+
+  /** Creates the activation on `backend`. */
+  constructor(backend: Backend) {
+    super(backend);
+  }
+
+  protected outputShapeOf(s: Shape): Shape {
+    return [...s];
+  }
+
+  protected costOf(s: Shape): LayerCost {
+    let n = 1;
+    for (const d of s) n *= d;
+    return { params: 0, flops: 8 * n };
+  }
+
+  protected forwardImpl(x: Tensor, _key: unknown, save: boolean): { y: Tensor; state?: GELUState } {
+    const y = ops.gelu(x); // [...]
+    return save ? { y, state: { x: retain(x) } } : { y };
+  }
+
+  protected backwardInputImpl(dy: Tensor, state: GELUState): Tensor {
+    const dx = ops.geluBackward(state.x!, dy); // [...]
+    state.x!.dispose();
+    delete state.x; // W needs nothing
+    return dx;
+  }
+
+  protected backwardWeightImpl(): void {}
+}

@@ -1,0 +1,72 @@
+/**
+ * A tiny GPT as a `Sequential`: embeddings, Transformer blocks, final norm
+ * and a linear head, so the pipeline can cut it at block boundaries.
+ *
+ * @module
+ */
+
+import type { Backend } from "../tensor/mod.ts";
+import { Rng } from "../tensor/random.ts";
+import { checkPositiveInt } from "./_base.ts";
+import type { Layer } from "./layer.ts";
+import { LayerNorm } from "./layer_norm.ts";
+import { Linear } from "./linear.ts";
+import { Sequential } from "./sequential.ts";
+import { TokenPositionEmbedding } from "./token_position_embedding.ts";
+import { TransformerBlock } from "./transformer_block.ts";
+
+/** Sizes of {@linkcode createTinyGPT}. */
+export interface TinyGPTConfig {
+  /** Number of token ids. */
+  readonly vocabSize: number;
+  /** Longest context (rows of the positional table). */
+  readonly seqLen: number;
+  /** Model width. */
+  readonly dim: number;
+  /** Attention heads; must divide `dim`. */
+  readonly heads: number;
+  /** Number of Transformer blocks. */
+  readonly layers: number;
+  /** Seed of the initialisation (default 0). */
+  readonly seed?: number;
+}
+
+/**
+ * Builds `[TokenPositionEmbedding, TransformerBlock × layers, LayerNorm,
+ * Linear head]`: input token ids `[B, T]` (T ≤ seqLen), output logits
+ * `[B, T, vocabSize]`. All weights come from one `Rng(seed)` in layer order,
+ * so the same config gives the same model on every backend. The head starts
+ * small (std 0.02), so the initial loss is close to ln(vocabSize).
+ *
+ * @example
+ * ```ts
+ * import { CpuBackend, createTinyGPT } from "@conveyor/core";
+ * const be = new CpuBackend();
+ * const gpt = createTinyGPT({ vocabSize: 10, seqLen: 8, dim: 8, heads: 2, layers: 1, seed: 1 }, be);
+ * console.log(gpt.layers.map((l) => l.kind)); // ["TokenPositionEmbedding", "TransformerBlock", "LayerNorm", "Linear"]
+ * console.log(gpt.outputShape([2, 8])); // [2, 8, 10]
+ * gpt.dispose();
+ * ```
+ */
+export function createTinyGPT(config: TinyGPTConfig, backend: Backend): Sequential {
+  if (config === null || typeof config !== "object") {
+    throw new TypeError(`createTinyGPT: config must be an object, got ${String(config)}`);
+  }
+  const { vocabSize, seqLen, dim, heads, layers } = config;
+  checkPositiveInt("createTinyGPT", "vocabSize", vocabSize);
+  checkPositiveInt("createTinyGPT", "seqLen", seqLen);
+  checkPositiveInt("createTinyGPT", "dim", dim);
+  checkPositiveInt("createTinyGPT", "heads", heads);
+  checkPositiveInt("createTinyGPT", "layers", layers);
+  if (dim % heads !== 0) {
+    throw new RangeError(
+      `createTinyGPT: heads must divide dim, got heads = ${heads} and dim = ${dim}`,
+    );
+  }
+  const rng = new Rng(config.seed ?? 0);
+  const list: Layer[] = [new TokenPositionEmbedding(backend, vocabSize, seqLen, dim, { rng })];
+  for (let i = 0; i < layers; i++) list.push(new TransformerBlock(backend, dim, heads, { rng }));
+  list.push(new LayerNorm(backend, dim));
+  list.push(new Linear(backend, dim, vocabSize, { rng, initScale: 0.02 }));
+  return new Sequential(list, { inputShape: [1, seqLen] });
+}

@@ -1,0 +1,101 @@
+/**
+ * The Transformer feed-forward block: Linear → GELU → Linear.
+ *
+ * @module
+ */
+
+import type { Backend, Shape, Tensor } from "../tensor/mod.ts";
+import { checkPositiveInt, fmtShape, initRng, LayerBase } from "./_base.ts";
+import { GELU } from "./gelu.ts";
+import type { InitOptions, LayerCost, StateKey } from "./layer.ts";
+import { Linear } from "./linear.ts";
+
+/** Options of {@linkcode MLP}. */
+export interface MLPOptions extends InitOptions {
+  /** Hidden width (default `4 · dim`). */
+  readonly hidden?: number;
+}
+
+/**
+ * Feed-forward block `proj(gelu(fc(x)))` over the last dimension: input
+ * `[..., dim]`, hidden `[..., hidden]`, output `[..., dim]`. Parameters
+ * `fc.weight`, `fc.bias`, `proj.weight`, `proj.bias`. B runs the sublayers'
+ * B passes in reverse order; W runs each Linear's W.
+ *
+ * @example
+ * ```ts
+ * import { CpuBackend, MLP } from "@conveyor/core";
+ * const be = new CpuBackend();
+ * const mlp = new MLP(be, 4, { hidden: 8, seed: 2 });
+ * const x = be.zeros([2, 4]);
+ * const y = mlp.forward(x, { save: false });
+ * console.log(y.shape); // [2, 4]
+ * x.dispose();
+ * y.dispose();
+ * mlp.dispose();
+ * ```
+ */
+export class MLP extends LayerBase<Record<string, never>> {
+  readonly kind: string = "MLP";
+  /** Input and output width. */
+  readonly dim: number;
+  /** Hidden width. */
+  readonly hidden: number;
+  /** dim → hidden. */
+  readonly fc: Linear;
+  /** The activation. */
+  readonly act: GELU;
+  /** hidden → dim. */
+  readonly proj: Linear;
+
+  /** Creates the block with weights from `opts.rng` (or `opts.seed`). */
+  constructor(backend: Backend, dim: number, opts?: MLPOptions) {
+    super(backend);
+    checkPositiveInt("MLP", "dim", dim);
+    const hidden = opts?.hidden ?? 4 * dim;
+    checkPositiveInt("MLP", "hidden", hidden);
+    this.dim = dim;
+    this.hidden = hidden;
+    const rng = initRng(opts);
+    this.fc = this.addChild("fc", new Linear(backend, dim, hidden, { rng }));
+    this.act = this.addChild("act", new GELU(backend));
+    this.proj = this.addChild("proj", new Linear(backend, hidden, dim, { rng }));
+  }
+
+  protected outputShapeOf(s: Shape): Shape {
+    if (s.length < 1 || s[s.length - 1] !== this.dim) {
+      throw new RangeError(`MLP: input width must be dim = ${this.dim}, got shape ${fmtShape(s)}`);
+    }
+    return [...s];
+  }
+
+  protected costOf(s: Shape): LayerCost {
+    const hs = [...s.slice(0, -1), this.hidden];
+    const a = this.fc.cost(s), b = this.act.cost(hs), c = this.proj.cost(hs);
+    return { params: a.params + c.params, flops: a.flops + b.flops + c.flops };
+  }
+
+  protected forwardImpl(x: Tensor, key: StateKey, save: boolean): { y: Tensor } {
+    const h = this.fc.forward(x, { key, save }); // [..., hidden]
+    const g = this.act.forward(h, { key, save }); // [..., hidden]
+    h.dispose();
+    const y = this.proj.forward(g, { key, save }); // [..., dim]
+    g.dispose();
+    return { y };
+  }
+
+  protected backwardInputImpl(dy: Tensor, _s: unknown, key: StateKey): Tensor {
+    const dg = this.proj.backwardInput(dy, key); // [..., hidden]
+    const dh = this.act.backwardInput(dg, key); // [..., hidden]
+    dg.dispose();
+    const dx = this.fc.backwardInput(dh, key); // [..., dim]
+    dh.dispose();
+    return dx;
+  }
+
+  protected backwardWeightImpl(_s: unknown, key: StateKey): void {
+    this.proj.backwardWeight(key);
+    this.act.backwardWeight(key);
+    this.fc.backwardWeight(key);
+  }
+}

@@ -1,0 +1,63 @@
+/**
+ * ReLU activation: max(x, 0), elementwise.
+ *
+ * @module
+ */
+
+import type { Backend, Shape, Tensor } from "../tensor/mod.ts";
+import * as ops from "../tensor/ops.ts";
+import { LayerBase, retain } from "./_base.ts";
+import type { LayerCost } from "./layer.ts";
+
+interface ReLUState {
+  x?: Tensor; // the input, [...] (view)
+}
+
+/**
+ * ReLU activation, elementwise over any shape. No parameters; the forward
+ * keeps its input for B, and W does nothing.
+ *
+ * @example
+ * ```ts
+ * import { CpuBackend, ReLU } from "@conveyor/core";
+ * const be = new CpuBackend();
+ * const act = new ReLU(be);
+ * const x = be.fromData(new Float32Array([-1, 0.5]), [1, 2]);
+ * const y = act.forward(x, { save: false });
+ * console.log(await y.toArray());
+ * x.dispose();
+ * y.dispose();
+ * ```
+ */
+export class ReLU extends LayerBase<ReLUState> {
+  readonly kind: string = "ReLU";
+
+  /** Creates the activation on `backend`. */
+  constructor(backend: Backend) {
+    super(backend);
+  }
+
+  protected outputShapeOf(s: Shape): Shape {
+    return [...s];
+  }
+
+  protected costOf(s: Shape): LayerCost {
+    let n = 1;
+    for (const d of s) n *= d;
+    return { params: 0, flops: 1 * n };
+  }
+
+  protected forwardImpl(x: Tensor, _key: unknown, save: boolean): { y: Tensor; state?: ReLUState } {
+    const y = ops.relu(x); // [...]
+    return save ? { y, state: { x: retain(x) } } : { y };
+  }
+
+  protected backwardInputImpl(dy: Tensor, state: ReLUState): Tensor {
+    const dx = ops.reluBackward(state.x!, dy); // [...]
+    state.x!.dispose();
+    delete state.x; // W needs nothing
+    return dx;
+  }
+
+  protected backwardWeightImpl(): void {}
+}

@@ -1,0 +1,383 @@
+/**
+ * Save and load weights in the safetensors format, so that other tools
+ * (Hugging Face `safetensors`, PyTorch) can read them.
+ *
+ * Layout: 8 bytes little-endian u64 `N`, then `N` bytes of UTF-8 JSON
+ * `{"name": {"dtype": "F32", "shape": [...], "data_offsets": [begin, end]},
+ * "__metadata__": {"key": "value"}}` (padded with spaces to a multiple of 8),
+ * then the data section: little-endian f32 values, offsets relative to its
+ * start. As the reference implementation requires, the tensors' byte ranges
+ * tile the data section exactly: no gaps, no overlaps, nothing after the end.
+ *
+ * @module
+ */
+
+import type { Tensor } from "../tensor/mod.ts";
+import * as ops from "../tensor/ops.ts";
+import { fmtShape, sameShape } from "./_base.ts";
+import type { Layer, Parameter } from "./layer.ts";
+
+/** One tensor read from a safetensors file. */
+export interface SafetensorsEntry {
+  /** Always `"F32"` (the only dtype Conveyor reads). */
+  readonly dtype: "F32";
+  /** Dimensions. */
+  readonly shape: number[];
+  /** The values, row-major. */
+  readonly data: Float32Array;
+}
+
+/** A parsed safetensors file. */
+export interface SafetensorsFile {
+  /** Tensors by name, in the header's order. */
+  readonly tensors: Map<string, SafetensorsEntry>;
+  /** The `__metadata__` string map (empty when absent). */
+  readonly metadata: Record<string, string>;
+}
+
+/** Options of {@linkcode saveSafetensors}. */
+export interface SaveSafetensorsOptions {
+  /** String key-value pairs stored as `__metadata__`. */
+  readonly metadata?: Record<string, string>;
+}
+
+/** Options of {@linkcode loadSafetensors}. */
+export interface LoadSafetensorsOptions {
+  /**
+   * Accept tensors in the file that the model lacks (default `false`). A
+   * pipeline stage loading its slice of a whole-model file sets it.
+   */
+  readonly allowExtra?: boolean;
+}
+
+const MAX_HEADER = 100_000_000; // as the reference implementation
+
+function paramsOf(source: Layer | readonly Parameter[], where: string): readonly Parameter[] {
+  if (Array.isArray(source)) return source;
+  if (source !== null && typeof source === "object" && "parameters" in source) {
+    return (source as Layer).parameters();
+  }
+  throw new TypeError(`${where}: expected a Layer or a Parameter array, got ${String(source)}`);
+}
+
+/**
+ * Serialises parameter values (of a layer or a list) into safetensors bytes,
+ * tensors in parameter order. Reads every tensor back from its backend (the
+ * reads overlap).
+ *
+ * @example
+ * ```ts
+ * import { CpuBackend, Linear, parseSafetensors, saveSafetensors } from "@conveyor/core";
+ * const be = new CpuBackend();
+ * const lin = new Linear(be, 3, 2, { seed: 1 });
+ * const bytes = await saveSafetensors(lin, { metadata: { format: "pt" } });
+ * const file = parseSafetensors(bytes);
+ * console.log([...file.tensors.keys()], file.tensors.get("weight")!.shape); // ["weight", "bias"] [2, 3]
+ * lin.dispose();
+ * ```
+ */
+export async function saveSafetensors(
+  source: Layer | readonly Parameter[],
+  opts?: SaveSafetensorsOptions,
+): Promise<Uint8Array> {
+  const params = paramsOf(source, "saveSafetensors");
+  const names = new Set<string>();
+  for (const p of params) {
+    if (p.name === "__metadata__" || p.name === "") {
+      throw new RangeError(`saveSafetensors: parameter name ${JSON.stringify(p.name)} is reserved`);
+    }
+    if (names.has(p.name)) {
+      throw new RangeError(
+        `saveSafetensors: parameter name ${JSON.stringify(p.name)} appears twice`,
+      );
+    }
+    names.add(p.name);
+  }
+  const meta = opts?.metadata;
+  if (meta !== undefined) {
+    for (const [k, v] of Object.entries(meta)) {
+      if (typeof v !== "string") {
+        throw new TypeError(
+          `saveSafetensors: metadata value of ${k} must be a string, got ${typeof v}`,
+        );
+      }
+    }
+  }
+  const datas = await Promise.all(params.map((p) => p.value.toArray()));
+  const header: Record<string, unknown> = {};
+  if (meta !== undefined) header.__metadata__ = meta;
+  let offset = 0;
+  params.forEach((p, i) => {
+    const end = offset + datas[i].length * 4;
+    header[p.name] = { dtype: "F32", shape: [...p.value.shape], data_offsets: [offset, end] };
+    offset = end;
+  });
+  let json = new TextEncoder().encode(JSON.stringify(header));
+  const padded = Math.ceil(json.length / 8) * 8;
+  if (padded !== json.length) {
+    const j = new Uint8Array(padded).fill(0x20); // spaces, as the reference writer pads
+    j.set(json);
+    json = j;
+  }
+  const out = new Uint8Array(8 + json.length + offset);
+  const view = new DataView(out.buffer);
+  view.setBigUint64(0, BigInt(json.length), true);
+  out.set(json, 8);
+  let pos = 8 + json.length;
+  for (const d of datas) {
+    for (let k = 0; k < d.length; k++) view.setFloat32(pos + 4 * k, d[k], true);
+    pos += d.length * 4;
+  }
+  return out;
+}
+
+interface HeaderEntry {
+  dtype: string;
+  shape: number[];
+  begin: number;
+  end: number;
+}
+
+/** Validates the whole layout; returns the entries and the data section's start. */
+function parseHeader(
+  bytes: Uint8Array,
+): { entries: Map<string, HeaderEntry>; metadata: Record<string, string>; dataStart: number } {
+  if (!(bytes instanceof Uint8Array)) {
+    throw new TypeError(`safetensors: expected a Uint8Array, got ${String(bytes)}`);
+  }
+  if (bytes.length < 8) {
+    throw new RangeError(
+      `safetensors: file of ${bytes.length} bytes is shorter than the 8-byte header length`,
+    );
+  }
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const n64 = view.getBigUint64(0, true);
+  if (n64 > BigInt(bytes.length - 8)) {
+    throw new RangeError(
+      `safetensors: header length ${n64} runs beyond the file (${
+        bytes.length - 8
+      } bytes after the length field)`,
+    );
+  }
+  const n = Number(n64);
+  if (n > MAX_HEADER) throw new RangeError(`safetensors: header length ${n} exceeds ${MAX_HEADER}`);
+  let parsed: unknown;
+  try {
+    const text = new TextDecoder("utf-8", { fatal: true }).decode(bytes.subarray(8, 8 + n));
+    parsed = JSON.parse(text);
+  } catch (e) {
+    throw new TypeError(`safetensors: header is not valid UTF-8 JSON: ${(e as Error).message}`, {
+      cause: e,
+    });
+  }
+  if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) {
+    throw new TypeError("safetensors: header must be a JSON object");
+  }
+  const metadata: Record<string, string> = {};
+  const entries = new Map<string, HeaderEntry>();
+  for (const [name, raw] of Object.entries(parsed as Record<string, unknown>)) {
+    if (name === "__metadata__") {
+      if (raw === null || typeof raw !== "object" || Array.isArray(raw)) {
+        throw new TypeError("safetensors: __metadata__ must be an object of strings");
+      }
+      for (const [k, v] of Object.entries(raw as Record<string, unknown>)) {
+        if (typeof v !== "string") {
+          throw new TypeError(`safetensors: __metadata__.${k} must be a string, got ${typeof v}`);
+        }
+        metadata[k] = v;
+      }
+      continue;
+    }
+    const e = raw as Record<string, unknown>;
+    if (e === null || typeof e !== "object") {
+      throw new TypeError(`safetensors: entry ${name} must be an object`);
+    }
+    const { dtype, shape, data_offsets: offs } = e;
+    if (typeof dtype !== "string") {
+      throw new TypeError(`safetensors: tensor ${name} has no dtype string`);
+    }
+    if (
+      !Array.isArray(shape) ||
+      !shape.every((d) => typeof d === "number" && Number.isSafeInteger(d) && d >= 0)
+    ) {
+      throw new TypeError(
+        `safetensors: tensor ${name} has shape ${
+          JSON.stringify(shape)
+        }, not a list of non-negative integers`,
+      );
+    }
+    if (
+      !Array.isArray(offs) || offs.length !== 2 ||
+      !offs.every((o) => typeof o === "number" && Number.isSafeInteger(o) && o >= 0)
+    ) {
+      throw new TypeError(
+        `safetensors: tensor ${name} has data_offsets ${JSON.stringify(offs)}, not [begin, end]`,
+      );
+    }
+    const [begin, end] = offs as number[];
+    if (end < begin) {
+      throw new RangeError(
+        `safetensors: tensor ${name} has data_offsets [${begin}, ${end}] with end < begin`,
+      );
+    }
+    entries.set(name, { dtype, shape: shape as number[], begin, end });
+  }
+  const dataStart = 8 + n;
+  const dataLen = bytes.length - dataStart;
+  // Byte ranges must tile [0, dataLen) exactly.
+  const sorted = [...entries.entries()].sort((a, b) =>
+    a[1].begin - b[1].begin || a[1].end - b[1].end
+  );
+  let expect = 0;
+  for (const [name, e] of sorted) {
+    if (e.begin < expect) {
+      throw new RangeError(
+        `safetensors: tensor ${name} at [${e.begin}, ${e.end}] overlaps the previous tensor, which ends at ${expect}`,
+      );
+    }
+    if (e.begin > expect) {
+      throw new RangeError(
+        `safetensors: gap in the data section: tensor ${name} starts at ${e.begin}, the previous one ends at ${expect}`,
+      );
+    }
+    expect = e.end;
+  }
+  if (expect > dataLen) {
+    throw new RangeError(
+      `safetensors: truncated body: the header needs ${expect} bytes of data, the file has ${dataLen}`,
+    );
+  }
+  if (expect < dataLen) {
+    throw new RangeError(
+      `safetensors: ${
+        dataLen - expect
+      } bytes after the last tensor (data section of ${dataLen} bytes, tensors end at ${expect})`,
+    );
+  }
+  for (const [name, e] of entries) {
+    if (e.dtype !== "F32") continue; // size checked only for the dtype we know; load refuses others
+    let size = 1;
+    for (const d of e.shape) size *= d;
+    if (e.end - e.begin !== size * 4) {
+      throw new RangeError(
+        `safetensors: tensor ${name} of shape ${fmtShape(e.shape)} needs ${
+          size * 4
+        } bytes, its data_offsets [${e.begin}, ${e.end}] give ${e.end - e.begin}`,
+      );
+    }
+  }
+  return { entries, metadata, dataStart };
+}
+
+function readF32(bytes: Uint8Array, start: number, count: number): Float32Array {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const out = new Float32Array(count);
+  for (let i = 0; i < count; i++) out[i] = view.getFloat32(start + 4 * i, true);
+  return out;
+}
+
+/**
+ * Parses and validates safetensors bytes into `Float32Array`s. Throws a
+ * TypeError or RangeError naming the problem (bad header, offsets out of
+ * range or overlapping, truncated body, a dtype other than F32).
+ *
+ * @example
+ * ```ts
+ * import { CpuBackend, LayerNorm, parseSafetensors, saveSafetensors } from "@conveyor/core";
+ * const be = new CpuBackend();
+ * const ln = new LayerNorm(be, 3);
+ * const file = parseSafetensors(await saveSafetensors(ln));
+ * console.log(file.tensors.get("weight")!.data); // Float32Array [1, 1, 1]
+ * ln.dispose();
+ * ```
+ */
+export function parseSafetensors(bytes: Uint8Array): SafetensorsFile {
+  const { entries, metadata, dataStart } = parseHeader(bytes);
+  const tensors = new Map<string, SafetensorsEntry>();
+  for (const [name, e] of entries) {
+    if (e.dtype !== "F32") {
+      throw new TypeError(
+        `safetensors: tensor ${name} has dtype ${e.dtype}; only F32 is supported`,
+      );
+    }
+  }
+  for (const [name, e] of entries) {
+    tensors.set(name, {
+      dtype: "F32",
+      shape: e.shape,
+      data: readF32(bytes, dataStart + e.begin, (e.end - e.begin) / 4),
+    });
+  }
+  return { tensors, metadata };
+}
+
+/**
+ * Loads weights into a model (or a parameter list) from safetensors bytes.
+ * Everything is validated first — the file's layout, then for every
+ * parameter: present, dtype F32, same shape; and, unless `allowExtra`, no
+ * tensor the model lacks — and only then are weights written, so a refused
+ * file leaves the model unchanged.
+ *
+ * @example
+ * ```ts
+ * import { CpuBackend, Linear, loadSafetensors, saveSafetensors } from "@conveyor/core";
+ * const be = new CpuBackend();
+ * const a = new Linear(be, 3, 2, { seed: 1 });
+ * const b = new Linear(be, 3, 2, { seed: 2 });
+ * loadSafetensors(b, await saveSafetensors(a)); // b now equals a
+ * a.dispose();
+ * b.dispose();
+ * ```
+ */
+export function loadSafetensors(
+  target: Layer | readonly Parameter[],
+  bytes: Uint8Array,
+  opts?: LoadSafetensorsOptions,
+): void {
+  const params = paramsOf(target, "loadSafetensors");
+  const { entries, dataStart } = parseHeader(bytes);
+  const wanted = new Set<string>();
+  for (const p of params) {
+    wanted.add(p.name);
+    const e = entries.get(p.name);
+    if (e === undefined) {
+      throw new RangeError(
+        `safetensors: the file has no tensor ${p.name} (model shape ${fmtShape(p.value.shape)})`,
+      );
+    }
+    if (e.dtype !== "F32") {
+      throw new TypeError(
+        `safetensors: tensor ${p.name} has dtype ${e.dtype}, the model needs F32`,
+      );
+    }
+    if (!sameShape(e.shape, p.value.shape)) {
+      throw new RangeError(
+        `safetensors: tensor ${p.name} has shape ${fmtShape(e.shape)}, the model needs ${
+          fmtShape(p.value.shape)
+        }`,
+      );
+    }
+    if (p.value.disposed) throw new TypeError(`loadSafetensors: parameter ${p.name} was disposed`);
+  }
+  if (!(opts?.allowExtra ?? false)) {
+    for (const name of entries.keys()) {
+      if (!wanted.has(name)) {
+        throw new RangeError(
+          `safetensors: the file has tensor ${name}, which the model lacks (pass allowExtra to ignore it)`,
+        );
+      }
+    }
+  }
+  // Decode every tensor before writing any, so nothing can fail half-way.
+  const staged: [Tensor, Float32Array][] = params.map((p) => {
+    const e = entries.get(p.name)!;
+    return [p.value, readF32(bytes, dataStart + e.begin, (e.end - e.begin) / 4)];
+  });
+  for (const [value, data] of staged) {
+    const t = value.backend.fromData(data, value.shape);
+    // No write-into op exists: v ← 0 + 1·t is exact.
+    ops.fillInPlace(value, 0);
+    ops.axpyInPlace(value, 1, t);
+    t.dispose();
+  }
+}

@@ -1,0 +1,225 @@
+/**
+ * `Sequential`: a list of layers applied in order, the unit the pipeline cuts
+ * into stages at layer boundaries.
+ *
+ * @module
+ */
+
+import type { Shape, Tensor } from "../tensor/mod.ts";
+import { fmtKey, fmtShape } from "./_base.ts";
+import {
+  DEFAULT_KEY,
+  type ForwardOptions,
+  type Layer,
+  type LayerCost,
+  type Parameter,
+  type StateKey,
+} from "./layer.ts";
+
+/** Options of {@linkcode Sequential}. */
+export interface SequentialOptions {
+  /**
+   * Names of the layers, used as parameter-name prefixes (default `"0"`,
+   * `"1"`, …). Slices keep the names of the full model, so a stage's
+   * parameters are named as in the whole model's safetensors file.
+   */
+  readonly names?: readonly string[];
+  /** When given, the chain of shapes is checked at construction. */
+  readonly inputShape?: Shape;
+}
+
+/**
+ * Layers applied in order. Implements {@linkcode Layer}, so it nests, and
+ * exposes `layers` so the pipeline can cut it at layer boundaries with
+ * {@linkcode Sequential.slice}. Every forward checks the whole chain of
+ * shapes before any work. A `Sequential` owns its layers: `dispose` disposes
+ * them (slices share layer objects with the model they came from).
+ *
+ * @example
+ * ```ts
+ * import { CpuBackend, Linear, ReLU, Sequential } from "@conveyor/core";
+ * const be = new CpuBackend();
+ * const model = new Sequential([
+ *   new Linear(be, 4, 8, { seed: 1 }),
+ *   new ReLU(be),
+ *   new Linear(be, 8, 2, { seed: 2 }),
+ * ]);
+ * console.log(model.outputShape([5, 4])); // [5, 2]
+ * console.log(model.parameters().map((p) => p.name)); // ["0.weight", "0.bias", "2.weight", "2.bias"]
+ * const head = model.slice(2, 3); // shares the last Linear
+ * console.log(head.parameters()[0].name); // "2.weight"
+ * model.dispose();
+ * ```
+ */
+export class Sequential implements Layer {
+  readonly kind: string = "Sequential";
+  /** The layers, in order. */
+  readonly layers: readonly Layer[];
+  /** The layers' names (parameter-name prefixes), in order. */
+  readonly names: readonly string[];
+
+  /** Creates the chain; checks shapes at once when `opts.inputShape` is given. */
+  constructor(layers: readonly Layer[], opts?: SequentialOptions) {
+    if (!Array.isArray(layers)) {
+      throw new TypeError(`Sequential: layers must be an array, got ${String(layers)}`);
+    }
+    if (layers.length === 0) {
+      throw new RangeError("Sequential: needs at least one layer, got 0");
+    }
+    layers.forEach((l, i) => {
+      if (
+        l === null || typeof l !== "object" || typeof l.forward !== "function" ||
+        typeof l.backwardInput !== "function" || typeof l.outputShape !== "function"
+      ) {
+        throw new TypeError(`Sequential: layers[${i}] is not a Layer, got ${String(l)}`);
+      }
+    });
+    const names = opts?.names ?? layers.map((_, i) => String(i));
+    if (names.length !== layers.length) {
+      throw new RangeError(
+        `Sequential: names must have one entry per layer, got ${names.length} names for ${layers.length} layers`,
+      );
+    }
+    if (new Set(names).size !== names.length || names.some((n) => n === "")) {
+      throw new RangeError(
+        `Sequential: names must be unique and non-empty, got ${JSON.stringify(names)}`,
+      );
+    }
+    this.layers = Object.freeze([...layers]);
+    this.names = Object.freeze([...names]);
+    if (opts?.inputShape !== undefined) this.outputShape(opts.inputShape);
+  }
+
+  /**
+   * The layers `[start, end)` as a new `Sequential` sharing the same layer
+   * objects and keeping their names.
+   */
+  slice(start: number, end: number = this.layers.length): Sequential {
+    const n = this.layers.length;
+    if (
+      !Number.isInteger(start) || !Number.isInteger(end) || start < 0 || end > n || start >= end
+    ) {
+      throw new RangeError(
+        `Sequential.slice: need integers 0 ≤ start < end ≤ ${n}, got start = ${start}, end = ${end}`,
+      );
+    }
+    return new Sequential(this.layers.slice(start, end), { names: this.names.slice(start, end) });
+  }
+
+  /** The shape after every layer: entry i is the output shape of layer i. */
+  shapes(inputShape: Shape): Shape[] {
+    const out: Shape[] = [];
+    let s = inputShape;
+    for (let i = 0; i < this.layers.length; i++) {
+      const l = this.layers[i];
+      try {
+        s = l.outputShape(s);
+      } catch (e) {
+        const from = i === 0
+          ? "the input"
+          : `the output of layer ${this.names[i - 1]} (${this.layers[i - 1].kind})`;
+        const msg = `Sequential: layer ${this.names[i]} (${l.kind}) cannot take ${from}, shape ${
+          fmtShape(s)
+        }: ${(e as Error).message}`;
+        throw e instanceof TypeError ? new TypeError(msg, { cause: e }) : new RangeError(msg, {
+          cause: e,
+        });
+      }
+      out.push(s);
+    }
+    return out;
+  }
+
+  outputShape(inputShape: Shape): Shape {
+    const s = this.shapes(inputShape);
+    return s[s.length - 1];
+  }
+
+  /** Each layer's cost for the shape that reaches it (for partitioning). */
+  costs(inputShape: Shape): LayerCost[] {
+    const shapes = this.shapes(inputShape);
+    return this.layers.map((l, i) => l.cost(i === 0 ? inputShape : shapes[i - 1]));
+  }
+
+  cost(inputShape: Shape): LayerCost {
+    let params = 0, flops = 0;
+    for (const c of this.costs(inputShape)) {
+      params += c.params;
+      flops += c.flops;
+    }
+    return { params, flops };
+  }
+
+  forward(x: Tensor, opts?: ForwardOptions): Tensor {
+    const key = opts?.key ?? DEFAULT_KEY;
+    const save = opts?.save ?? true;
+    this.outputShape(x.shape);
+    if (save) {
+      // Checked for every layer first so a refused forward leaves no layer half-run.
+      this.layers.forEach((l, i) => {
+        if (l.heldKeys().includes(key)) {
+          throw new Error(
+            `Sequential: layer ${this.names[i]} (${l.kind}) still holds state for key ${
+              fmtKey(key)
+            }; run its backward or dropState(${fmtKey(key)}) first`,
+          );
+        }
+      });
+    }
+    let h = x;
+    for (const l of this.layers) {
+      const next = l.forward(h, { key, save });
+      if (h !== x) h.dispose();
+      h = next;
+    }
+    return h;
+  }
+
+  backwardInput(dy: Tensor, key: StateKey = DEFAULT_KEY): Tensor {
+    let g = dy;
+    for (let i = this.layers.length - 1; i >= 0; i--) {
+      const next = this.layers[i].backwardInput(g, key);
+      if (g !== dy) g.dispose();
+      g = next;
+    }
+    return g;
+  }
+
+  backwardWeight(key: StateKey = DEFAULT_KEY): void {
+    for (let i = this.layers.length - 1; i >= 0; i--) this.layers[i].backwardWeight(key);
+  }
+
+  backward(dy: Tensor, key: StateKey = DEFAULT_KEY): Tensor {
+    const dx = this.backwardInput(dy, key);
+    this.backwardWeight(key);
+    return dx;
+  }
+
+  dropState(key: StateKey = DEFAULT_KEY): void {
+    for (const l of this.layers) l.dropState(key);
+  }
+
+  heldKeys(): StateKey[] {
+    const keys = new Set<StateKey>();
+    for (const l of this.layers) for (const k of l.heldKeys()) keys.add(k);
+    return [...keys];
+  }
+
+  parameters(): Parameter[] {
+    const out: Parameter[] = [];
+    this.layers.forEach((l, i) => {
+      for (const p of l.parameters()) {
+        out.push({ name: `${this.names[i]}.${p.name}`, value: p.value, grad: p.grad });
+      }
+    });
+    return out;
+  }
+
+  zeroGrad(): void {
+    for (const l of this.layers) l.zeroGrad();
+  }
+
+  dispose(): void {
+    for (const l of this.layers) l.dispose();
+  }
+}

@@ -1,0 +1,114 @@
+/**
+ * Stochastic gradient descent with momentum.
+ *
+ * @module
+ */
+
+import type { Tensor } from "../tensor/mod.ts";
+import * as ops from "../tensor/ops.ts";
+import type { Parameter } from "./layer.ts";
+import {
+  checkNonNegative,
+  makeGroups,
+  type Optimizer,
+  type ParamGroup,
+  type ParamGroupSpec,
+  zeroGroups,
+} from "./optimizer.ts";
+
+/** Options of {@linkcode SGD} (as PyTorch's `SGD` without dampening or Nesterov). */
+export interface SGDOptions {
+  /** Learning rate of groups that set none (default 1e-2). */
+  readonly lr?: number;
+  /** Momentum μ in [0, 1) (default 0: plain SGD). */
+  readonly momentum?: number;
+  /** L2 weight decay λ of groups that set none, added to the gradient (default 0). */
+  readonly weightDecay?: number;
+}
+
+/**
+ * SGD with momentum, as PyTorch: `d = g + λ p`; with momentum
+ * `buf ← μ buf + d` (`buf = d` at the first step) and `d = buf`; then
+ * `p ← p − lr d`.
+ *
+ * @example
+ * ```ts
+ * import { CpuBackend, Linear, SGD } from "@conveyor/core";
+ * const be = new CpuBackend();
+ * const model = new Linear(be, 3, 1, { seed: 0 });
+ * const opt = new SGD(model.parameters(), { lr: 0.1, momentum: 0.9 });
+ * opt.step();
+ * opt.zeroGrad();
+ * opt.dispose();
+ * model.dispose();
+ * ```
+ */
+export class SGD implements Optimizer {
+  readonly groups: readonly ParamGroup[];
+  /** Momentum μ. */
+  readonly momentum: number;
+  #step = 0;
+  #buf = new Map<Tensor, Tensor>();
+
+  /** Creates the optimizer; momentum buffers are allocated at the first step. */
+  constructor(params: readonly Parameter[] | readonly ParamGroupSpec[], opts?: SGDOptions) {
+    const momentum = opts?.momentum ?? 0;
+    if (typeof momentum !== "number" || !(momentum >= 0 && momentum < 1)) {
+      throw new RangeError(`SGD: momentum must lie in [0, 1), got ${String(momentum)}`);
+    }
+    this.groups = makeGroups("SGD", params, {
+      lr: opts?.lr ?? 1e-2,
+      weightDecay: opts?.weightDecay ?? 0,
+    });
+    this.momentum = momentum;
+  }
+
+  get stepCount(): number {
+    return this.#step;
+  }
+
+  step(): void {
+    for (const g of this.groups) {
+      checkNonNegative("SGD", "lr", g.lr);
+      checkNonNegative("SGD", "weightDecay", g.weightDecay);
+    }
+    this.#step++;
+    for (const g of this.groups) {
+      for (const p of g.params) {
+        let d = p.grad;
+        let owned = false;
+        if (g.weightDecay !== 0) {
+          d = ops.scale(p.value, g.weightDecay); // λ p
+          ops.axpyInPlace(d, 1, p.grad); // g + λ p
+          owned = true;
+        }
+        if (this.momentum !== 0) {
+          const old = this.#buf.get(p.value);
+          let buf: Tensor;
+          if (old === undefined) {
+            buf = ops.copy(d);
+          } else {
+            buf = ops.scale(old, this.momentum); // μ buf
+            ops.axpyInPlace(buf, 1, d); // μ buf + d
+            old.dispose();
+          }
+          this.#buf.set(p.value, buf);
+          if (owned) d.dispose();
+          d = buf;
+          owned = false;
+        }
+        ops.axpyInPlace(p.value, -g.lr, d);
+        if (owned) d.dispose();
+      }
+    }
+  }
+
+  zeroGrad(): void {
+    zeroGroups(this.groups);
+  }
+
+  dispose(): void {
+    for (const b of this.#buf.values()) b.dispose();
+    this.#buf.clear();
+  }
+}
