@@ -229,6 +229,7 @@ function parseHeader(
     a[1].begin - b[1].begin || a[1].end - b[1].end
   );
   let expect = 0;
+  let last = "";
   for (const [name, e] of sorted) {
     if (e.begin < expect) {
       throw new RangeError(
@@ -241,10 +242,11 @@ function parseHeader(
       );
     }
     expect = e.end;
+    last = name;
   }
   if (expect > dataLen) {
     throw new RangeError(
-      `safetensors: truncated body: the header needs ${expect} bytes of data, the file has ${dataLen}`,
+      `safetensors: truncated body or data_offsets out of range: tensor ${last} ends at byte ${expect} of the data section, which has ${dataLen} bytes`,
     );
   }
   if (expect < dataLen) {

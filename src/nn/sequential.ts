@@ -74,6 +74,14 @@ export class Sequential implements Layer {
         throw new TypeError(`Sequential: layers[${i}] is not a Layer, got ${String(l)}`);
       }
     });
+    layers.forEach((l, i) => {
+      const j = layers.indexOf(l);
+      if (j !== i) {
+        throw new RangeError(
+          `Sequential: layers[${i}] is the same object as layers[${j}]; a layer can appear once`,
+        );
+      }
+    });
     const names = opts?.names ?? layers.map((_, i) => String(i));
     if (names.length !== layers.length) {
       throw new RangeError(

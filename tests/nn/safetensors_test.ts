@@ -1,0 +1,294 @@
+import assert from "node:assert/strict";
+import type { Backend, Tensor } from "../../src/tensor/mod.ts";
+import { CpuBackend } from "../../src/tensor/cpu_backend.ts";
+import { createTinyGPT } from "../../src/nn/gpt.ts";
+import type { Layer } from "../../src/nn/layer.ts";
+import { Linear } from "../../src/nn/linear.ts";
+import { ReLU } from "../../src/nn/relu.ts";
+import { Sequential } from "../../src/nn/sequential.ts";
+import { loadSafetensors, parseSafetensors, saveSafetensors } from "../../src/nn/safetensors.ts";
+import { label, testBackends } from "../tensor/_backends.ts";
+import { ids, uniform } from "./_layer_checks.ts";
+
+const backends = await testBackends();
+
+const mlp = (be: Backend, seed: number) =>
+  new Sequential([
+    new Linear(be, 3, 4, { seed }),
+    new ReLU(be),
+    new Linear(be, 4, 2, { seed: seed + 1 }),
+  ]);
+
+async function snapshot(model: Layer): Promise<Float32Array[]> {
+  return await Promise.all(model.parameters().map((p) => p.value.toArray()));
+}
+
+/** Splits a file into its header object and data section. */
+function split(bytes: Uint8Array): { header: Record<string, unknown>; body: Uint8Array } {
+  const n = Number(new DataView(bytes.buffer, bytes.byteOffset).getBigUint64(0, true));
+  const header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + n)));
+  return { header, body: bytes.slice(8 + n) };
+}
+
+/** Builds a file from a header object (or raw header text) and a data section. */
+function build(header: Record<string, unknown> | string, body: Uint8Array): Uint8Array {
+  const json = new TextEncoder().encode(
+    typeof header === "string" ? header : JSON.stringify(header),
+  );
+  const out = new Uint8Array(8 + json.length + body.length);
+  new DataView(out.buffer).setBigUint64(0, BigInt(json.length), true);
+  out.set(json, 8);
+  out.set(body, 8 + json.length);
+  return out;
+}
+
+Deno.test("safetensors: the layout is the documented one (LE u64 length, JSON header, LE f32 data)", async () => {
+  const be = new CpuBackend();
+  const m = mlp(be, 1);
+  const bytes = await saveSafetensors(m, { metadata: { format: "pt", by: "conveyor" } });
+  const { header, body } = split(bytes);
+  assert.equal((bytes.length - body.length - 8) % 8, 0, "header padded to 8 bytes");
+  assert.deepEqual(header.__metadata__, { format: "pt", by: "conveyor" });
+  const params = m.parameters();
+  assert.deepEqual(
+    Object.keys(header).filter((k) => k !== "__metadata__"),
+    params.map((p) => p.name),
+  );
+  let offset = 0;
+  for (const p of params) {
+    const e = header[p.name] as { dtype: string; shape: number[]; data_offsets: number[] };
+    assert.equal(e.dtype, "F32");
+    assert.deepEqual(e.shape, [...p.value.shape]);
+    assert.deepEqual(e.data_offsets, [offset, offset + p.value.size * 4]);
+    const dv = new DataView(body.buffer, body.byteOffset + offset);
+    const want = await p.value.toArray();
+    for (let i = 0; i < want.length; i++) assert.equal(dv.getFloat32(4 * i, true), want[i]);
+    offset += p.value.size * 4;
+  }
+  assert.equal(offset, body.length);
+  m.dispose();
+});
+
+Deno.test("safetensors: a file from another writer (other key order, unpadded header) loads", async () => {
+  const be = new CpuBackend();
+  const lin = new Linear(be, 2, 2, { seed: 3 });
+  // bias first in the data, weight second, keys in yet another order.
+  const body = new Uint8Array(24);
+  const dv = new DataView(body.buffer);
+  [10, 20].forEach((v, i) => dv.setFloat32(4 * i, v, true));
+  [1, 2, 3, 4].forEach((v, i) => dv.setFloat32(8 + 4 * i, v, true));
+  const file = build(
+    '{"weight":{"dtype":"F32","shape":[2,2],"data_offsets":[8,24]},"__metadata__":{},"bias":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}',
+    body,
+  );
+  loadSafetensors(lin, file);
+  assert.deepEqual([...await lin.weight.toArray()], [1, 2, 3, 4]);
+  assert.deepEqual([...await lin.bias!.toArray()], [10, 20]);
+  const parsed = parseSafetensors(file);
+  assert.deepEqual([...parsed.tensors.keys()], ["weight", "bias"]);
+  assert.deepEqual(parsed.metadata, {});
+  lin.dispose();
+});
+
+for (const be of backends) {
+  Deno.test(`safetensors: save → load → identical predictions (tiny GPT, ${label(be)})`, async () => {
+    const cfg = { vocabSize: 11, seqLen: 6, dim: 8, heads: 2, layers: 1 };
+    const a = createTinyGPT({ ...cfg, seed: 1 }, be), b = createTinyGPT({ ...cfg, seed: 2 }, be);
+    const x = ids(be, [2, 6], 11, 5);
+    const ya = await a.forward(x, { save: false }).toArray();
+    assert.notDeepEqual(await b.forward(x, { save: false }).toArray(), ya, "different before");
+    loadSafetensors(b, await saveSafetensors(a));
+    assert.deepEqual(await b.forward(x, { save: false }).toArray(), ya);
+    assert.deepEqual(await snapshot(b), await snapshot(a));
+    x.dispose();
+    a.dispose();
+    b.dispose();
+  });
+}
+
+Deno.test("safetensors: a stage loads its slice of a whole-model file with allowExtra", async () => {
+  const be = new CpuBackend();
+  const a = mlp(be, 1), b = mlp(be, 7);
+  const bytes = await saveSafetensors(a);
+  const stage = b.slice(2);
+  assert.throws(() => loadSafetensors(stage, bytes), /tensor 0\.weight, which the model lacks/);
+  loadSafetensors(stage, bytes, { allowExtra: true });
+  assert.deepEqual(
+    await (stage.layers[0] as Linear).weight.toArray(),
+    await (a.layers[2] as Linear).weight.toArray(),
+  );
+  a.dispose();
+  b.dispose();
+});
+
+// ---- malformed files: each refused with a clear error, the model left unchanged ----
+
+async function refused(
+  name: string,
+  corrupt: (good: Uint8Array) => Uint8Array,
+  pattern: RegExp,
+): Promise<void> {
+  const be = new CpuBackend();
+  const src = mlp(be, 1), target = mlp(be, 9);
+  const good = await saveSafetensors(src);
+  const before = await snapshot(target);
+  const x = uniform(be, [2, 3], 4);
+  const yBefore = await target.forward(x, { save: false }).toArray();
+  const bad = corrupt(good);
+  assert.throws(() => loadSafetensors(target, bad), (e: Error) => {
+    assert.ok(e instanceof RangeError || e instanceof TypeError, `${name}: ${e}`);
+    assert.match(e.message, pattern, name);
+    return true;
+  });
+  assert.deepEqual(await snapshot(target), before, `${name}: model unchanged`);
+  assert.deepEqual(await target.forward(x, { save: false }).toArray(), yBefore);
+  x.dispose();
+  src.dispose();
+  target.dispose();
+}
+
+// deno-lint-ignore no-explicit-any -- tests poke at arbitrary header fields
+function editHeader(good: Uint8Array, f: (h: Record<string, any>) => void): Uint8Array {
+  const { header, body } = split(good);
+  f(header);
+  return build(header, body);
+}
+
+Deno.test("safetensors refuses: a missing tensor", async () => {
+  await refused("missing", (g) =>
+    editHeader(g, (h) => {
+      // Drop the last tensor and its bytes so the rest of the file stays consistent.
+      delete h["2.bias"];
+    }).slice(0, -8), /no tensor 2\.bias/);
+});
+
+Deno.test("safetensors refuses: a wrong shape", async () => {
+  await refused(
+    "shape",
+    (g) => editHeader(g, (h) => (h["0.weight"].shape = [3, 4])),
+    /0\.weight has shape \[3, 4\], the model needs \[4, 3\]/,
+  );
+});
+
+Deno.test("safetensors refuses: a wrong dtype", async () => {
+  await refused(
+    "dtype",
+    (g) => editHeader(g, (h) => (h["2.weight"].dtype = "F16")),
+    /2\.weight has dtype F16/,
+  );
+});
+
+Deno.test("safetensors refuses: a header that is not JSON", async () => {
+  await refused("json", (g) => {
+    const { body } = split(g);
+    return build('{"0.weight": {"dtype": "F32", ', body);
+  }, /header is not valid UTF-8 JSON/);
+});
+
+Deno.test("safetensors refuses: a header that is not an object", async () => {
+  await refused("array", (g) => build("[1, 2]", split(g).body), /header must be a JSON object/);
+});
+
+Deno.test("safetensors refuses: a header length beyond the file", async () => {
+  await refused("length", (g) => {
+    const c = g.slice();
+    new DataView(c.buffer).setBigUint64(0, BigInt(c.length), true);
+    return c;
+  }, /header length \d+ runs beyond the file/);
+});
+
+Deno.test("safetensors refuses: a file shorter than the length field", async () => {
+  await refused("tiny", (g) => g.slice(0, 5), /5 bytes is shorter than the 8-byte header length/);
+});
+
+Deno.test("safetensors refuses: data_offsets out of range", async () => {
+  await refused(
+    "range",
+    (g) => editHeader(g, (h) => (h["2.bias"].data_offsets = [h["2.bias"].data_offsets[0], 10_000])),
+    /out of range: tensor 2\.bias ends at byte 10000/,
+  );
+});
+
+Deno.test("safetensors refuses: overlapping data_offsets", async () => {
+  await refused("overlap", (g) =>
+    editHeader(g, (h) => {
+      h["0.bias"].data_offsets = [0, 16]; // lies inside 0.weight's bytes
+    }), /overlaps the previous tensor/);
+});
+
+Deno.test("safetensors refuses: data_offsets that disagree with the shape", async () => {
+  await refused(
+    "size",
+    (g) => editHeader(g, (h) => (h["0.bias"].shape = [3])),
+    /0\.bias of shape \[3\] needs 12 bytes/,
+  );
+});
+
+Deno.test("safetensors refuses: a truncated body", async () => {
+  await refused("truncated", (g) => g.slice(0, g.length - 3), /truncated body/);
+});
+
+Deno.test("safetensors refuses: trailing bytes after the last tensor", async () => {
+  await refused("trailing", (g) => {
+    const c = new Uint8Array(g.length + 4);
+    c.set(g);
+    return c;
+  }, /4 bytes after the last tensor/);
+});
+
+Deno.test("safetensors refuses: a tensor the model lacks (without allowExtra)", async () => {
+  await refused("extra", (g) =>
+    editHeader(g, (h) => {
+      h["3.weight"] = {
+        dtype: "F32",
+        shape: [0],
+        data_offsets: [h["2.bias"].data_offsets[1], h["2.bias"].data_offsets[1]],
+      };
+    }), /tensor 3\.weight, which the model lacks/);
+});
+
+Deno.test("safetensors refuses: malformed entries (shape, offsets, metadata)", async () => {
+  await refused(
+    "neg shape",
+    (g) => editHeader(g, (h) => (h["0.bias"].shape = [-4])),
+    /shape \[-4\], not a list/,
+  );
+  await refused(
+    "offsets",
+    (g) => editHeader(g, (h) => (h["0.bias"].data_offsets = [1])),
+    /data_offsets \[1\], not \[begin, end\]/,
+  );
+  await refused(
+    "reversed",
+    (g) => editHeader(g, (h) => (h["0.bias"].data_offsets = [64, 48])),
+    /end < begin/,
+  );
+  await refused(
+    "meta",
+    (g) => editHeader(g, (h) => (h.__metadata__ = { n: 1 })),
+    /__metadata__\.n must be a string/,
+  );
+});
+
+Deno.test("parseSafetensors: returns Float32Arrays and refuses other dtypes", async () => {
+  const be = new CpuBackend();
+  const lin = new Linear(be, 2, 3, { seed: 1 });
+  const good = await saveSafetensors(lin, { metadata: { a: "b" } });
+  const f = parseSafetensors(good);
+  assert.deepEqual(f.metadata, { a: "b" });
+  assert.deepEqual(f.tensors.get("weight")!.data, await lin.weight.toArray());
+  assert.deepEqual(f.tensors.get("weight")!.shape, [3, 2]);
+  assert.throws(
+    () => parseSafetensors(editHeader(good, (h) => (h.bias.dtype = "BF16"))),
+    /bias has dtype BF16; only F32/,
+  );
+  lin.dispose();
+});
+
+Deno.test("saveSafetensors: duplicate or reserved names are refused", async () => {
+  const be = new CpuBackend();
+  const t: Tensor = be.zeros([1]);
+  const p = { name: "x", value: t, grad: t };
+  await assert.rejects(() => saveSafetensors([p, p]), /"x" appears twice/);
+  await assert.rejects(() => saveSafetensors([{ ...p, name: "__metadata__" }]), /reserved/);
+});
