@@ -43,3 +43,6 @@ export type { GenerateOptions, ScheduleName } from "./generate.ts";
 export { estimateBubbleFraction, generateSchedule, SCHEDULE_NAMES } from "./generate.ts";
 export type { ScheduleProblem, ScheduleProblemKind, ScheduleStall } from "./validate.ts";
 export { checkSchedule, ScheduleDeadlockError, validateSchedule } from "./validate.ts";
+export type { CostSource, ProfileOptions } from "./layer_costs.ts";
+export { layerCosts, profileLayerCosts } from "./layer_costs.ts";
+export { CheckpointedChunk } from "./checkpointed_chunk.ts";
