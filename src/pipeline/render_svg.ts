@@ -53,7 +53,8 @@ const FONT = 'font-family="Helvetica, Arial, sans-serif"';
  * Renders timed events as a standalone SVG document (a string). Each event is
  * one `<rect class="box …">`; a rank's second (third, …) model chunk is drawn
  * in a darker shade of its kind's colour, as in the paper's interleaved and
- * V-shape figures. Hovering a box shows its action, iteration and times.
+ * V-shape figures. Hovering a box shows its action, iteration and times; a
+ * dark bar marks where each later iteration begins on a rank.
  *
  * @example
  * ```ts
@@ -182,6 +183,21 @@ export function renderSvg(events: readonly TimedEvent[], options: SvgOptions = {
       }
       out.push("</g>");
     }
+    // A dark bar where each later iteration begins on this rank, so
+    // back-to-back iterations can be told apart.
+    let seen = -1;
+    for (const e of lanes[r]) {
+      if (e.iteration > seen) {
+        if (seen >= 0) {
+          const bx = fmt(x(e.start));
+          out.push(
+            `<line class="iteration-start" x1="${bx}" y1="${y - 1}" x2="${bx}" ` +
+              `y2="${y + rowHeight + 1}" stroke="#222" stroke-width="2"/>`,
+          );
+        }
+        seen = e.iteration;
+      }
+    }
   }
 
   if (showLegend) {
@@ -197,7 +213,7 @@ export function renderSvg(events: readonly TimedEvent[], options: SvgOptions = {
         `<text class="legend" x="${lx + 19}" y="${legendY + 11}" ${FONT} font-size="11" ` +
           `fill="#333">${escapeXml(s.label)}</text>`,
       );
-      lx += 19 + s.label.length * 5.7 + 16;
+      lx += 19 + s.label.length * 6.3 + 16;
     }
     if (maxChunks > 1) {
       out.push(

@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
 import { formatAction } from "../../src/pipeline/action.ts";
 import { type ChromeTraceEvent, toChromeTrace } from "../../src/pipeline/chrome_trace.ts";
+import { generateSchedule } from "../../src/pipeline/generate.ts";
+import { simulate } from "../../src/pipeline/simulate.ts";
 import { ev, gpipe2x2, splitV2x2 } from "./_hand_events.ts";
 
 Deno.test("toChromeTrace: one complete event per pass, survives JSON", () => {
@@ -73,4 +75,22 @@ Deno.test("toChromeTrace: bad options and events throw", () => {
     /microsecondsPerUnit must be.*got -1/,
   );
   assert.throws(() => toChromeTrace([ev(0.5, "F", 0, 0, 0, 1)]), /rank.*got 0.5/);
+});
+
+Deno.test("toChromeTrace: a simulated ZB-V run keeps every action on its rank's track", () => {
+  const s = generateSchedule("zb-v", { ranks: 4, microBatches: 8 });
+  const sim = simulate(s, { iterations: 2 });
+  const trace = toChromeTrace(sim.events);
+  const xs = trace.traceEvents.filter((e) => e.ph === "X");
+  assert.equal(xs.length, 2 * s.actions.flat().length);
+  for (let r = 0; r < 4; r++) {
+    for (const it of [0, 1]) {
+      const names = xs.filter((x) => x.tid === r && x.args?.iteration === it).map((x) =>
+        x.args?.action
+      );
+      assert.deepEqual(names, s.actions[r].map(formatAction), `rank ${r} iteration ${it}`);
+    }
+  }
+  const last = Math.max(...xs.map((x) => x.ts! + x.dur!));
+  assert.ok(Math.abs(last - sim.makespan * 1000) < 1e-6);
 });

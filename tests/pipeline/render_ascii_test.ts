@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
 import { formatAction } from "../../src/pipeline/action.ts";
+import { generateSchedule, SCHEDULE_NAMES } from "../../src/pipeline/generate.ts";
 import { renderAscii } from "../../src/pipeline/render_ascii.ts";
+import { simulate } from "../../src/pipeline/simulate.ts";
 import { ev, gpipe2x2, splitV2x2 } from "./_hand_events.ts";
 
 /** Splits a rendered row into its cells, dropping the rank label. */
@@ -91,4 +93,22 @@ Deno.test("renderAscii: bad options and events throw before rendering", () => {
   assert.throws(() => renderAscii([ev(0, "F", 0, 0, 2, 1)]), /events\[0\] \(0F0\).*2\.\.1/);
   assert.throws(() => renderAscii([ev(-1, "F", 0, 0, 0, 1)]), /rank must be.*got -1/);
   assert.throws(() => renderAscii(gpipe2x2(), { ranks: 1.5 }), /ranks must be.*got 1.5/);
+});
+
+Deno.test("renderAscii: every generated schedule at p=4, m=8 shows each action once", () => {
+  for (const name of SCHEDULE_NAMES) {
+    const s = generateSchedule(name, { ranks: 4, microBatches: 8 });
+    const sim = simulate(s);
+    for (const mode of ["time", "slot"] as const) {
+      const rows = renderAscii(sim.events, { mode }).split("\n").map(cells);
+      assert.equal(rows.length, 4, `${name} ${mode}`);
+      for (let r = 0; r < 4; r++) {
+        const shown = rows[r].filter((c) => c !== "...." && c !== "..." && !/^-+$/.test(c));
+        assert.deepEqual(shown, s.actions[r].map(formatAction), `${name} ${mode} rank ${r}`);
+      }
+    }
+    // with unit costs every column is one time unit: the grid is makespan wide
+    const timeRows = renderAscii(sim.events).split("\n").map(cells);
+    assert.equal(timeRows[0].length, sim.makespan, name);
+  }
 });

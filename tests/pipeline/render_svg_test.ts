@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
 import { formatAction } from "../../src/pipeline/action.ts";
+import { generateSchedule, SCHEDULE_NAMES } from "../../src/pipeline/generate.ts";
 import { renderSvg } from "../../src/pipeline/render_svg.ts";
+import { simulate } from "../../src/pipeline/simulate.ts";
 import { ev, gpipe2x2, splitV2x2 } from "./_hand_events.ts";
 import { allElements, parseXml, type XmlElement } from "./_xml.ts";
 
@@ -127,4 +129,40 @@ Deno.test("renderSvg: bad options and events throw", () => {
   assert.throws(() => renderSvg(gpipe2x2(), { rowHeight: NaN }), /rowHeight.*got NaN/);
   assert.throws(() => renderSvg(gpipe2x2(), { bubbleFraction: Infinity }), /bubbleFraction/);
   assert.throws(() => renderSvg([ev(0, "F", 0, 0, 0, NaN)]), /events\[0\]/);
+});
+
+Deno.test("renderSvg: a bar marks where each later iteration begins on each rank", () => {
+  const one = gpipe2x2();
+  const events = [0, 1, 2].flatMap((it) =>
+    one.map((e) => ({ ...e, iteration: it, start: e.start + 9 * it, end: e.end + 9 * it }))
+  );
+  const els = allElements(parseXml(renderSvg(events)));
+  const bars = els.filter((e) => e.name === "line" && e.attrs.class === "iteration-start");
+  assert.equal(bars.length, 2 * 2, "ranks x (iterations - 1)");
+  const bx = bars.map((b) => Number(b.attrs.x1)).sort((a, b) => a - b);
+  const all = boxes(renderSvg(events));
+  const boxX = (rank: number, it: number) => {
+    const first = events.filter((e) => e.rank === rank && e.iteration === it)
+      .sort((a, b) => a.start - b.start)[0];
+    const tip = `${formatAction(first.action)} · iteration ${it} ·`;
+    return Number(all.find((b) => b.children[0].text.startsWith(tip))!.attrs.x);
+  };
+  assert.deepEqual(bx, [boxX(0, 1), boxX(1, 1), boxX(0, 2), boxX(1, 2)].sort((a, b) => a - b));
+  assert.equal(
+    allElements(parseXml(renderSvg(one))).filter((e) => e.attrs.class === "iteration-start").length,
+    0,
+  );
+});
+
+Deno.test("renderSvg: every generated schedule, one and three iterations", () => {
+  for (const name of SCHEDULE_NAMES) {
+    const s = generateSchedule(name, { ranks: 4, microBatches: 8 });
+    for (const iterations of [1, 3]) {
+      const sim = simulate(s, { iterations });
+      const svg = renderSvg(sim.events, { title: name, bubbleFraction: sim.bubbleFraction });
+      assert.equal(boxes(svg).length, sim.events.length, `${name} x${iterations}`);
+      const bars = allElements(parseXml(svg)).filter((e) => e.attrs.class === "iteration-start");
+      assert.equal(bars.length, 4 * (iterations - 1));
+    }
+  }
 });

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import type { Action } from "../../src/pipeline/action.ts";
+import { generateSchedule, SCHEDULE_NAMES } from "../../src/pipeline/generate.ts";
 import { scheduleFromCsv, scheduleToCsv } from "../../src/pipeline/schedule_csv.ts";
 
 const a = (kind: Action["kind"], stage: number, microBatch: number): Action => ({
@@ -58,4 +59,24 @@ Deno.test("schedule CSV: export refuses what is not an action", () => {
   assert.throws(() => scheduleToCsv([[a("F", -1, 0)]]), /rows\[0\]\[0\]/);
   // deno-lint-ignore no-explicit-any
   assert.throws(() => scheduleToCsv(["0F0" as any]), /rows\[0\] must be an array/);
+});
+
+Deno.test("schedule CSV: every generated schedule round-trips on a small grid", () => {
+  for (const name of SCHEDULE_NAMES) {
+    for (const [p, m] of [[1, 1], [2, 4], [3, 5], [4, 8]]) {
+      let s;
+      try {
+        s = generateSchedule(name, { ranks: p, microBatches: m });
+      } catch (err) {
+        if (err instanceof RangeError) continue; // a (p, m) this schedule refuses
+        throw err;
+      }
+      const back = scheduleFromCsv(scheduleToCsv(s.actions));
+      assert.deepEqual(
+        back,
+        s.actions.map((row) => row.map((x) => ({ ...x }))),
+        `${name} ${p}x${m}`,
+      );
+    }
+  }
 });

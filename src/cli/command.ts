@@ -1,0 +1,68 @@
+/**
+ * What every `cli.ts` subcommand implements, and the error that makes the CLI
+ * exit with code 2 (bad flag or value). A new subcommand is a module in
+ * `src/cli/` exporting a {@linkcode CliCommand}, listed in `cli.ts`.
+ *
+ * @module
+ */
+
+/** Where a command writes: stdout and stderr, replaceable for tests. */
+export interface CliIo {
+  /** Writes text to standard output as is (add the newline yourself). */
+  out(text: string): void;
+  /** Writes text to standard error as is (add the newline yourself). */
+  err(text: string): void;
+}
+
+/** One subcommand of `cli.ts`. */
+export interface CliCommand {
+  /** Name on the command line, e.g. `"schedule"`. */
+  readonly name: string;
+  /** One line for the command list of `--help`. */
+  readonly summary: string;
+  /** Full help text of the command (`cli.ts NAME --help`). */
+  readonly usage: string;
+  /**
+   * Runs the command with the arguments after its name; resolves to the exit
+   * code. Throws {@linkcode UsageError} for a bad flag or value (exit code 2).
+   */
+  run(args: string[], io: CliIo): Promise<number>;
+}
+
+/**
+ * A bad flag or flag value. `cli.ts` prints `error: <message>` on stderr and
+ * exits with code 2.
+ *
+ * @example
+ * ```ts
+ * import { UsageError } from "@conveyor/core/cli";
+ * const e = new UsageError('--stages must be a positive integer, got "x"');
+ * console.log(e.name); // "UsageError"
+ * ```
+ */
+export class UsageError extends Error {
+  /** Creates the error with a message that names the flag and the value. */
+  constructor(message: string) {
+    super(message);
+    this.name = "UsageError";
+  }
+}
+
+/**
+ * The process's stdout and stderr, written synchronously so that output is
+ * complete before the process exits.
+ *
+ * @example
+ * ```ts
+ * import { stdIo } from "@conveyor/core/cli";
+ * stdIo().out("hello\n");
+ * ```
+ */
+export function stdIo(): CliIo {
+  const encoder = new TextEncoder();
+  const write = (file: { writeSync(p: Uint8Array): number }, text: string): void => {
+    let bytes = encoder.encode(text);
+    while (bytes.length > 0) bytes = bytes.subarray(file.writeSync(bytes));
+  };
+  return { out: (t) => write(Deno.stdout, t), err: (t) => write(Deno.stderr, t) };
+}

@@ -1,0 +1,134 @@
+/**
+ * `cli.ts schedule`: generates a schedule and prints it as JSON (the action
+ * lists), CSV (PyTorch's compute-only format), an ASCII grid, an SVG timeline
+ * or a Chrome trace (the last three of a simulated run with the given costs).
+ *
+ * @module
+ */
+
+import { renderAscii } from "../pipeline/render_ascii.ts";
+import { renderSvg } from "../pipeline/render_svg.ts";
+import { toChromeTrace } from "../pipeline/chrome_trace.ts";
+import { scheduleToCsv } from "../pipeline/schedule_csv.ts";
+import type { Schedule } from "../pipeline/schedule.ts";
+import { simulate } from "../pipeline/simulate.ts";
+import type { CliCommand, CliIo } from "./command.ts";
+import { UsageError } from "./command.ts";
+import {
+  buildSchedule,
+  HELP_LINE,
+  parseFlags,
+  readScheduleSpec,
+  SCHEDULE_FLAGS,
+  scheduleFlagsHelp,
+} from "./_options.ts";
+
+const FORMATS = ["json", "csv", "text", "svg", "trace"] as const;
+type Format = typeof FORMATS[number];
+
+const FLAGS = { ...SCHEDULE_FLAGS, format: { type: "string" } } as const;
+
+/** The JSON that `schedule --format json` prints, key order included. */
+export interface ScheduleJson {
+  /** Schedule name as given to `--schedule`. */
+  readonly schedule: string;
+  /** Pipeline ranks P. */
+  readonly ranks: number;
+  /** Micro-batches M. */
+  readonly microBatches: number;
+  /** Model chunks per rank V. */
+  readonly stagesPerRank: number;
+  /** One list per rank, in execution order. */
+  readonly actions: { kind: string; stage: number; microBatch: number }[][];
+}
+
+/**
+ * The JSON form of a schedule: `{"schedule", "ranks", "microBatches",
+ * "stagesPerRank", "actions"}` with actions as `{"kind", "stage",
+ * "microBatch"}` objects (keys in that order), one list per rank.
+ */
+function scheduleJson(schedule: Schedule): ScheduleJson {
+  return {
+    schedule: schedule.name,
+    ranks: schedule.ranks,
+    microBatches: schedule.microBatches,
+    stagesPerRank: schedule.stagesPerRank,
+    actions: schedule.actions.map((row) =>
+      row.map((a) => ({ kind: a.kind, stage: a.stage, microBatch: a.microBatch }))
+    ),
+  };
+}
+
+const USAGE = `Usage: cli.ts schedule --schedule NAME --stages P --microbatches M [options]
+
+Prints a pipeline schedule.
+
+Options:
+${scheduleFlagsHelp()}
+  --format F             json (default): {"schedule","ranks","microBatches","stagesPerRank",
+                           "actions"}, one action list per rank in execution order
+                         csv: PyTorch's compute-only CSV, one row per rank
+                         text: ASCII grid of a simulated run (ranks x time)
+                         svg: SVG timeline of a simulated run
+                         trace: Chrome trace JSON of a simulated run (1 unit = 1 ms)
+${HELP_LINE}
+`;
+
+async function run(args: string[], io: CliIo): Promise<number> {
+  const values = parseFlags("schedule", args, FLAGS);
+  if (values.help) {
+    io.out(USAGE);
+    return 0;
+  }
+  const spec = readScheduleSpec(values);
+  const format = (values.format ?? "json") as string;
+  if (!(FORMATS as readonly string[]).includes(format)) {
+    throw new UsageError(
+      `--format must be one of ${FORMATS.join(", ")}, got ${JSON.stringify(format)}`,
+    );
+  }
+  const schedule = buildSchedule(spec);
+  switch (format as Format) {
+    case "json":
+      io.out(JSON.stringify(scheduleJson(schedule)) + "\n");
+      break;
+    case "csv":
+      io.out(scheduleToCsv(schedule.actions));
+      break;
+    default: {
+      const sim = simulate(schedule, { costs: spec.costs, comm: spec.comm });
+      if (format === "text") {
+        io.out(renderAscii(sim.events, { ranks: schedule.ranks }) + "\n");
+      } else if (format === "svg") {
+        const v = schedule.stagesPerRank > 1 ? ` v=${schedule.stagesPerRank}` : "";
+        io.out(renderSvg(sim.events, {
+          ranks: schedule.ranks,
+          title: `${schedule.name}  p=${schedule.ranks} m=${schedule.microBatches}${v}`,
+          bubbleFraction: sim.bubbleFraction,
+        }));
+      } else {
+        io.out(JSON.stringify(toChromeTrace(sim.events, { ranks: schedule.ranks })) + "\n");
+      }
+    }
+  }
+  return await Promise.resolve(0);
+}
+
+/**
+ * The `schedule` subcommand.
+ *
+ * @example
+ * ```ts
+ * import { scheduleCommand } from "@conveyor/core/cli";
+ * let out = "";
+ * const io = { out: (t: string) => void (out += t), err: () => {} };
+ * await scheduleCommand.run(["--schedule", "1f1b", "--stages", "2", "--microbatches", "2"], io);
+ * console.log(JSON.parse(out).ranks); // 2
+ * ```
+ */
+export const scheduleCommand: CliCommand = {
+  name: "schedule",
+  summary: "print a schedule as JSON, CSV, an ASCII grid, an SVG timeline or a Chrome trace",
+  usage: USAGE,
+  run,
+};

@@ -1,0 +1,266 @@
+import assert from "node:assert/strict";
+import { main } from "../cli.ts";
+import { generateSchedule, SCHEDULE_NAMES } from "../src/pipeline/generate.ts";
+import { scheduleFromCsv } from "../src/pipeline/schedule_csv.ts";
+import { simulate } from "../src/pipeline/simulate.ts";
+import { allElements, parseXml } from "./pipeline/_xml.ts";
+
+interface Run {
+  code: number;
+  out: string;
+  err: string;
+}
+
+async function cli(...args: string[]): Promise<Run> {
+  let out = "";
+  let err = "";
+  const code = await main(args, { out: (t) => void (out += t), err: (t) => void (err += t) });
+  return { code, out, err };
+}
+
+function plain(
+  actions: readonly (readonly { kind: string; stage: number; microBatch: number }[])[],
+) {
+  return actions.map((row) =>
+    row.map((a) => ({ kind: a.kind, stage: a.stage, microBatch: a.microBatch }))
+  );
+}
+
+const P4M8 = ["--stages", "4", "--microbatches", "8"];
+
+Deno.test("cli schedule --format json: exact shape, actions equal generateSchedule's", async () => {
+  for (const name of SCHEDULE_NAMES) {
+    const r = await cli("schedule", "--schedule", name, ...P4M8);
+    assert.equal(r.code, 0, `${name}: ${r.err}`);
+    assert.equal(r.err, "");
+    assert.ok(r.out.endsWith("\n"));
+    const j = JSON.parse(r.out);
+    assert.deepEqual(Object.keys(j), [
+      "schedule",
+      "ranks",
+      "microBatches",
+      "stagesPerRank",
+      "actions",
+    ]);
+    assert.equal(j.schedule, name);
+    assert.equal(j.ranks, 4);
+    assert.equal(j.microBatches, 8);
+    assert.ok(Number.isInteger(j.stagesPerRank) && j.stagesPerRank >= 1);
+    assert.ok(Array.isArray(j.actions));
+    assert.equal(j.actions.length, 4, "one list per rank");
+    for (const row of j.actions) {
+      assert.ok(Array.isArray(row));
+      for (const a of row) {
+        assert.deepEqual(Object.keys(a), ["kind", "stage", "microBatch"]);
+        assert.ok(["F", "B", "I", "W"].includes(a.kind));
+        assert.ok(Number.isInteger(a.stage) && Number.isInteger(a.microBatch));
+      }
+    }
+    const s = generateSchedule(name, { ranks: 4, microBatches: 8 });
+    assert.equal(j.stagesPerRank, s.stagesPerRank);
+    assert.deepEqual(j.actions, plain(s.actions), name);
+  }
+});
+
+Deno.test("cli schedule: --virtual-stages reaches the generator", async () => {
+  const r = await cli(
+    "schedule",
+    "--schedule",
+    "interleaved-1f1b",
+    ...P4M8,
+    "--virtual-stages",
+    "4",
+  );
+  assert.equal(r.code, 0, r.err);
+  const j = JSON.parse(r.out);
+  assert.equal(j.stagesPerRank, 4);
+  const s = generateSchedule("interleaved-1f1b", { ranks: 4, microBatches: 8, stagesPerRank: 4 });
+  assert.deepEqual(j.actions, plain(s.actions));
+  assert.equal(new Set(j.actions.flat().map((a: { stage: number }) => a.stage)).size, 16);
+});
+
+Deno.test("cli schedule --format csv round-trips to the same actions", async () => {
+  for (const name of ["1f1b", "zb-h1", "zb-v"]) {
+    const r = await cli("schedule", "--schedule", name, ...P4M8, "--format", "csv");
+    assert.equal(r.code, 0, r.err);
+    const s = generateSchedule(name, { ranks: 4, microBatches: 8 });
+    assert.deepEqual(scheduleFromCsv(r.out), plain(s.actions));
+  }
+});
+
+Deno.test("cli schedule --format text|svg|trace: pictures of a simulated run", async () => {
+  const s = generateSchedule("zb-h1", { ranks: 4, microBatches: 8 });
+  const n = s.actions.flat().length;
+  const text = await cli("schedule", "--schedule", "zb-h1", ...P4M8, "--format", "text");
+  assert.equal(text.code, 0, text.err);
+  assert.equal(text.out.trimEnd().split("\n").length, 4);
+
+  const svg = await cli("schedule", "--schedule", "zb-h1", ...P4M8, "--format", "svg");
+  assert.equal(svg.code, 0, svg.err);
+  const els = allElements(parseXml(svg.out));
+  assert.equal(els.filter((e) => e.name === "rect" && e.attrs.class?.startsWith("box ")).length, n);
+  const title = els.find((e) => e.attrs.class === "title")?.text ?? "";
+  const bubble = simulate(s).bubbleFraction;
+  assert.ok(title.includes(`bubble ${(bubble * 100).toFixed(1)}%`), title);
+
+  const trace = await cli("schedule", "--schedule", "zb-h1", ...P4M8, "--format", "trace");
+  assert.equal(trace.code, 0, trace.err);
+  const t = JSON.parse(trace.out);
+  assert.equal(t.traceEvents.filter((e: { ph: string }) => e.ph === "X").length, n);
+});
+
+Deno.test("cli simulate: figures equal simulate()'s, --cost-b is the input-gradient pass", async () => {
+  const args = [
+    "--schedule",
+    "zb-h2",
+    ...P4M8,
+    "--cost-f",
+    "1",
+    "--cost-b",
+    "1.2",
+    "--cost-w",
+    "0.8",
+    "--comm",
+    "0.1",
+    "--iterations",
+    "3",
+  ];
+  const costs = { F: 1, I: 1.2, W: 0.8, B: 2 };
+  const s = generateSchedule("zb-h2", { ranks: 4, microBatches: 8, costs });
+  const expected = simulate(s, { costs, comm: 0.1, iterations: 3 });
+
+  const j = await cli("simulate", ...args, "--json");
+  assert.equal(j.code, 0, j.err);
+  const o = JSON.parse(j.out);
+  assert.equal(o.schedule, "zb-h2");
+  assert.equal(o.iterations, 3);
+  assert.deepEqual(o.costs, costs);
+  assert.equal(o.comm, 0.1);
+  assert.equal(o.makespan, expected.makespan);
+  assert.deepEqual(o.busy, expected.busy);
+  assert.deepEqual(o.idle, expected.idle);
+  assert.equal(o.bubbleFraction, expected.bubbleFraction);
+  assert.equal(typeof o.steadyStateBubble, "number");
+  assert.equal(o.steadyStateBubble, expected.steadyStateBubble);
+  assert.deepEqual(o.peakActivations, expected.peakActivations);
+
+  const h = await cli("simulate", ...args);
+  assert.equal(h.code, 0, h.err);
+  const mk = /^makespan\s+(\S+)$/m.exec(h.out);
+  assert.ok(mk, h.out);
+  assert.ok(Math.abs(Number(mk[1]) - expected.makespan) < 1e-3);
+  assert.ok(h.out.includes(`${(expected.bubbleFraction * 100).toFixed(2)}%`));
+  assert.ok(h.out.includes(`${(expected.steadyStateBubble! * 100).toFixed(2)}%`));
+  const rows = h.out.split("\n").filter((l) => /^\d+\s/.test(l));
+  assert.equal(rows.length, 4);
+  rows.forEach((l, r) =>
+    assert.equal(Number(l.trim().split(/\s+/)[3]), expected.peakActivations[r])
+  );
+
+  const single = JSON.parse((await cli("simulate", "--schedule", "1f1b", ...P4M8, "--json")).out);
+  assert.equal(single.steadyStateBubble, null);
+  assert.ok(Math.abs(single.bubbleFraction - 3 / 11) < 1e-12, "1F1B p=4 m=8: (p-1)/(m+p-1)");
+
+  const grid = await cli("simulate", "--schedule", "gpipe", ...P4M8, "--grid");
+  assert.equal(grid.code, 0, grid.err);
+  assert.equal(grid.out.split("\n").filter((l) => /^r\d /.test(l)).length, 4);
+});
+
+Deno.test("cli: bad flags and values exit 2 naming the flag and value", async () => {
+  const cases: [string[], RegExp][] = [
+    [["schedule", "--schedule", "1f1b", ...P4M8, "--bogus"], /unknown flag --bogus/],
+    [
+      ["schedule", "--schedule", "1f1b", "--stages", "abc", "--microbatches", "8"],
+      /--stages.*"abc"/,
+    ],
+    [["schedule", "--schedule", "1f1b", "--stages", "0", "--microbatches", "8"], /--stages.*"0"/],
+    [["schedule", "--schedule", "1f1b", "--stages", "-1", "--microbatches", "8"], /--stages.*"-1"/],
+    [
+      ["schedule", "--schedule", "1f1b", "--stages", "2.5", "--microbatches", "8"],
+      /--stages.*"2.5"/,
+    ],
+    [["schedule", "--schedule", "1f1b", "--stages", "4"], /--microbatches is required/],
+    [["schedule", "--schedule", "nope", ...P4M8], /--schedule must be one of .*"nope"/],
+    [["schedule", ...P4M8], /--schedule is required/],
+    [["schedule", "--schedule", "1f1b", ...P4M8, "--format", "xml"], /--format .*"xml"/],
+    [["schedule", "--schedule", "1f1b", ...P4M8, "--virtual-stages", "x"], /--virtual-stages.*"x"/],
+    [["schedule", "--schedule", "1f1b", ...P4M8, "extra"], /unexpected argument "extra"/],
+    [["schedule", "--schedule", "1f1b", "--stages"], /--stages/],
+    [["simulate", "--schedule", "1f1b", ...P4M8, "--cost-f", "-1"], /--cost-f.*"-1"/],
+    [["simulate", "--schedule", "1f1b", ...P4M8, "--comm", "fast"], /--comm.*"fast"/],
+    [["simulate", "--schedule", "1f1b", ...P4M8, "--iterations", "0"], /--iterations.*"0"/],
+    [["simulate", "--schedule", "1f1b", ...P4M8, "--json=yes"], /--json/],
+    [["frobnicate"], /unknown command "frobnicate"/],
+  ];
+  for (const [args, re] of cases) {
+    const r = await cli(...args);
+    assert.equal(r.code, 2, `${args.join(" ")}: code ${r.code}, ${r.err}`);
+    assert.equal(r.out, "");
+    assert.match(r.err, /^error: /);
+    assert.equal(r.err.trimEnd().split("\n").length, 1, "one error line");
+    assert.match(r.err, re, args.join(" "));
+  }
+  const none = await cli();
+  assert.equal(none.code, 2);
+  assert.match(none.err, /Usage/);
+});
+
+Deno.test("cli: a combination the generator refuses is a bad value too", async () => {
+  const r = await cli("schedule", "--schedule", "zb-v", ...P4M8, "--virtual-stages", "3");
+  assert.equal(r.code, 2, r.err);
+  assert.match(r.err, /^error: .*--virtual-stages 3/);
+});
+
+Deno.test("cli: --help lists the commands and each command's options", async () => {
+  const top = await cli("--help");
+  assert.equal(top.code, 0);
+  assert.match(top.out, /schedule\s+print a schedule/);
+  assert.match(top.out, /simulate\s+simulate a schedule/);
+  for (const c of ["schedule", "simulate"]) {
+    const r = await cli(c, "--help");
+    assert.equal(r.code, 0);
+    for (const flag of ["--schedule", "--stages", "--microbatches", "--virtual-stages"]) {
+      assert.ok(r.out.includes(flag), `${c} --help mentions ${flag}`);
+    }
+    for (const name of SCHEDULE_NAMES) assert.ok(r.out.includes(name));
+  }
+  assert.match((await cli("simulate", "-h")).out, /--iterations/);
+});
+
+Deno.test("cli: a real subprocess prints the JSON and exits 2 on a bad flag", async () => {
+  const cliPath = new URL("../cli.ts", import.meta.url).pathname;
+  const ok = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "-A",
+      cliPath,
+      "schedule",
+      "--schedule",
+      "1f1b",
+      "--stages",
+      "2",
+      "--microbatches",
+      "3",
+    ],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assert.equal(ok.code, 0, new TextDecoder().decode(ok.stderr));
+  const j = JSON.parse(new TextDecoder().decode(ok.stdout));
+  assert.deepEqual(
+    j.actions,
+    plain(generateSchedule("1f1b", { ranks: 2, microBatches: 3 }).actions),
+  );
+
+  const bad = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", cliPath, "simulate", "--schedule", "1f1b", "--stages", "two"],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assert.equal(bad.code, 2);
+  assert.equal(new TextDecoder().decode(bad.stdout), "");
+  assert.match(
+    new TextDecoder().decode(bad.stderr),
+    /^error: --stages must be a positive integer, got "two"/,
+  );
+});
