@@ -65,7 +65,8 @@ export function renderAscii(events: readonly TimedEvent[], options: AsciiOptions
   }
   const rows = checkEvents(events, options.ranks);
 
-  const width = Math.max(1, ...events.map((e) => formatAction(e.action).length));
+  let width = 1;
+  for (const e of events) width = Math.max(width, formatAction(e.action).length);
   const idle = ".".repeat(width);
   const cont = "-".repeat(width);
   const cell = (e: TimedEvent): string => formatAction(e.action).padEnd(width);
