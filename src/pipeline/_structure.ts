@@ -53,6 +53,8 @@ export function checkStructure(s: Schedule): ScheduleProblem[] {
       });
     }
   });
+  // Placement is broken: the actions cannot be judged against it.
+  if (out.length > 0) return out;
   if (!Array.isArray(s.actions) || s.actions.length !== ranks) {
     out.push({
       kind: "range",
