@@ -6,10 +6,12 @@
 
 import type { Backend, Shape, Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
-import { checkPositiveInt, fmtShape, initRng, LayerBase, moveReshape } from "./_base.ts";
+import { checkPositiveInt, fmtShape, initRng, moveReshape } from "./_util.ts";
+import { LayerBase } from "./layer_base.ts";
 import type { InitOptions, LayerCost, StateKey } from "./layer.ts";
 import { Linear } from "./linear.ts";
 
+/** @internal What the layer keeps between its passes. */
 interface AttentionState {
   q?: Tensor; // [B·H, T, D]
   k?: Tensor; // [B·H, T, D]
@@ -46,6 +48,7 @@ const MERGE_HEADS = [1, 3, 0, 2, 4];
  * ```
  */
 export class CausalSelfAttention extends LayerBase<AttentionState> {
+  /** Always `"CausalSelfAttention"`. */
   readonly kind: string = "CausalSelfAttention";
   /** Model width. */
   readonly dim: number;
@@ -76,6 +79,7 @@ export class CausalSelfAttention extends LayerBase<AttentionState> {
     this.proj = this.addChild("proj", new Linear(backend, dim, dim, { rng }));
   }
 
+  /** @ignore */
   protected outputShapeOf(s: Shape): Shape {
     if (s.length !== 3 || s[2] !== this.dim) {
       throw new RangeError(
@@ -87,6 +91,7 @@ export class CausalSelfAttention extends LayerBase<AttentionState> {
     return [...s];
   }
 
+  /** @ignore */
   protected costOf(s: Shape): LayerCost {
     const [b, t, c] = s;
     const core = 4 * b * t * t * c + 5 * b * this.heads * t * t; // two matmuls + softmax
@@ -95,6 +100,7 @@ export class CausalSelfAttention extends LayerBase<AttentionState> {
     return { params: lin.params + out.params, flops: lin.flops + core + out.flops };
   }
 
+  /** @ignore */
   protected forwardImpl(
     x: Tensor,
     key: StateKey,
@@ -129,6 +135,7 @@ export class CausalSelfAttention extends LayerBase<AttentionState> {
     return { y, state: { q, k, v, p } };
   }
 
+  /** @ignore */
   protected backwardInputImpl(dy: Tensor, s: AttentionState, key: StateKey): Tensor {
     const [b, t, c] = dy.shape;
     const h = this.heads, d = this.headDim, bh = b * h;
@@ -165,6 +172,7 @@ export class CausalSelfAttention extends LayerBase<AttentionState> {
     return dx;
   }
 
+  /** @ignore */
   protected backwardWeightImpl(_s: AttentionState, key: StateKey): void {
     this.qkv.backwardWeight(key);
     this.proj.backwardWeight(key);

@@ -7,7 +7,8 @@
 import type { Backend, Shape, Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
 import { randomTensor } from "../tensor/random.ts";
-import { checkPositive, checkPositiveInt, initRng, LayerBase, retain } from "./_base.ts";
+import { checkPositive, checkPositiveInt, initRng, retain } from "./_util.ts";
+import { LayerBase } from "./layer_base.ts";
 import type { InitOptions, LayerCost } from "./layer.ts";
 
 /** Options of {@linkcode Embedding}. */
@@ -16,6 +17,7 @@ export interface EmbeddingOptions extends InitOptions {
   readonly initScale?: number;
 }
 
+/** @internal What the layer keeps between its passes. */
 interface EmbeddingState {
   ids?: Tensor; // [...] integer ids stored as f32 (view)
   dy?: Tensor; // [..., C] (kept by B for W)
@@ -42,6 +44,7 @@ interface EmbeddingState {
  * ```
  */
 export class Embedding extends LayerBase<EmbeddingState> {
+  /** Always `"Embedding"`. */
   readonly kind: string = "Embedding";
   /** Number of rows of the table (vocabulary size). */
   readonly numEmbeddings: number;
@@ -65,16 +68,19 @@ export class Embedding extends LayerBase<EmbeddingState> {
     );
   }
 
+  /** @ignore */
   protected outputShapeOf(s: Shape): Shape {
     return [...s, this.dim];
   }
 
+  /** @ignore */
   protected costOf(s: Shape): LayerCost {
     let n = 1;
     for (const d of s) n *= d;
     return { params: this.numEmbeddings * this.dim, flops: n * this.dim };
   }
 
+  /** @ignore */
   protected forwardImpl(
     ids: Tensor,
     _key: unknown,
@@ -84,11 +90,13 @@ export class Embedding extends LayerBase<EmbeddingState> {
     return save ? { y, state: { ids: retain(ids) } } : { y };
   }
 
+  /** @ignore */
   protected backwardInputImpl(dy: Tensor, s: EmbeddingState): Tensor {
     s.dy = retain(dy);
     return this.backend.zeros(s.ids!.shape); // ids are not differentiable
   }
 
+  /** @ignore */
   protected backwardWeightImpl(s: EmbeddingState): void {
     ops.embeddingBackwardInPlace(this.gradOf(this.weight), s.ids!, s.dy!); // dW[ids[i]] += dy[i]
   }

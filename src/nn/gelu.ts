@@ -6,9 +6,11 @@
 
 import type { Backend, Shape, Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
-import { LayerBase, retain } from "./_base.ts";
+import { retain } from "./_util.ts";
+import { LayerBase } from "./layer_base.ts";
 import type { LayerCost } from "./layer.ts";
 
+/** @internal What the layer keeps between its passes. */
 interface GELUState {
   x?: Tensor; // the input, [...] (view)
 }
@@ -30,6 +32,7 @@ interface GELUState {
  * ```
  */
 export class GELU extends LayerBase<GELUState> {
+  /** Always `"GELU"`. */
   readonly kind: string = "GELU";
 
   /** Creates the activation on `backend`. */
@@ -37,21 +40,25 @@ export class GELU extends LayerBase<GELUState> {
     super(backend);
   }
 
+  /** @ignore */
   protected outputShapeOf(s: Shape): Shape {
     return [...s];
   }
 
+  /** @ignore */
   protected costOf(s: Shape): LayerCost {
     let n = 1;
     for (const d of s) n *= d;
     return { params: 0, flops: 8 * n };
   }
 
+  /** @ignore */
   protected forwardImpl(x: Tensor, _key: unknown, save: boolean): { y: Tensor; state?: GELUState } {
     const y = ops.gelu(x); // [...]
     return save ? { y, state: { x: retain(x) } } : { y };
   }
 
+  /** @ignore */
   protected backwardInputImpl(dy: Tensor, state: GELUState): Tensor {
     const dx = ops.geluBackward(state.x!, dy); // [...]
     state.x!.dispose();
@@ -59,5 +66,6 @@ export class GELU extends LayerBase<GELUState> {
     return dx;
   }
 
+  /** @ignore */
   protected backwardWeightImpl(): void {}
 }

@@ -7,7 +7,7 @@
 
 import type { Backend } from "../tensor/mod.ts";
 import { Rng } from "../tensor/random.ts";
-import { checkPositiveInt } from "./_base.ts";
+import { checkPositiveInt } from "./_util.ts";
 import type { Layer } from "./layer.ts";
 import { LayerNorm } from "./layer_norm.ts";
 import { Linear } from "./linear.ts";

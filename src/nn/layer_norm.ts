@@ -6,7 +6,8 @@
 
 import type { Backend, Shape, Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
-import { checkPositive, checkPositiveInt, fmtShape, LayerBase, retain } from "./_base.ts";
+import { checkPositive, checkPositiveInt, fmtShape, retain } from "./_util.ts";
+import { LayerBase } from "./layer_base.ts";
 import type { LayerCost } from "./layer.ts";
 
 /** Options of {@linkcode LayerNorm}. */
@@ -15,6 +16,7 @@ export interface LayerNormOptions {
   readonly eps?: number;
 }
 
+/** @internal What the layer keeps between its passes. */
 interface LayerNormState {
   x?: Tensor; // [..., C] (view of the input)
   mean?: Tensor; // [R]
@@ -41,6 +43,7 @@ interface LayerNormState {
  * ```
  */
 export class LayerNorm extends LayerBase<LayerNormState> {
+  /** Always `"LayerNorm"`. */
   readonly kind: string = "LayerNorm";
   /** Normalised width. */
   readonly dim: number;
@@ -63,6 +66,7 @@ export class LayerNorm extends LayerBase<LayerNormState> {
     this.bias = this.addParam("bias", backend.zeros([dim]));
   }
 
+  /** @ignore */
   protected outputShapeOf(s: Shape): Shape {
     if (s.length < 1 || s[s.length - 1] !== this.dim) {
       throw new RangeError(
@@ -72,12 +76,14 @@ export class LayerNorm extends LayerBase<LayerNormState> {
     return [...s];
   }
 
+  /** @ignore */
   protected costOf(s: Shape): LayerCost {
     let n = 1;
     for (const d of s) n *= d;
     return { params: 2 * this.dim, flops: 8 * n };
   }
 
+  /** @ignore */
   protected forwardImpl(
     x: Tensor,
     _key: unknown,
@@ -92,6 +98,7 @@ export class LayerNorm extends LayerBase<LayerNormState> {
     return { y, state: { x: retain(x), mean, rstd } };
   }
 
+  /** @ignore */
   protected backwardInputImpl(dy: Tensor, s: LayerNormState): Tensor {
     // dx = rstd · (dŷ − mean(dŷ) − x̂ · mean(dŷ · x̂)), dŷ = dy · γ  — [..., C]
     const dx = ops.layerNormBackwardInput(dy, s.x!, s.mean!, s.rstd!, this.weight);
@@ -99,6 +106,7 @@ export class LayerNorm extends LayerBase<LayerNormState> {
     return dx;
   }
 
+  /** @ignore */
   protected backwardWeightImpl(s: LayerNormState): void {
     // dγ = Σ_rows dy · x̂, dβ = Σ_rows dy — each [C]
     const { dgamma, dbeta } = ops.layerNormBackwardWeight(s.dy!, s.x!, s.mean!, s.rstd!);

@@ -7,7 +7,8 @@
 import type { Backend, Shape, Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
 import { randomTensor } from "../tensor/random.ts";
-import { checkPositive, checkPositiveInt, fmtShape, initRng, LayerBase, rowsOf } from "./_base.ts";
+import { checkPositive, checkPositiveInt, fmtShape, initRng, rowsOf } from "./_util.ts";
+import { LayerBase } from "./layer_base.ts";
 import type { InitOptions, LayerCost } from "./layer.ts";
 
 /** Options of {@linkcode Linear}. */
@@ -18,6 +19,7 @@ export interface LinearOptions extends InitOptions {
   readonly initScale?: number;
 }
 
+/** @internal What the layer keeps between its passes. */
 interface LinearState {
   x?: Tensor; // [R, in] (view of the input)
   dy?: Tensor; // [R, out] (view of the output gradient, kept by B for W)
@@ -43,6 +45,7 @@ interface LinearState {
  * ```
  */
 export class Linear extends LayerBase<LinearState> {
+  /** Always `"Linear"`. */
   readonly kind: string = "Linear";
   /** Input width. */
   readonly inFeatures: number;
@@ -70,6 +73,7 @@ export class Linear extends LayerBase<LinearState> {
     this.bias = (opts?.bias ?? true) ? this.addParam("bias", backend.zeros([outFeatures])) : null;
   }
 
+  /** @ignore */
   protected outputShapeOf(s: Shape): Shape {
     if (s.length < 1 || s[s.length - 1] !== this.inFeatures) {
       throw new RangeError(
@@ -79,12 +83,14 @@ export class Linear extends LayerBase<LinearState> {
     return [...s.slice(0, -1), this.outFeatures];
   }
 
+  /** @ignore */
   protected costOf(s: Shape): LayerCost {
     const rows = rowsOf(s);
     const params = this.inFeatures * this.outFeatures + (this.bias ? this.outFeatures : 0);
     return { params, flops: 2 * rows * this.inFeatures * this.outFeatures };
   }
 
+  /** @ignore */
   protected forwardImpl(
     x: Tensor,
     _key: unknown,
@@ -107,6 +113,7 @@ export class Linear extends LayerBase<LinearState> {
     return { y, state: { x: x2 } };
   }
 
+  /** @ignore */
   protected backwardInputImpl(dy: Tensor, state: LinearState): Tensor {
     const rows = rowsOf(dy.shape);
     const dy2 = dy.reshape([rows, this.outFeatures]); // [R, out]
@@ -117,6 +124,7 @@ export class Linear extends LayerBase<LinearState> {
     return dx;
   }
 
+  /** @ignore */
   protected backwardWeightImpl(state: LinearState): void {
     const x2 = state.x!, dy2 = state.dy!;
     const dw = ops.matmul(dy2, x2, { transA: true }); // [R, out]ᵀ·[R, in] = [out, in]

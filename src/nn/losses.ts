@@ -21,7 +21,7 @@
 
 import type { Shape, Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
-import { fmtShape, rowsOf, sameShape } from "./_base.ts";
+import { fmtShape, rowsOf, sameShape } from "./_util.ts";
 
 /** Options of the losses. */
 export interface LossOptions {

@@ -5,7 +5,8 @@
  */
 
 import type { Backend, Shape, Tensor } from "../tensor/mod.ts";
-import { checkPositiveInt, fmtShape, initRng, LayerBase } from "./_base.ts";
+import { checkPositiveInt, fmtShape, initRng } from "./_util.ts";
+import { LayerBase } from "./layer_base.ts";
 import { GELU } from "./gelu.ts";
 import type { InitOptions, LayerCost, StateKey } from "./layer.ts";
 import { Linear } from "./linear.ts";
@@ -36,6 +37,7 @@ export interface MLPOptions extends InitOptions {
  * ```
  */
 export class MLP extends LayerBase<Record<string, never>> {
+  /** Always `"MLP"`. */
   readonly kind: string = "MLP";
   /** Input and output width. */
   readonly dim: number;
@@ -62,6 +64,7 @@ export class MLP extends LayerBase<Record<string, never>> {
     this.proj = this.addChild("proj", new Linear(backend, hidden, dim, { rng }));
   }
 
+  /** @ignore */
   protected outputShapeOf(s: Shape): Shape {
     if (s.length < 1 || s[s.length - 1] !== this.dim) {
       throw new RangeError(`MLP: input width must be dim = ${this.dim}, got shape ${fmtShape(s)}`);
@@ -69,12 +72,14 @@ export class MLP extends LayerBase<Record<string, never>> {
     return [...s];
   }
 
+  /** @ignore */
   protected costOf(s: Shape): LayerCost {
     const hs = [...s.slice(0, -1), this.hidden];
     const a = this.fc.cost(s), b = this.act.cost(hs), c = this.proj.cost(hs);
     return { params: a.params + c.params, flops: a.flops + b.flops + c.flops };
   }
 
+  /** @ignore */
   protected forwardImpl(x: Tensor, key: StateKey, save: boolean): { y: Tensor } {
     const h = this.fc.forward(x, { key, save }); // [..., hidden]
     const g = this.act.forward(h, { key, save }); // [..., hidden]
@@ -84,6 +89,7 @@ export class MLP extends LayerBase<Record<string, never>> {
     return { y };
   }
 
+  /** @ignore */
   protected backwardInputImpl(dy: Tensor, _s: unknown, key: StateKey): Tensor {
     const dg = this.proj.backwardInput(dy, key); // [..., hidden]
     const dh = this.act.backwardInput(dg, key); // [..., hidden]
@@ -93,6 +99,7 @@ export class MLP extends LayerBase<Record<string, never>> {
     return dx;
   }
 
+  /** @ignore */
   protected backwardWeightImpl(_s: unknown, key: StateKey): void {
     this.proj.backwardWeight(key);
     this.act.backwardWeight(key);

@@ -5,6 +5,7 @@
  */
 
 export { DEFAULT_KEY } from "./layer.ts";
+export { LayerBase } from "./layer_base.ts";
 export type {
   ForwardOptions,
   InitOptions,

@@ -6,9 +6,11 @@
 
 import type { Backend, Shape, Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
-import { LayerBase, retain } from "./_base.ts";
+import { retain } from "./_util.ts";
+import { LayerBase } from "./layer_base.ts";
 import type { LayerCost } from "./layer.ts";
 
+/** @internal What the layer keeps between its passes. */
 interface ReLUState {
   x?: Tensor; // the input, [...] (view)
 }
@@ -30,6 +32,7 @@ interface ReLUState {
  * ```
  */
 export class ReLU extends LayerBase<ReLUState> {
+  /** Always `"ReLU"`. */
   readonly kind: string = "ReLU";
 
   /** Creates the activation on `backend`. */
@@ -37,21 +40,25 @@ export class ReLU extends LayerBase<ReLUState> {
     super(backend);
   }
 
+  /** @ignore */
   protected outputShapeOf(s: Shape): Shape {
     return [...s];
   }
 
+  /** @ignore */
   protected costOf(s: Shape): LayerCost {
     let n = 1;
     for (const d of s) n *= d;
     return { params: 0, flops: 1 * n };
   }
 
+  /** @ignore */
   protected forwardImpl(x: Tensor, _key: unknown, save: boolean): { y: Tensor; state?: ReLUState } {
     const y = ops.relu(x); // [...]
     return save ? { y, state: { x: retain(x) } } : { y };
   }
 
+  /** @ignore */
   protected backwardInputImpl(dy: Tensor, state: ReLUState): Tensor {
     const dx = ops.reluBackward(state.x!, dy); // [...]
     state.x!.dispose();
@@ -59,5 +66,6 @@ export class ReLU extends LayerBase<ReLUState> {
     return dx;
   }
 
+  /** @ignore */
   protected backwardWeightImpl(): void {}
 }

@@ -14,7 +14,7 @@
 
 import type { Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
-import { fmtShape, sameShape } from "./_base.ts";
+import { fmtShape, sameShape } from "./_util.ts";
 import type { Layer, Parameter } from "./layer.ts";
 
 /** One tensor read from a safetensors file. */

@@ -6,7 +6,7 @@
  */
 
 import type { Shape, Tensor } from "../tensor/mod.ts";
-import { fmtKey, fmtShape } from "./_base.ts";
+import { fmtKey, fmtShape } from "./_util.ts";
 import {
   DEFAULT_KEY,
   type ForwardOptions,

@@ -6,9 +6,11 @@
 
 import type { Backend, Shape, Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
-import { LayerBase, retain } from "./_base.ts";
+import { retain } from "./_util.ts";
+import { LayerBase } from "./layer_base.ts";
 import type { LayerCost } from "./layer.ts";
 
+/** @internal What the layer keeps between its passes. */
 interface TanhState {
   y?: Tensor; // the output, [...] (view)
 }
@@ -30,6 +32,7 @@ interface TanhState {
  * ```
  */
 export class Tanh extends LayerBase<TanhState> {
+  /** Always `"Tanh"`. */
   readonly kind: string = "Tanh";
 
   /** Creates the activation on `backend`. */
@@ -37,22 +40,26 @@ export class Tanh extends LayerBase<TanhState> {
     super(backend);
   }
 
+  /** @ignore */
   protected outputShapeOf(s: Shape): Shape {
     return [...s];
   }
 
+  /** @ignore */
   protected costOf(s: Shape): LayerCost {
     let n = 1;
     for (const d of s) n *= d;
     return { params: 0, flops: 4 * n };
   }
 
+  /** @ignore */
   protected forwardImpl(x: Tensor, _key: unknown, save: boolean): { y: Tensor; state?: TanhState } {
     const y = ops.tanh(x); // [...]
     // The backward formula uses the output, so the output is what is kept.
     return save ? { y, state: { y: retain(y) } } : { y };
   }
 
+  /** @ignore */
   protected backwardInputImpl(dy: Tensor, state: TanhState): Tensor {
     const dx = ops.tanhBackward(state.y!, dy); // [...]
     state.y!.dispose();
@@ -60,5 +67,6 @@ export class Tanh extends LayerBase<TanhState> {
     return dx;
   }
 
+  /** @ignore */
   protected backwardWeightImpl(): void {}
 }

@@ -8,7 +8,8 @@
 import type { Backend, Shape, Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
 import { randomTensor } from "../tensor/random.ts";
-import { checkPositive, checkPositiveInt, fmtShape, initRng, LayerBase, retain } from "./_base.ts";
+import { checkPositive, checkPositiveInt, fmtShape, initRng, retain } from "./_util.ts";
+import { LayerBase } from "./layer_base.ts";
 import type { InitOptions, LayerCost } from "./layer.ts";
 
 /** Options of {@linkcode TokenPositionEmbedding}. */
@@ -17,6 +18,7 @@ export interface TokenPositionEmbeddingOptions extends InitOptions {
   readonly initScale?: number;
 }
 
+/** @internal What the layer keeps between its passes. */
 interface TokenPositionEmbeddingState {
   ids?: Tensor; // [B, T] (view)
   pos?: Tensor; // [B, T] position ids (view of the cached tensor)
@@ -43,6 +45,7 @@ interface TokenPositionEmbeddingState {
  * ```
  */
 export class TokenPositionEmbedding extends LayerBase<TokenPositionEmbeddingState> {
+  /** Always `"TokenPositionEmbedding"`. */
   readonly kind: string = "TokenPositionEmbedding";
   /** Number of token ids. */
   readonly vocabSize: number;
@@ -80,6 +83,7 @@ export class TokenPositionEmbedding extends LayerBase<TokenPositionEmbeddingStat
     this.position = this.addParam("position", randomTensor(backend, [maxLen, dim], rng, scale));
   }
 
+  /** @ignore */
   protected outputShapeOf(s: Shape): Shape {
     if (s.length !== 2 || s[1] > this.maxLen) {
       throw new RangeError(
@@ -91,6 +95,7 @@ export class TokenPositionEmbedding extends LayerBase<TokenPositionEmbeddingStat
     return [s[0], s[1], this.dim];
   }
 
+  /** @ignore */
   protected costOf(s: Shape): LayerCost {
     return {
       params: (this.vocabSize + this.maxLen) * this.dim,
@@ -110,6 +115,7 @@ export class TokenPositionEmbedding extends LayerBase<TokenPositionEmbeddingStat
     return p;
   }
 
+  /** @ignore */
   protected forwardImpl(
     ids: Tensor,
     _key: unknown,
@@ -125,16 +131,19 @@ export class TokenPositionEmbedding extends LayerBase<TokenPositionEmbeddingStat
     return save ? { y, state: { ids: retain(ids), pos: retain(pos) } } : { y };
   }
 
+  /** @ignore */
   protected backwardInputImpl(dy: Tensor, s: TokenPositionEmbeddingState): Tensor {
     s.dy = retain(dy);
     return this.backend.zeros(s.ids!.shape); // ids are not differentiable
   }
 
+  /** @ignore */
   protected backwardWeightImpl(s: TokenPositionEmbeddingState): void {
     ops.embeddingBackwardInPlace(this.gradOf(this.token), s.ids!, s.dy!);
     ops.embeddingBackwardInPlace(this.gradOf(this.position), s.pos!, s.dy!);
   }
 
+  /** @ignore */
   protected override disposeExtra(): void {
     for (const p of this.#posCache.values()) p.dispose();
     this.#posCache.clear();

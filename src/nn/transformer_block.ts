@@ -6,7 +6,8 @@
 
 import type { Backend, Shape, Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
-import { checkPositiveInt, fmtShape, initRng, LayerBase } from "./_base.ts";
+import { checkPositiveInt, fmtShape, initRng } from "./_util.ts";
+import { LayerBase } from "./layer_base.ts";
 import { CausalSelfAttention } from "./causal_self_attention.ts";
 import type { InitOptions, LayerCost, StateKey } from "./layer.ts";
 import { LayerNorm } from "./layer_norm.ts";
@@ -39,6 +40,7 @@ export interface TransformerBlockOptions extends InitOptions {
  * ```
  */
 export class TransformerBlock extends LayerBase<Record<string, never>> {
+  /** Always `"TransformerBlock"`. */
   readonly kind: string = "TransformerBlock";
   /** Model width. */
   readonly dim: number;
@@ -69,6 +71,7 @@ export class TransformerBlock extends LayerBase<Record<string, never>> {
     this.mlp = this.addChild("mlp", new MLP(backend, dim, { hidden: opts?.hidden, rng }));
   }
 
+  /** @ignore */
   protected outputShapeOf(s: Shape): Shape {
     if (s.length !== 3 || s[2] !== this.dim) {
       throw new RangeError(
@@ -78,6 +81,7 @@ export class TransformerBlock extends LayerBase<Record<string, never>> {
     return [...s];
   }
 
+  /** @ignore */
   protected costOf(s: Shape): LayerCost {
     let n = 1;
     for (const d of s) n *= d;
@@ -88,6 +92,7 @@ export class TransformerBlock extends LayerBase<Record<string, never>> {
     };
   }
 
+  /** @ignore */
   protected forwardImpl(x: Tensor, key: StateKey, save: boolean): { y: Tensor } {
     const o = { key, save };
     const a = this.ln1.forward(x, o); // [B, T, C]
@@ -104,6 +109,7 @@ export class TransformerBlock extends LayerBase<Record<string, never>> {
     return { y };
   }
 
+  /** @ignore */
   protected backwardInputImpl(dy: Tensor, _s: unknown, key: StateKey): Tensor {
     // y = h + mlp(ln2(h))  ⇒  dh = dy + ln2ᴮ(mlpᴮ(dy))
     const dc = this.mlp.backwardInput(dy, key); // [B, T, C]
@@ -121,6 +127,7 @@ export class TransformerBlock extends LayerBase<Record<string, never>> {
     return dx;
   }
 
+  /** @ignore */
   protected backwardWeightImpl(_s: unknown, key: StateKey): void {
     this.mlp.backwardWeight(key);
     this.ln2.backwardWeight(key);

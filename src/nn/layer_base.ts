@@ -1,64 +1,22 @@
-// Shared machinery of the built-in layers: per-key state bookkeeping with the
-// F → B → W order enforced, parameter registration with dotted names, and
-// composition of sublayers. Private: users implement `Layer` directly or
-// compose built-in layers.
+/**
+ * `LayerBase`: the machinery behind every built-in layer, for writing new
+ * ones — per-key state with the F → B → W order enforced, parameters with
+ * dotted names, sublayers, shape checks before any work.
+ *
+ * @module
+ */
 
 import type { Backend, Shape, Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
-import { Rng } from "../tensor/random.ts";
+import { fmtKey, fmtShape, sameShape } from "./_util.ts";
 import {
   DEFAULT_KEY,
   type ForwardOptions,
-  type InitOptions,
   type Layer,
   type LayerCost,
   type Parameter,
   type StateKey,
 } from "./layer.ts";
-
-/** `[2, 3]` — shapes in error messages. */
-export function fmtShape(shape: Shape): string {
-  return `[${shape.join(", ")}]`;
-}
-
-/** A key as the caller wrote it (strings quoted, so 0 and "0" differ). */
-export function fmtKey(key: StateKey): string {
-  return typeof key === "string" ? JSON.stringify(key) : String(key);
-}
-
-/** Throws a RangeError unless `value` is a positive integer. */
-export function checkPositiveInt(where: string, what: string, value: number): void {
-  if (typeof value !== "number" || !Number.isInteger(value) || value <= 0) {
-    throw new RangeError(`${where}: ${what} must be a positive integer, got ${String(value)}`);
-  }
-}
-
-/** Throws a RangeError unless `value` is a finite positive number. */
-export function checkPositive(where: string, what: string, value: number): void {
-  if (typeof value !== "number" || !Number.isFinite(value) || value <= 0) {
-    throw new RangeError(
-      `${where}: ${what} must be a finite positive number, got ${String(value)}`,
-    );
-  }
-}
-
-/** The generator an initialiser draws from. */
-export function initRng(opts: InitOptions | undefined): Rng {
-  if (opts?.rng !== undefined) return opts.rng;
-  return new Rng(opts?.seed ?? 0);
-}
-
-/** A same-storage handle the layer owns, so the caller may dispose theirs. */
-export function retain(t: Tensor): Tensor {
-  return t.reshape(t.shape);
-}
-
-/** Reshapes and gives up the original handle: `t` must not be used afterwards. */
-export function moveReshape(t: Tensor, shape: Shape): Tensor {
-  const v = t.reshape(shape);
-  t.dispose();
-  return v;
-}
 
 /** Disposes every tensor-valued field of a state object and clears it. */
 function disposeState(state: object): void {
@@ -85,12 +43,51 @@ interface OwnParam {
 }
 
 /**
- * Base of the built-in layers. Subclasses implement `outputShapeOf`,
- * `costOf`, `forwardImpl`, `backwardInputImpl` and `backwardWeightImpl`;
- * a state object `S` holds the tensors kept between passes (any tensor field
- * left in it is disposed when the state is dropped).
+ * Base class of the built-in layers, and the easiest way to write a new one.
+ * It keeps one state object per key, enforces F → B → W per key (clear
+ * errors otherwise), checks inputs (backend, disposal, shape through
+ * `outputShapeOf`) before any work, names parameters (`addParam`) and
+ * sublayers (`addChild`, prefixing their parameter names), and frees every
+ * tensor left in a state object when the state ends.
+ *
+ * A subclass implements five hooks: `outputShapeOf`, `costOf`,
+ * `forwardImpl` (returns `y` and, when saving, the state object),
+ * `backwardInputImpl` (returns `dx`; disposes and deletes the state fields W
+ * does not need) and `backwardWeightImpl` (adds into the gradients). Inputs
+ * to the hooks stay owned by the caller: keep one with `x.reshape(x.shape)`.
+ *
+ * @example
+ * ```ts
+ * import { CpuBackend, LayerBase, type LayerCost, ops, type Shape, type Tensor } from "@conveyor/core";
+ *
+ * // y = 2x: no parameters, nothing to keep.
+ * class Double extends LayerBase {
+ *   readonly kind = "Double";
+ *   protected outputShapeOf(s: Shape): Shape {
+ *     return s;
+ *   }
+ *   protected costOf(s: Shape): LayerCost {
+ *     return { params: 0, flops: s.reduce((a, b) => a * b, 1) };
+ *   }
+ *   protected forwardImpl(x: Tensor): { y: Tensor } {
+ *     return { y: ops.scale(x, 2) };
+ *   }
+ *   protected backwardInputImpl(dy: Tensor): Tensor {
+ *     return ops.scale(dy, 2);
+ *   }
+ *   protected backwardWeightImpl(): void {}
+ * }
+ *
+ * const be = new CpuBackend();
+ * const d = new Double(be);
+ * const x = be.fromData(new Float32Array([1, 2]), [1, 2]);
+ * const y = d.forward(x, { key: "mb0" });
+ * const dx = d.backward(y, "mb0");
+ * console.log(await dx.toArray()); // Float32Array [4, 8]
+ * ```
  */
 export abstract class LayerBase<S extends object = Record<string, Tensor>> implements Layer {
+  /** The type name, e.g. `"Linear"`. */
   abstract readonly kind: string;
   /** The backend every parameter and input lives on. */
   readonly backend: Backend;
@@ -99,6 +96,7 @@ export abstract class LayerBase<S extends object = Record<string, Tensor>> imple
   #children: [string, Layer][] = [];
   #disposed = false;
 
+  /** Binds the layer to `backend`; parameters and inputs must live there. */
   constructor(backend: Backend) {
     if (backend === null || typeof backend !== "object" || typeof backend.zeros !== "function") {
       throw new TypeError(`layer: backend must be a Backend, got ${String(backend)}`);
@@ -125,7 +123,9 @@ export abstract class LayerBase<S extends object = Record<string, Tensor>> imple
     return layer;
   }
 
+  /** Output shape for a valid input shape; throws a RangeError naming the values otherwise. */
   protected abstract outputShapeOf(inputShape: Shape): Shape;
+  /** Cost for an input shape `outputShapeOf` accepted. */
   protected abstract costOf(inputShape: Shape): LayerCost;
   /** Computes `y`; when `save`, returns the state backward needs. */
   protected abstract forwardImpl(
@@ -138,6 +138,7 @@ export abstract class LayerBase<S extends object = Record<string, Tensor>> imple
   /** Accumulates parameter gradients from what B left in the state. */
   protected abstract backwardWeightImpl(state: S, key: StateKey): void;
 
+  /** Output shape for an input shape; throws a RangeError naming the values if incompatible. */
   outputShape(inputShape: Shape): Shape {
     if (!Array.isArray(inputShape)) {
       throw new TypeError(`${this.kind}: input shape must be an array, got ${String(inputShape)}`);
@@ -152,11 +153,13 @@ export abstract class LayerBase<S extends object = Record<string, Tensor>> imple
     return this.outputShapeOf(inputShape);
   }
 
+  /** Parameter count and forward FLOPs estimate for an input shape. */
   cost(inputShape: Shape): LayerCost {
     this.outputShape(inputShape);
     return this.costOf(inputShape);
   }
 
+  /** Forward pass; with `save` (the default) keeps what backward needs under `key`. */
   forward(x: Tensor, opts?: ForwardOptions): Tensor {
     this.#checkAlive();
     this.#checkTensor("x", x);
@@ -174,6 +177,7 @@ export abstract class LayerBase<S extends object = Record<string, Tensor>> imple
     return y;
   }
 
+  /** B: returns `dx` and keeps only what W needs. */
   backwardInput(dy: Tensor, key: StateKey = DEFAULT_KEY): Tensor {
     this.#checkAlive();
     this.#checkTensor("dy", dy);
@@ -198,6 +202,7 @@ export abstract class LayerBase<S extends object = Record<string, Tensor>> imple
     return dx;
   }
 
+  /** W: adds the parameter gradients, then frees the state of `key`. */
   backwardWeight(key: StateKey = DEFAULT_KEY): void {
     this.#checkAlive();
     const rec = this.#states.get(key);
@@ -211,12 +216,14 @@ export abstract class LayerBase<S extends object = Record<string, Tensor>> imple
     this.#states.delete(key);
   }
 
+  /** B then W; returns `dx`. */
   backward(dy: Tensor, key: StateKey = DEFAULT_KEY): Tensor {
     const dx = this.backwardInput(dy, key);
     this.backwardWeight(key);
     return dx;
   }
 
+  /** Frees whatever is kept under `key`, in this layer and its sublayers. */
   dropState(key: StateKey = DEFAULT_KEY): void {
     const rec = this.#states.get(key);
     if (rec !== undefined) {
@@ -226,10 +233,12 @@ export abstract class LayerBase<S extends object = Record<string, Tensor>> imple
     for (const [, c] of this.#children) c.dropState(key);
   }
 
+  /** Keys that currently hold state. */
   heldKeys(): StateKey[] {
     return [...this.#states.keys()];
   }
 
+  /** Own parameters, then each sublayer's with its name prefixed. */
   parameters(): Parameter[] {
     const out: Parameter[] = this.#params.map((p) => ({
       name: p.local,
@@ -244,11 +253,13 @@ export abstract class LayerBase<S extends object = Record<string, Tensor>> imple
     return out;
   }
 
+  /** Sets every gradient (own and sublayers') to zero. */
   zeroGrad(): void {
     for (const p of this.#params) ops.fillInPlace(p.grad, 0);
     for (const [, c] of this.#children) c.zeroGrad();
   }
 
+  /** Releases parameters, gradients, sublayers and every kept state; idempotent. */
   dispose(): void {
     if (this.#disposed) return;
     this.#disposed = true;
@@ -283,16 +294,4 @@ export abstract class LayerBase<S extends object = Record<string, Tensor>> imple
       throw new TypeError(`${this.kind}: ${what} of shape ${fmtShape(t.shape)} was disposed`);
     }
   }
-}
-
-/** Whether two shapes are equal. */
-export function sameShape(a: Shape, b: Shape): boolean {
-  return a.length === b.length && a.every((d, i) => d === b[i]);
-}
-
-/** Rows of a shape: product of all dimensions but the last. */
-export function rowsOf(shape: Shape): number {
-  let n = 1;
-  for (let i = 0; i < shape.length - 1; i++) n *= shape[i];
-  return n;
 }

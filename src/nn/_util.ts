@@ -1,0 +1,62 @@
+// Small helpers shared by the layers: argument checks, shape formatting,
+// tensor handle juggling.
+
+import type { Shape, Tensor } from "../tensor/mod.ts";
+import { Rng } from "../tensor/random.ts";
+import type { InitOptions, StateKey } from "./layer.ts";
+
+/** `[2, 3]` — shapes in error messages. */
+export function fmtShape(shape: Shape): string {
+  return `[${shape.join(", ")}]`;
+}
+
+/** A key as the caller wrote it (strings quoted, so 0 and "0" differ). */
+export function fmtKey(key: StateKey): string {
+  return typeof key === "string" ? JSON.stringify(key) : String(key);
+}
+
+/** Throws a RangeError unless `value` is a positive integer. */
+export function checkPositiveInt(where: string, what: string, value: number): void {
+  if (typeof value !== "number" || !Number.isInteger(value) || value <= 0) {
+    throw new RangeError(`${where}: ${what} must be a positive integer, got ${String(value)}`);
+  }
+}
+
+/** Throws a RangeError unless `value` is a finite positive number. */
+export function checkPositive(where: string, what: string, value: number): void {
+  if (typeof value !== "number" || !Number.isFinite(value) || value <= 0) {
+    throw new RangeError(
+      `${where}: ${what} must be a finite positive number, got ${String(value)}`,
+    );
+  }
+}
+
+/** The generator an initialiser draws from. */
+export function initRng(opts: InitOptions | undefined): Rng {
+  if (opts?.rng !== undefined) return opts.rng;
+  return new Rng(opts?.seed ?? 0);
+}
+
+/** A same-storage handle the layer owns, so the caller may dispose theirs. */
+export function retain(t: Tensor): Tensor {
+  return t.reshape(t.shape);
+}
+
+/** Reshapes and gives up the original handle: `t` must not be used afterwards. */
+export function moveReshape(t: Tensor, shape: Shape): Tensor {
+  const v = t.reshape(shape);
+  t.dispose();
+  return v;
+}
+
+/** Whether two shapes are equal. */
+export function sameShape(a: Shape, b: Shape): boolean {
+  return a.length === b.length && a.every((d, i) => d === b[i]);
+}
+
+/** Rows of a shape: product of all dimensions but the last. */
+export function rowsOf(shape: Shape): number {
+  let n = 1;
+  for (let i = 0; i < shape.length - 1; i++) n *= shape[i];
+  return n;
+}
