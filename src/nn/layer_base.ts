@@ -172,7 +172,15 @@ export abstract class LayerBase<S extends object = Record<string, Tensor>> imple
           `dropState(${fmtKey(key)}) before another forward with that key`,
       );
     }
-    const { y, state } = this.forwardImpl(x, key, save);
+    let out: { y: Tensor; state?: S };
+    try {
+      out = this.forwardImpl(x, key, save);
+    } catch (e) {
+      // Sublayers that already ran must not keep state for a forward that failed.
+      if (save) { for (const [, c] of this.#children) c.dropState(key); }
+      throw e;
+    }
+    const { y, state } = out;
     if (save) this.#states.set(key, { phase: "forward", outShape, state: state ?? ({} as S) });
     return y;
   }

@@ -175,10 +175,17 @@ export class Sequential implements Layer {
       });
     }
     let h = x;
-    for (const l of this.layers) {
-      const next = l.forward(h, { key, save });
+    try {
+      for (const l of this.layers) {
+        const next = l.forward(h, { key, save });
+        if (h !== x) h.dispose();
+        h = next;
+      }
+    } catch (e) {
+      // A failed forward (e.g. an id out of range) leaves no layer holding its key.
       if (h !== x) h.dispose();
-      h = next;
+      if (save) this.dropState(key);
+      throw e;
     }
     return h;
   }

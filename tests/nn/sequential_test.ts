@@ -131,3 +131,22 @@ Deno.test("Sequential: a forward whose key is still held in any layer is refused
   for (const t of [x, h]) t.dispose();
   m.dispose();
 });
+
+// Accepts any shape, then fails while running (as an id out of range does on the CPU).
+class Failing extends ReLU {
+  protected override forwardImpl(): never {
+    throw new RangeError("Failing: refused at run time");
+  }
+}
+
+Deno.test("Sequential: a forward failing in a later layer leaves no state or tensor behind", () => {
+  const be = new CpuBackend();
+  const m = new Sequential([new Linear(be, 3, 4, { seed: 1 }), new Tanh(be), new Failing(be)]);
+  const before = be.memory.liveBytes;
+  const x = uniform(be, [2, 3], 1);
+  assert.throws(() => m.forward(x, { key: "k" }), /refused at run time/);
+  assert.deepEqual(m.heldKeys(), [], "the layers that ran dropped their state");
+  x.dispose();
+  assert.equal(be.memory.liveBytes, before, "intermediate activations released");
+  m.dispose();
+});
