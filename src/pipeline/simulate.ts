@@ -98,7 +98,7 @@ export interface SimulationResult {
  * ```ts
  * import { generateSchedule, simulate } from "@conveyor/core";
  * const r = simulate(generateSchedule("1f1b", { ranks: 4, microBatches: 8 }));
- * console.log(r.makespan, r.bubbleFraction.toFixed(3)); // 33 "0.273"
+ * console.log(r.makespan, r.bubbleFraction.toFixed(3)); // 33 0.273
  * ```
  */
 export function simulate(schedule: Schedule, options: SimulateOptions = {}): SimulationResult {

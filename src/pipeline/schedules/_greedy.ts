@@ -89,7 +89,9 @@ export function greedyOrder(
   };
 
   let guard = 0;
-  const guardMax = 20 * (3 * S * m + ranks) + 1000;
+  // Each decision either runs an action or moves one rank past a time at
+  // which every other rank may act once: bounded by actions × ranks.
+  const guardMax = (3 * S * m + 1) * (4 * ranks + 8) + 1000;
   while (remaining > 0) {
     if (++guard > guardMax) throw new Error("greedy scheduler made no progress (internal error)");
     // The unfinished rank with the earliest time decides next.

@@ -32,8 +32,10 @@ export function zbAutoCandidates(
   microBatches: number,
   costs: StageCosts,
   comm: number,
-  memoryLimit: number,
+  limit: number,
 ): ZbAutoCandidate[] {
+  // Activations come in whole chunk-micro-batches.
+  const memoryLimit = Math.floor(limit);
   const placement = loopPlacement(ranks, 1);
   const p = ranks;
   const depths: number[][] = [

@@ -7,7 +7,9 @@
  * chunk; the steady state runs groups F, I, W on each chunk in turn; the
  * cool-down runs input-gradient passes first and lets weight-gradient passes
  * fill the gaps. Fewer than 2p−1 micro-batches: built for 2p−1, the extra
- * ones dropped.
+ * ones dropped. At T_F = T_I = T_W and m ≥ 2p−1 one iteration's bubble is
+ * (p−1)/(6m+p−1), the ramp-up bound (rank r waits for r half-stage
+ * forwards); back-to-back iterations interlock to zero.
  *
  * @module
  */

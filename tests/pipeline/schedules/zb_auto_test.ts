@@ -89,6 +89,11 @@ Deno.test("zb-auto: per-stage costs (a slow last stage) are honoured and the ord
   assert.ok(r.makespan <= best + 1e-9);
 });
 
+Deno.test("zb-auto: a fractional memory limit counts whole chunk-micro-batches", () => {
+  const s = generateSchedule("zb-auto", { ranks: 4, microBatches: 8, memoryLimit: 2.5 });
+  assert.ok(Math.max(...simulate(s).peakActivations) <= 2);
+});
+
 Deno.test("zb-auto: bad memory limit, costs or comm throw before any work", () => {
   const base = { ranks: 2, microBatches: 4 };
   assert.throws(

@@ -35,3 +35,12 @@ Deno.test("zb-v: steady-state bubble ≤ 1% once m ≥ 2p, one iteration no wors
     }
   }
 });
+
+Deno.test("zb-v: with m ≥ 2p−1 one iteration reaches the ramp-up bound (p−1)/(6m+p−1) exactly", () => {
+  for (let p = 1; p <= 8; p++) {
+    for (let m = 2 * p - 1; m <= 32; m++) {
+      const r = simulate(generateSchedule("zb-v", { ranks: p, microBatches: m }));
+      assert.ok(Math.abs(r.bubbleFraction - (p - 1) / (6 * m + p - 1)) < 1e-12, `p=${p} m=${m}`);
+    }
+  }
+});
