@@ -32,7 +32,7 @@ export { crossEntropyLoss, type LossOptions, type LossResult, mseLoss } from "./
 export type { Optimizer, ParamGroup, ParamGroupSpec } from "./optimizer.ts";
 export { SGD, type SGDOptions } from "./sgd.ts";
 export { AdamW, type AdamWOptions } from "./adamw.ts";
-export { clipGradNorm } from "./clip_grad_norm.ts";
+export { clipGradNorm, gradNormSquared, scaleGradsInPlace } from "./clip_grad_norm.ts";
 export {
   loadSafetensors,
   type LoadSafetensorsOptions,

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { CpuBackend } from "../../src/tensor/cpu_backend.ts";
-import { clipGradNorm } from "../../src/nn/clip_grad_norm.ts";
+import { clipGradNorm, gradNormSquared, scaleGradsInPlace } from "../../src/nn/clip_grad_norm.ts";
 import type { Parameter } from "../../src/nn/layer.ts";
 import { label, testBackends } from "../tensor/_backends.ts";
 import { param } from "./_params.ts";
@@ -44,4 +44,21 @@ Deno.test("clipGradNorm: below the limit nothing changes; an empty list has norm
     () => clipGradNorm(ps, -1),
     /maxNorm must be a finite positive number, got -1/,
   );
+});
+
+Deno.test("gradNormSquared and scaleGradsInPlace: stage parts add up to the global clip", async () => {
+  const be = new CpuBackend();
+  const make = () => [param(be, "a", 6, 1), param(be, "b", 4, 2), param(be, "c", 3, 3)];
+  const whole = make(), staged = make();
+  const norm = await clipGradNorm(whole, 0.5);
+  // Two "stages": parameters [a] and [b, c].
+  const sq = await gradNormSquared(staged.slice(0, 1)) + await gradNormSquared(staged.slice(1));
+  assert.ok(Math.abs(Math.sqrt(sq) - norm) < 1e-6 * norm);
+  const c = 0.5 / (Math.sqrt(sq) + 1e-6);
+  scaleGradsInPlace(staged.slice(0, 1), c);
+  scaleGradsInPlace(staged.slice(1), c);
+  for (let i = 0; i < 3; i++) {
+    assert.deepEqual(await staged[i].grad.toArray(), await whole[i].grad.toArray());
+  }
+  assert.throws(() => scaleGradsInPlace(staged, NaN), /factor must be a finite number, got NaN/);
 });
