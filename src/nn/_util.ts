@@ -15,6 +15,13 @@ export function fmtKey(key: StateKey): string {
   return typeof key === "string" ? JSON.stringify(key) : String(key);
 }
 
+/** Throws a TypeError unless `key` is a string or a finite number. */
+export function checkKey(where: string, key: unknown): void {
+  if (typeof key !== "string" && !(typeof key === "number" && Number.isFinite(key))) {
+    throw new TypeError(`${where}: key must be a string or a finite number, got ${String(key)}`);
+  }
+}
+
 /** Throws a RangeError unless `value` is a positive integer. */
 export function checkPositiveInt(where: string, what: string, value: number): void {
   if (typeof value !== "number" || !Number.isInteger(value) || value <= 0) {

@@ -8,7 +8,7 @@
 
 import type { Backend, Shape, Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
-import { fmtKey, fmtShape, sameShape } from "./_util.ts";
+import { checkKey, fmtKey, fmtShape, sameShape } from "./_util.ts";
 import {
   DEFAULT_KEY,
   type ForwardOptions,
@@ -164,6 +164,7 @@ export abstract class LayerBase<S extends object = Record<string, Tensor>> imple
     this.#checkAlive();
     this.#checkTensor("x", x);
     const key = opts?.key ?? DEFAULT_KEY;
+    checkKey(this.kind, key);
     const save = opts?.save ?? true;
     const outShape = this.outputShape(x.shape);
     if (save && this.#states.has(key)) {

@@ -6,7 +6,7 @@
  */
 
 import type { Shape, Tensor } from "../tensor/mod.ts";
-import { fmtKey, fmtShape } from "./_util.ts";
+import { checkKey, fmtKey, fmtShape } from "./_util.ts";
 import {
   DEFAULT_KEY,
   type ForwardOptions,
@@ -160,6 +160,7 @@ export class Sequential implements Layer {
 
   forward(x: Tensor, opts?: ForwardOptions): Tensor {
     const key = opts?.key ?? DEFAULT_KEY;
+    checkKey("Sequential", key);
     const save = opts?.save ?? true;
     this.outputShape(x.shape);
     if (save) {

@@ -45,6 +45,7 @@ Deno.test("Layer contract: keys, F → B → W order, and errors naming the key"
   l.dropState(0);
   l.dropState("0");
   l.dropState("never-used"); // no-op
+  assertThrowsWith(() => l.forward(x, { key: {} as string }), TypeError, ["key must be a string"]);
   assert.deepEqual(l.heldKeys(), []);
   for (const t of [x, y, bad, dx, y0, y0s]) t.dispose();
   l.dispose();
