@@ -46,3 +46,44 @@ export { checkSchedule, ScheduleDeadlockError, validateSchedule } from "./valida
 export type { CostSource, ProfileOptions } from "./layer_costs.ts";
 export { layerCosts, profileLayerCosts } from "./layer_costs.ts";
 export { CheckpointedChunk } from "./checkpointed_chunk.ts";
+export type {
+  CommBackend,
+  ControlHandler,
+  ControlMessage,
+  SendOptions,
+} from "./comm/backend.ts";
+export { CommAbortedError } from "./comm/backend.ts";
+export type { TagFields, TagSpace } from "./comm/tag.ts";
+export { makeTag } from "./comm/tag.ts";
+export { InProcessBackend } from "./comm/in_process.ts";
+export type { ConnectOptions, WorkerBackendInit } from "./comm/worker_backend.ts";
+export { createPortMesh, WorkerBackend } from "./comm/worker_backend.ts";
+export type {
+  PendingOutput,
+  StageContext,
+  StageExecutor,
+  StageExecutorFactory,
+  StageExecutorInit,
+  StageOutput,
+} from "./runtime/stage_executor.ts";
+export type { SyntheticCosts, SyntheticExecutorOptions } from "./runtime/synthetic_executor.ts";
+export { createSyntheticExecutor, syntheticCosts } from "./runtime/synthetic_executor.ts";
+export type {
+  InProcessRunOptions,
+  InProcessRunResult,
+  RankRunOptions,
+  RankRunResult,
+  RankState,
+} from "./runtime/stage_runner.ts";
+export { runPipelineInProcess, runRank } from "./runtime/stage_runner.ts";
+export type { TimelineSummary } from "./runtime/timeline_summary.ts";
+export { summarizeTimeline } from "./runtime/timeline_summary.ts";
+export type { PipelineFailure, PipelineFailureKind } from "./runtime/pipeline_worker_error.ts";
+export { PipelineWorkerError } from "./runtime/pipeline_worker_error.ts";
+export type {
+  ExecutorChoice,
+  PipelineRunOptions,
+  PipelineRunResult,
+  PipelineWorkerPoolOptions,
+} from "./runtime/worker_pool.ts";
+export { liveWorkerCount, PipelineWorkerPool } from "./runtime/worker_pool.ts";

@@ -1,0 +1,114 @@
+// The main thread's end of a run's control plane: rendezvous (hello → go),
+// heartbeats, error reports, aborts. Used by the worker pool; not exported
+// from the package.
+
+import type { ControlMessage } from "./backend.ts";
+import { CHANNEL_PREFIX, type Envelope, isEnvelope, MAIN } from "./_envelope.ts";
+
+// Deno 2.9 keeps one subscription per thread for all its BroadcastChannels;
+// closing the last one ends it asynchronously, and a channel created before
+// that has happened inherits the dying subscription and never works (its
+// postMessage throws "expected i32"). So a new control plane waits until the
+// last close has settled.
+let settled: Promise<void> = Promise.resolve();
+
+/** Resolves once the last closed control plane has released its channel. */
+export function controlPlaneSettled(): Promise<void> {
+  return settled;
+}
+
+/** What the main thread hears from the ranks. */
+export interface ControlPlaneEvents {
+  /** A rank's heartbeat (also called for its hello). */
+  onHeartbeat?(rank: number): void;
+  /** A rank's error report. */
+  onError?(rank: number, report: ControlMessage): void;
+  /** A rank aborted the group. */
+  onAbort?(rank: number, reason: string): void;
+  /** A rank's user control message. */
+  onControl?(message: ControlMessage, from: number): void;
+}
+
+/** Main-thread side of the BroadcastChannel named after the run. */
+export class ControlPlane {
+  readonly runId: string;
+  readonly size: number;
+  #channel: BroadcastChannel;
+  #hellos = new Set<number>();
+  #helloWait: (() => void) | null = null;
+  #events: ControlPlaneEvents;
+  #closed = false;
+
+  constructor(runId: string, size: number, events: ControlPlaneEvents = {}) {
+    this.runId = runId;
+    this.size = size;
+    this.#events = events;
+    this.#channel = new BroadcastChannel(CHANNEL_PREFIX + runId);
+    this.#channel.onmessage = (e: MessageEvent) => this.#on(e.data);
+  }
+
+  /** Resolves once every rank said hello, then tells them all to go. */
+  rendezvous(): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const check = () => {
+        if (this.#hellos.size < this.size) return;
+        this.#helloWait = null;
+        this.#post({ c: "go", from: MAIN });
+        resolve();
+      };
+      this.#helloWait = check;
+      check();
+    });
+  }
+
+  /** Ranks heard so far during rendezvous. */
+  get ranksHeard(): number {
+    return this.#hellos.size;
+  }
+
+  /** Aborts every rank with `reason`. */
+  abort(reason: string): void {
+    this.#post({ c: "abort", from: MAIN, reason });
+  }
+
+  /** Sends a user control message to every rank. */
+  broadcast(message: ControlMessage): void {
+    this.#post({ c: "user", from: MAIN, message });
+  }
+
+  /** Closes the channel; resolves once the thread's subscription has settled. */
+  close(): Promise<void> {
+    if (this.#closed) return settled;
+    this.#closed = true;
+    this.#channel.close();
+    settled = new Promise<void>((resolve) => setTimeout(resolve, 5));
+    return settled;
+  }
+
+  #post(e: Envelope): void {
+    if (!this.#closed) this.#channel.postMessage(e);
+  }
+
+  #on(e: unknown): void {
+    if (!isEnvelope(e) || this.#closed || e.from === MAIN) return;
+    switch (e.c) {
+      case "hello":
+        this.#hellos.add(e.from);
+        this.#events.onHeartbeat?.(e.from);
+        this.#helloWait?.();
+        break;
+      case "hb":
+        this.#events.onHeartbeat?.(e.from);
+        break;
+      case "error":
+        this.#events.onError?.(e.from, e.report);
+        break;
+      case "abort":
+        this.#events.onAbort?.(e.from, e.reason);
+        break;
+      case "user":
+        this.#events.onControl?.(e.message, e.from);
+        break;
+    }
+  }
+}

@@ -1,0 +1,75 @@
+// Messages between the worker pool (main thread) and a stage worker, and the
+// layout of the shared status board. Not exported from the package.
+
+import type { Action } from "../action.ts";
+import type { Schedule, TimedEvent } from "../schedule.ts";
+
+/** Status board layout: Int32Array over a SharedArrayBuffer. */
+export const ABORT_INDEX = 0;
+/** First rank slot; rank r's slot starts at SLOT_BASE + r * SLOT_SIZE. */
+export const SLOT_BASE = 4;
+/** Int32 cells per rank: state, action index, iteration, progress counter. */
+export const SLOT_SIZE = 4;
+export const STATE = 0;
+export const INDEX = 1;
+export const ITERATION = 2;
+export const PROGRESS = 3;
+
+/** State codes on the board. */
+export const STATE_CODES = { idle: 0, recv: 1, compute: 2, step: 3, done: 4 } as const;
+
+export function boardLength(ranks: number): number {
+  return SLOT_BASE + ranks * SLOT_SIZE;
+}
+
+export interface ExecutorSpec {
+  /** Module URL exporting `createStageExecutor`; absent = the synthetic executor. */
+  readonly module?: string;
+  readonly options?: unknown;
+}
+
+export type ToWorker =
+  | {
+    readonly type: "init";
+    readonly rank: number;
+    readonly runId: string;
+    readonly ports: (MessagePort | null)[];
+    readonly schedule: Schedule;
+    readonly executor: ExecutorSpec;
+    readonly timeOrigin: number;
+    readonly board: SharedArrayBuffer;
+    readonly heartbeatIntervalMs: number;
+    readonly connectTimeoutMs: number;
+  }
+  | {
+    readonly type: "run";
+    readonly id: number;
+    readonly firstIteration: number;
+    readonly iterations: number;
+    readonly payloads: readonly unknown[] | undefined;
+  }
+  | { readonly type: "call"; readonly id: number; readonly method: string; readonly args: unknown }
+  | { readonly type: "dispose" };
+
+export interface ErrorReport {
+  readonly type: "error";
+  readonly rank: number;
+  readonly name: string;
+  readonly message: string;
+  readonly detail: string;
+  readonly stack?: string;
+  readonly action?: Action;
+  readonly iteration?: number;
+}
+
+export type FromWorker =
+  | { readonly type: "ready" }
+  | {
+    readonly type: "done";
+    readonly id: number;
+    readonly events: TimedEvent[];
+    readonly reports: unknown[];
+  }
+  | { readonly type: "result"; readonly id: number; readonly value: unknown }
+  | { readonly type: "failed"; readonly id?: number; readonly report: ErrorReport }
+  | { readonly type: "disposed" };

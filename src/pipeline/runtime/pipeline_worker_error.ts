@@ -1,0 +1,90 @@
+/**
+ * The error a pipeline run fails with when one rank fails, hangs or stalls:
+ * it names the rank and, where known, the action, stage, micro-batch and
+ * iteration.
+ *
+ * @module
+ */
+
+import { type Action, formatAction } from "../action.ts";
+
+/** Why a rank brought the run down. */
+export type PipelineFailureKind = "error" | "hang" | "stall" | "startup" | "exit";
+
+/** What {@linkcode PipelineWorkerError} is built from. */
+export interface PipelineFailure {
+  /** The rank that failed. */
+  readonly rank: number;
+  /** What happened. */
+  readonly kind: PipelineFailureKind;
+  /** The action it was running (or, with `between`, had last finished). */
+  readonly action?: Action;
+  /** Iteration of that action. */
+  readonly iteration?: number;
+  /** True when the rank was between actions: `action` is the last one it finished. */
+  readonly between?: boolean;
+  /** The underlying message (the worker's error, or what the watchdog saw). */
+  readonly detail: string;
+  /** The worker's stack, when there is one. */
+  readonly workerStack?: string;
+}
+
+const VERB: Readonly<Record<PipelineFailureKind, string>> = {
+  error: "failed",
+  hang: "hung",
+  stall: "stalled",
+  startup: "failed to start",
+  exit: "exited",
+};
+
+/**
+ * A rank of a pipeline run failed (`kind` "error"), stopped sending
+ * heartbeats ("hang"), made no progress ("stall"), could not start
+ * ("startup") or went away ("exit").
+ *
+ * @example
+ * ```ts
+ * import { PipelineWorkerError } from "@conveyor/core";
+ * const e = new PipelineWorkerError({
+ *   rank: 2, kind: "error", action: { kind: "F", stage: 2, microBatch: 5 }, iteration: 0,
+ *   detail: "boom",
+ * });
+ * console.log(e.message);
+ * // "rank 2 failed in 2F5 (stage 2, microBatch 5, iteration 0): boom"
+ * ```
+ */
+export class PipelineWorkerError extends Error {
+  /** The rank that failed. */
+  readonly rank: number;
+  /** What happened. */
+  readonly kind: PipelineFailureKind;
+  /** The action concerned, when known. */
+  readonly action?: Action;
+  /** Iteration of that action, when known. */
+  readonly iteration?: number;
+  /** The underlying message. */
+  readonly detail: string;
+
+  /** Builds the error and its message from `failure`. */
+  constructor(failure: PipelineFailure) {
+    const a = failure.action;
+    const where = a === undefined
+      ? ""
+      : `${failure.between ? " after" : " in"} ${
+        formatAction(a)
+      } (stage ${a.stage}, microBatch ${a.microBatch}${
+        failure.iteration === undefined ? "" : `, iteration ${failure.iteration}`
+      })`;
+    super(`rank ${failure.rank} ${VERB[failure.kind] ?? "failed"}${where}: ${failure.detail}`);
+    this.name = "PipelineWorkerError";
+    this.rank = failure.rank;
+    this.kind = failure.kind;
+    this.detail = failure.detail;
+    if (a !== undefined) this.action = a;
+    if (failure.iteration !== undefined) this.iteration = failure.iteration;
+    if (failure.workerStack !== undefined) {
+      this.stack =
+        `${this.stack}\n--- worker stack (rank ${failure.rank}) ---\n${failure.workerStack}`;
+    }
+  }
+}

@@ -1,0 +1,125 @@
+/**
+ * The interface behind which a pipeline stage's compute plugs into the
+ * runtime: the runtime moves tensors between ranks and runs the schedule;
+ * a {@linkcode StageExecutor} computes. The synthetic executor (fixed-time
+ * actions) and, later, a real model stage (layers and optimizer) both
+ * implement it.
+ *
+ * @module
+ */
+
+import type { Action } from "../action.ts";
+
+/** Where an action runs and what it works on. */
+export interface StageContext {
+  /** Rank running the action. */
+  readonly rank: number;
+  /** The action (kind, global stage, micro-batch). */
+  readonly action: Action;
+  /** Training iteration (step) the action belongs to. */
+  readonly iteration: number;
+  /** Whether `action.stage` is the first stage (its forward input comes from the batch). */
+  readonly isFirstStage: boolean;
+  /** Whether `action.stage` is the last stage (its backward starts from the loss). */
+  readonly isLastStage: boolean;
+}
+
+/**
+ * An output whose data is still being produced (e.g. a GPU read-back, ~10 ms
+ * in Deno): the runtime sends it when it resolves and meanwhile runs the
+ * next action.
+ */
+export interface PendingOutput {
+  /** Resolves to the output data. */
+  readonly pending: PromiseLike<Float32Array>;
+}
+
+/**
+ * What a forward or input-gradient pass hands to the neighbouring stage:
+ * the data (given away: the runtime transfers its buffer, so the executor
+ * must not touch the array afterwards), a pending read-back, or null where
+ * nothing is sent (the last stage's forward, the first stage's backward).
+ */
+export type StageOutput = Float32Array | PendingOutput | null;
+
+/** What an executor learns about its place in the pipeline when it is created. */
+export interface StageExecutorInit {
+  /** This rank. */
+  readonly rank: number;
+  /** Number of ranks p. */
+  readonly ranks: number;
+  /** Global stages this rank holds, ascending (schedule placement). */
+  readonly stages: readonly number[];
+  /** Number of global stages (ranks · V). */
+  readonly numStages: number;
+  /** Micro-batches per iteration. */
+  readonly microBatches: number;
+  /** Executor-specific options, passed through from the pool (structured-cloned). */
+  readonly options: unknown;
+  /**
+   * Shared flag (index 0) that turns nonzero when the run is aborted. An
+   * executor that blocks its thread (`Atomics.wait`) should wait on it so an
+   * abort wakes it: Deno cannot terminate a worker whose thread is blocked.
+   */
+  readonly abortFlag: Int32Array;
+  /** Aborted when the run is aborted (seen between turns of the event loop). */
+  readonly signal: AbortSignal;
+}
+
+/**
+ * A stage's compute. Every method may be sync or async; the runtime times
+ * each action from the call to the settlement of its result.
+ *
+ * Data flow: `forward` gets the previous stage's output (null on the first
+ * stage) and returns its own (null or ignored on the last stage). `backward`
+ * (B, full) and `backwardInput` (I) get the next stage's input gradient
+ * (null on the last stage, which starts from its loss) and return the
+ * gradient for the previous stage (null on the first stage).
+ * `backwardWeight` (W) accumulates the weight gradients from what I kept.
+ * `step(stage, iteration)` runs right after that stage's last backward of
+ * the iteration, with no barrier across ranks.
+ *
+ * @example
+ * ```ts
+ * import type { StageContext, StageExecutor } from "@conveyor/core";
+ * const identity: StageExecutor = {
+ *   forward: (_ctx: StageContext, x) => x ?? new Float32Array(4),
+ *   backward: (_ctx: StageContext, dy) => dy ?? new Float32Array(4),
+ *   backwardInput: (_ctx: StageContext, dy) => dy ?? new Float32Array(4),
+ *   backwardWeight: () => {},
+ *   step: () => {},
+ * };
+ * console.log(typeof identity.forward); // "function"
+ * ```
+ */
+export interface StageExecutor {
+  /** Called when the rank starts an iteration, with that rank's payload for it. */
+  beginIteration?(iteration: number, payload: unknown): void | Promise<void>;
+  /** F. */
+  forward(ctx: StageContext, input: Float32Array | null): StageOutput | Promise<StageOutput>;
+  /** B: input and weight gradients in one pass. */
+  backward(ctx: StageContext, gradOutput: Float32Array | null): StageOutput | Promise<StageOutput>;
+  /** I: input gradient only; keep what W needs. */
+  backwardInput(
+    ctx: StageContext,
+    gradOutput: Float32Array | null,
+  ): StageOutput | Promise<StageOutput>;
+  /** W: weight gradient from what I kept. */
+  backwardWeight(ctx: StageContext): void | Promise<void>;
+  /** Optimizer step of one stage, right after its last backward of `iteration`. */
+  step(stage: number, iteration: number): void | Promise<void>;
+  /** Called when the rank ends an iteration; the (structured-cloneable) value is reported. */
+  endIteration?(iteration: number): unknown;
+  /** Main-thread requests outside a run (save, load, predict, ...). */
+  call?(method: string, args: unknown): unknown;
+  /** Releases resources when the pool is disposed. */
+  dispose?(): void | Promise<void>;
+}
+
+/**
+ * What an executor module exports as `createStageExecutor` so that the
+ * worker can build its rank's executor.
+ */
+export type StageExecutorFactory = (
+  init: StageExecutorInit,
+) => StageExecutor | Promise<StageExecutor>;

@@ -1,0 +1,291 @@
+/**
+ * Runs one rank's action list over a {@linkcode CommBackend} and a
+ * {@linkcode StageExecutor}: receives each action's input, computes, hands
+ * the output to the neighbouring stage without waiting for it, steps each
+ * stage's optimizer right after that stage's last backward, and goes on to
+ * the next iteration with no barrier. The worker entry uses it per worker;
+ * {@linkcode runPipelineInProcess} runs every rank in this thread.
+ *
+ * @module
+ */
+
+import { type Action, formatAction } from "../action.ts";
+import type { Schedule, TimedEvent } from "../schedule.ts";
+import { validateSchedule } from "../validate.ts";
+import { CommAbortedError, type CommBackend } from "../comm/backend.ts";
+import { InProcessBackend } from "../comm/in_process.ts";
+import { makeTag } from "../comm/tag.ts";
+import type {
+  StageContext,
+  StageExecutor,
+  StageExecutorFactory,
+  StageOutput,
+} from "./stage_executor.ts";
+import { PipelineWorkerError } from "./pipeline_worker_error.ts";
+import { summarizeTimeline, type TimelineSummary } from "./timeline_summary.ts";
+import { stagesOf } from "./_placement.ts";
+
+/** What a rank is doing, as reported to `onState`. */
+export type RankState = "idle" | "recv" | "compute" | "step" | "done";
+
+/** Options of {@linkcode runRank}. */
+export interface RankRunOptions {
+  /** The schedule (validated by the caller). */
+  readonly schedule: Schedule;
+  /** The rank to run. */
+  readonly rank: number;
+  /** Transport to the other ranks. */
+  readonly comm: CommBackend;
+  /** This rank's compute. */
+  readonly executor: StageExecutor;
+  /** Index of the first iteration (tags and contexts carry it; default 0). */
+  readonly firstIteration?: number;
+  /** Iterations to run back to back (default 1). */
+  readonly iterations?: number;
+  /** Payload per iteration for `executor.beginIteration` (index 0 = first iteration). */
+  readonly payloads?: readonly unknown[];
+  /** Time source for the events (default `performance.now`). */
+  readonly clock?: () => number;
+  /** Told when the rank changes state; `index` is the action's position in the rank's list. */
+  readonly onState?: (state: RankState, index: number, iteration: number) => void;
+}
+
+/** What {@linkcode runRank} returns. */
+export interface RankRunResult {
+  /** Every action run, with start (input received) and end (compute done) per `clock`. */
+  readonly events: TimedEvent[];
+  /** `executor.endIteration`'s value per iteration (undefined where it has none). */
+  readonly reports: unknown[];
+}
+
+/**
+ * Runs `rank`'s list of the schedule for the given iterations. An action's
+ * event starts when its input is there and ends when its compute settles.
+ * Errors of the executor (or of a send it fed) come out as a
+ * {@linkcode PipelineWorkerError} naming the rank and action; an abort of
+ * the transport comes out as the transport's `CommAbortedError`.
+ *
+ * @example
+ * ```ts
+ * import { generateSchedule, InProcessBackend, runRank, createSyntheticExecutor } from "@conveyor/core";
+ * const schedule = generateSchedule("1f1b", { ranks: 1, microBatches: 2 });
+ * const [comm] = InProcessBackend.createGroup(1);
+ * const executor = createSyntheticExecutor({
+ *   rank: 0, ranks: 1, stages: [0], numStages: 1, microBatches: 2, options: { ms: 0 },
+ *   abortFlag: new Int32Array(1), signal: new AbortController().signal,
+ * });
+ * const { events } = await runRank({ schedule, rank: 0, comm, executor });
+ * console.log(events.map((e) => `${e.action.kind}${e.action.microBatch}`).join(" ")); // "F0 B0 F1 B1"
+ * comm.close();
+ * ```
+ */
+export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
+  const { schedule, rank, comm, executor } = options;
+  const first = options.firstIteration ?? 0;
+  const iterations = options.iterations ?? 1;
+  if (!Number.isInteger(first) || first < 0) {
+    throw new RangeError(`firstIteration must be a non-negative integer, got ${first}`);
+  }
+  if (!Number.isInteger(iterations) || iterations < 1) {
+    throw new RangeError(`iterations must be a positive integer, got ${iterations}`);
+  }
+  if (!Number.isInteger(rank) || rank < 0 || rank >= schedule.ranks) {
+    throw new RangeError(`rank must be in [0, ${schedule.ranks - 1}], got ${rank}`);
+  }
+  const clock = options.clock ?? (() => performance.now());
+  const onState = options.onState ?? (() => {});
+  const list = schedule.actions[rank];
+  const where = schedule.stageToRank;
+  const numStages = where.length;
+  const lastBackward = new Map<number, number>();
+  list.forEach((a, i) => {
+    if (a.kind !== "F") lastBackward.set(a.stage, i);
+  });
+
+  const events: TimedEvent[] = [];
+  const reports: unknown[] = [];
+  const sends = new Set<Promise<void>>();
+  let sendError: unknown = null;
+  const fail = (a: Action, iteration: number, cause: unknown): never => {
+    if (cause instanceof CommAbortedError || cause instanceof PipelineWorkerError) throw cause;
+    const detail = cause instanceof Error ? cause.message : String(cause);
+    throw new PipelineWorkerError({ rank, kind: "error", action: a, iteration, detail });
+  };
+  const forward = (a: Action, it: number, peer: number, tag: string, out: StageOutput) => {
+    if (out === null || out === undefined) {
+      fail(a, it, new TypeError(`${formatAction(a)} returned no output for rank ${peer}`));
+    }
+    const data = out instanceof Float32Array ? out : (out as { pending: PromiseLike<Float32Array> })
+      .pending;
+    const p: Promise<void> = comm.send(peer, tag, data, { transfer: true }).catch((e) => {
+      sendError ??= { action: a, iteration: it, cause: e };
+    }).finally(() => sends.delete(p));
+    sends.add(p);
+  };
+
+  for (let it = first; it < first + iterations; it++) {
+    onState("idle", -1, it);
+    await executor.beginIteration?.(it, options.payloads?.[it - first]);
+    for (let i = 0; i < list.length; i++) {
+      if (sendError !== null) {
+        const e = sendError as { action: Action; iteration: number; cause: unknown };
+        fail(e.action, e.iteration, e.cause);
+      }
+      const a = list[i];
+      const s = a.stage;
+      const mb = a.microBatch;
+      const ctx: StageContext = {
+        rank,
+        action: a,
+        iteration: it,
+        isFirstStage: s === 0,
+        isLastStage: s === numStages - 1,
+      };
+      try {
+        onState("recv", i, it);
+        if (a.kind === "F") {
+          const input = s === 0 ? null : await comm.recv(
+            where[s - 1],
+            makeTag({ space: "activation", microBatch: mb, chunk: s, iteration: it }),
+          );
+          onState("compute", i, it);
+          const start = clock();
+          const out = await executor.forward(ctx, input);
+          events.push({ rank, action: a, iteration: it, start, end: clock() });
+          if (s < numStages - 1) {
+            const tag = makeTag({
+              space: "activation",
+              microBatch: mb,
+              chunk: s + 1,
+              iteration: it,
+            });
+            forward(a, it, where[s + 1], tag, out);
+          }
+        } else if (a.kind === "W") {
+          onState("compute", i, it);
+          const start = clock();
+          await executor.backwardWeight(ctx);
+          events.push({ rank, action: a, iteration: it, start, end: clock() });
+        } else {
+          const grad = s === numStages - 1 ? null : await comm.recv(
+            where[s + 1],
+            makeTag({ space: "gradient", microBatch: mb, chunk: s, iteration: it }),
+          );
+          onState("compute", i, it);
+          const start = clock();
+          const out = a.kind === "B"
+            ? await executor.backward(ctx, grad)
+            : await executor.backwardInput(ctx, grad);
+          events.push({ rank, action: a, iteration: it, start, end: clock() });
+          if (s > 0) {
+            const tag = makeTag({ space: "gradient", microBatch: mb, chunk: s - 1, iteration: it });
+            forward(a, it, where[s - 1], tag, out);
+          }
+        }
+        if (lastBackward.get(s) === i) {
+          onState("step", i, it);
+          await executor.step(s, it);
+        }
+      } catch (e) {
+        fail(a, it, e);
+      }
+    }
+    reports.push(await executor.endIteration?.(it));
+  }
+  while (sends.size > 0) await Promise.all([...sends]);
+  if (sendError !== null) {
+    const e = sendError as { action: Action; iteration: number; cause: unknown };
+    fail(e.action, e.iteration, e.cause);
+  }
+  onState("done", list.length, first + iterations - 1);
+  return { events, reports };
+}
+
+/** Options of {@linkcode runPipelineInProcess}. */
+export interface InProcessRunOptions {
+  /** Builds each rank's executor (given the same init a worker would give). */
+  readonly createExecutor: StageExecutorFactory;
+  /** Options handed to `createExecutor` as `init.options`. */
+  readonly executorOptions?: unknown;
+  /** Iterations back to back (default 1). */
+  readonly iterations?: number;
+}
+
+/** What {@linkcode runPipelineInProcess} returns: the summary, events and reports. */
+export interface InProcessRunResult extends TimelineSummary {
+  /** All ranks' events, sorted by start then rank (times from `performance.now`). */
+  readonly events: readonly TimedEvent[];
+  /** `reports[rank][i]`: the executor's report for iteration i. */
+  readonly reports: readonly (readonly unknown[])[];
+}
+
+/**
+ * Runs every rank of a schedule in this thread over an
+ * {@linkcode InProcessBackend} group: the runtime without workers, for
+ * tests and single-threaded use. Validates the schedule first; the first
+ * rank to fail aborts the others, and its error is thrown.
+ *
+ * @example
+ * ```ts
+ * import { createSyntheticExecutor, generateSchedule, runPipelineInProcess } from "@conveyor/core";
+ * const schedule = generateSchedule("zb-h1", { ranks: 2, microBatches: 4 });
+ * const r = await runPipelineInProcess(schedule, {
+ *   createExecutor: createSyntheticExecutor, executorOptions: { ms: 0 },
+ * });
+ * console.log(r.events.length); // 24
+ * ```
+ */
+export async function runPipelineInProcess(
+  schedule: Schedule,
+  options: InProcessRunOptions,
+): Promise<InProcessRunResult> {
+  validateSchedule(schedule);
+  if (typeof options?.createExecutor !== "function") {
+    throw new TypeError(`createExecutor must be a function, got ${typeof options?.createExecutor}`);
+  }
+  const p = schedule.ranks;
+  const group = InProcessBackend.createGroup(p);
+  const abortFlag = new Int32Array(new SharedArrayBuffer(4));
+  const controller = new AbortController();
+  try {
+    const executors = await Promise.all(group.map((comm) =>
+      options.createExecutor({
+        rank: comm.rank,
+        ranks: p,
+        stages: stagesOf(schedule, comm.rank),
+        numStages: schedule.stageToRank.length,
+        microBatches: schedule.microBatches,
+        options: structuredClone(options.executorOptions),
+        abortFlag,
+        signal: controller.signal,
+      })
+    ));
+    let firstError: unknown = null;
+    const results = await Promise.all(
+      group.map((comm, rank) =>
+        runRank({ schedule, rank, comm, executor: executors[rank], iterations: options.iterations })
+          .catch((e) => {
+            if (firstError === null) {
+              firstError = e;
+              Atomics.store(abortFlag, 0, 1);
+              Atomics.notify(abortFlag, 0);
+              controller.abort(e);
+              comm.abort(e instanceof Error ? e.message : String(e));
+            }
+            return null;
+          })
+      ),
+    );
+    if (firstError !== null) throw firstError;
+    for (const ex of executors) await ex.dispose?.();
+    const events = results.flatMap((r) => r!.events)
+      .sort((a, b) => a.start - b.start || a.rank - b.rank);
+    return {
+      ...summarizeTimeline(events, p),
+      events,
+      reports: results.map((r) => r!.reports),
+    };
+  } finally {
+    for (const comm of group) comm.close();
+  }
+}

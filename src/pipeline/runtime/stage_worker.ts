@@ -1,0 +1,167 @@
+/**
+ * Worker entry of the pipeline runtime: one per rank, started by
+ * {@linkcode PipelineWorkerPool}. It joins the run's control plane and data
+ * ports ({@linkcode WorkerBackend}), builds its executor (the synthetic one,
+ * or the `createStageExecutor` export of a given module), runs its rank's
+ * action list on request, reports errors on the control plane and writes its
+ * state to the shared status board for the pool's watchdog.
+ *
+ * Not meant to be imported: the pool starts it with
+ * `new Worker(new URL("./stage_worker.ts", import.meta.url).href, { type: "module" })`.
+ *
+ * @module
+ */
+
+import { CommAbortedError } from "../comm/backend.ts";
+import { WorkerBackend } from "../comm/worker_backend.ts";
+import type { Schedule } from "../schedule.ts";
+import { PipelineWorkerError } from "./pipeline_worker_error.ts";
+import type { StageExecutor, StageExecutorFactory } from "./stage_executor.ts";
+import { runRank } from "./stage_runner.ts";
+import { createSyntheticExecutor } from "./synthetic_executor.ts";
+import { stagesOf } from "./_placement.ts";
+import {
+  ABORT_INDEX,
+  type ErrorReport,
+  type FromWorker,
+  INDEX,
+  ITERATION,
+  PROGRESS,
+  SLOT_BASE,
+  SLOT_SIZE,
+  STATE,
+  STATE_CODES,
+  type ToWorker,
+} from "./_protocol.ts";
+
+interface WorkerScope {
+  onmessage: ((e: MessageEvent<ToWorker>) => void) | null;
+  postMessage(message: FromWorker, transfer?: Transferable[]): void;
+  close(): void;
+}
+
+const scope = globalThis as unknown as WorkerScope;
+
+let rank = -1;
+let schedule: Schedule | null = null;
+let comm: WorkerBackend | null = null;
+let executor: StageExecutor | null = null;
+let board: Int32Array | null = null;
+let clock: () => number = () => performance.now();
+const controller = new AbortController();
+
+function report(e: unknown): ErrorReport {
+  const err = e instanceof Error ? e : new Error(String(e));
+  const base = {
+    type: "error" as const,
+    rank,
+    name: err.name,
+    message: err.message,
+    stack: err.stack,
+  };
+  if (err instanceof PipelineWorkerError) {
+    return { ...base, detail: err.detail, action: err.action, iteration: err.iteration };
+  }
+  return { ...base, detail: `${err.name === "Error" ? "" : `${err.name}: `}${err.message}` };
+}
+
+function setState(state: keyof typeof STATE_CODES, index: number, iteration: number): void {
+  if (board === null) return;
+  const base = SLOT_BASE + rank * SLOT_SIZE;
+  Atomics.store(board, base + STATE, STATE_CODES[state]);
+  Atomics.store(board, base + INDEX, index);
+  Atomics.store(board, base + ITERATION, iteration);
+  Atomics.add(board, base + PROGRESS, 1);
+}
+
+async function handle(msg: ToWorker): Promise<void> {
+  switch (msg.type) {
+    case "init": {
+      try {
+        rank = msg.rank;
+        schedule = msg.schedule;
+        board = new Int32Array(msg.board);
+        // Event times on the main thread's performance.now() scale.
+        const offset = performance.timeOrigin - msg.timeOrigin;
+        clock = () => performance.now() + offset;
+        comm = await WorkerBackend.connect({
+          rank,
+          size: schedule.ranks,
+          runId: msg.runId,
+          ports: msg.ports,
+          heartbeatIntervalMs: msg.heartbeatIntervalMs,
+        }, { timeoutMs: msg.connectTimeoutMs });
+        const factory: StageExecutorFactory = msg.executor.module === undefined
+          ? createSyntheticExecutor
+          : (await import(msg.executor.module)).createStageExecutor;
+        if (typeof factory !== "function") {
+          throw new TypeError(
+            `executor module ${msg.executor.module} must export a function createStageExecutor`,
+          );
+        }
+        executor = await factory({
+          rank,
+          ranks: schedule.ranks,
+          stages: stagesOf(schedule, rank),
+          numStages: schedule.stageToRank.length,
+          microBatches: schedule.microBatches,
+          options: msg.executor.options,
+          abortFlag: board.subarray(ABORT_INDEX, ABORT_INDEX + 1),
+          signal: controller.signal,
+        });
+        scope.postMessage({ type: "ready" });
+      } catch (e) {
+        scope.postMessage({ type: "failed", report: report(e) });
+      }
+      break;
+    }
+    case "run": {
+      try {
+        const r = await runRank({
+          schedule: schedule!,
+          rank,
+          comm: comm!,
+          executor: executor!,
+          firstIteration: msg.firstIteration,
+          iterations: msg.iterations,
+          payloads: msg.payloads,
+          clock,
+          onState: setState,
+        });
+        scope.postMessage({ type: "done", id: msg.id, events: r.events, reports: r.reports });
+      } catch (e) {
+        controller.abort(e);
+        // An abort means another rank (or the pool) failed first and has reported it.
+        if (e instanceof CommAbortedError || comm === null) return;
+        comm.reportError({ ...report(e) });
+      }
+      break;
+    }
+    case "call": {
+      try {
+        if (typeof executor?.call !== "function") {
+          throw new TypeError(`the executor of rank ${rank} takes no calls (got "${msg.method}")`);
+        }
+        const value = await executor.call(msg.method, msg.args);
+        scope.postMessage({ type: "result", id: msg.id, value });
+      } catch (e) {
+        scope.postMessage({ type: "failed", id: msg.id, report: report(e) });
+      }
+      break;
+    }
+    case "dispose": {
+      try {
+        await executor?.dispose?.();
+      } finally {
+        comm?.close();
+        scope.postMessage({ type: "disposed" });
+        scope.close();
+      }
+      break;
+    }
+  }
+}
+
+scope.onmessage = (e: MessageEvent<ToWorker>) => {
+  void handle(e.data);
+};

@@ -1,0 +1,108 @@
+// A small real executor for plug-in tests: stage s multiplies its input by a
+// scalar weight w[s]; the loss is the sum of the last stage's outputs. It
+// keeps what each pass needs per (stage, micro-batch), accumulates the weight
+// gradient in W (or B), steps SGD in `step`, and answers calls for its
+// weights. Loaded by the workers through its URL, exactly as a model stage
+// would be.
+
+import type {
+  StageContext,
+  StageExecutor,
+  StageExecutorInit,
+} from "../../../src/pipeline/runtime/stage_executor.ts";
+
+export interface AffineOptions {
+  /** Initial weight per global stage. */
+  readonly weights: readonly number[];
+  readonly lr: number;
+}
+
+export function createStageExecutor(init: StageExecutorInit): StageExecutor {
+  const o = init.options as AffineOptions;
+  const w = new Map(init.stages.map((s) => [s, o.weights[s]]));
+  const grad = new Map(init.stages.map((s) => [s, 0]));
+  const inputs = new Map<string, Float32Array>();
+  const pendingW = new Map<string, Float32Array>();
+  let batch: Float32Array[] = [];
+  let loss = 0;
+  const k = (ctx: StageContext) => `${ctx.action.stage}/${ctx.action.microBatch}`;
+  const dx = (ctx: StageContext, dy: Float32Array) => {
+    const x = inputs.get(k(ctx))!;
+    const g = dy.length === x.length ? dy : new Float32Array(x.length).fill(1);
+    return { x, g, out: g.map((v) => v * w.get(ctx.action.stage)!) };
+  };
+  const accumulate = (s: number, x: Float32Array, g: Float32Array) => {
+    let sum = 0;
+    for (let i = 0; i < x.length; i++) sum += x[i] * g[i];
+    grad.set(s, grad.get(s)! + sum);
+  };
+  return {
+    beginIteration(_it, payload) {
+      if (payload !== undefined) batch = (payload as number[][]).map((a) => Float32Array.from(a));
+      loss = 0;
+    },
+    forward(ctx, input) {
+      const x = input ?? batch[ctx.action.microBatch];
+      inputs.set(k(ctx), x);
+      const y = x.map((v) => v * w.get(ctx.action.stage)!);
+      if (ctx.isLastStage) {
+        for (const v of y) loss += v;
+        return null;
+      }
+      return y;
+    },
+    backward(ctx, gradOutput) {
+      const { x, g, out } = dx(ctx, gradOutput ?? new Float32Array(0));
+      accumulate(ctx.action.stage, x, g);
+      inputs.delete(k(ctx));
+      return ctx.isFirstStage ? null : out;
+    },
+    backwardInput(ctx, gradOutput) {
+      const { g, out } = dx(ctx, gradOutput ?? new Float32Array(0));
+      pendingW.set(k(ctx), g);
+      // Hand the result over as a pending read-back, as a GPU stage would.
+      return ctx.isFirstStage ? null : { pending: Promise.resolve(out) };
+    },
+    backwardWeight(ctx) {
+      accumulate(ctx.action.stage, inputs.get(k(ctx))!, pendingW.get(k(ctx))!);
+      inputs.delete(k(ctx));
+      pendingW.delete(k(ctx));
+    },
+    step(stage) {
+      w.set(stage, w.get(stage)! - o.lr * grad.get(stage)!);
+      grad.set(stage, 0);
+    },
+    endIteration: () => ({ loss }),
+    call(method) {
+      if (method === "weights") return Object.fromEntries(w);
+      throw new Error(`unknown method ${method}`);
+    },
+  };
+}
+
+/** The same training computed plainly in f64, one stage after another. */
+export function referenceTraining(
+  weights: readonly number[],
+  lr: number,
+  batches: readonly (readonly (readonly number[])[])[],
+): { weights: number[]; losses: number[] } {
+  const w = [...weights];
+  const losses: number[] = [];
+  for (const batch of batches) {
+    const g = new Array<number>(w.length).fill(0);
+    let loss = 0;
+    for (const x0 of batch) {
+      const xs: number[][] = [[...x0]];
+      for (let s = 0; s < w.length; s++) xs.push(xs[s].map((v) => v * w[s]));
+      loss += xs[w.length].reduce((a, b) => a + b, 0);
+      let dy = x0.map(() => 1);
+      for (let s = w.length - 1; s >= 0; s--) {
+        g[s] += xs[s].reduce((a, v, i) => a + v * dy[i], 0);
+        dy = dy.map((v) => v * w[s]);
+      }
+    }
+    for (let s = 0; s < w.length; s++) w[s] -= lr * g[s];
+    losses.push(loss);
+  }
+  return { weights: w, losses };
+}

@@ -1,0 +1,119 @@
+import assert from "node:assert/strict";
+import { generateSchedule, SCHEDULE_NAMES } from "../../../src/pipeline/generate.ts";
+import type { Schedule } from "../../../src/pipeline/schedule.ts";
+import { runPipelineInProcess } from "../../../src/pipeline/runtime/stage_runner.ts";
+import { createSyntheticExecutor } from "../../../src/pipeline/runtime/synthetic_executor.ts";
+import { PipelineWorkerError } from "../../../src/pipeline/runtime/pipeline_worker_error.ts";
+import { ScheduleDeadlockError } from "../../../src/pipeline/validate.ts";
+import type { StageExecutor } from "../../../src/pipeline/runtime/stage_executor.ts";
+import { assertFollowsSchedule } from "./_timeline_checks.ts";
+import { createStageExecutor as affine, referenceTraining } from "./_affine_executor.ts";
+
+function schedulesFor(p: number, m: number): Schedule[] {
+  const out: Schedule[] = [];
+  for (const name of SCHEDULE_NAMES) {
+    try {
+      out.push(generateSchedule(name, { ranks: p, microBatches: m }));
+    } catch (e) {
+      if (!(e instanceof RangeError)) throw e; // a (p, m) this schedule does not take
+    }
+  }
+  return out;
+}
+
+Deno.test("runPipelineInProcess: every schedule at P = 1..4 follows its lists and dependencies", async () => {
+  let runs = 0;
+  for (let p = 1; p <= 4; p++) {
+    for (const schedule of schedulesFor(p, 2 * p)) {
+      const r = await runPipelineInProcess(schedule, {
+        createExecutor: createSyntheticExecutor,
+        executorOptions: { ms: 0 },
+        iterations: 2,
+      });
+      assertFollowsSchedule(schedule, r.events, 2);
+      assert.equal(r.iterations, 2);
+      runs++;
+    }
+  }
+  assert.ok(runs >= 30, `ran ${runs} schedule/P combinations`);
+});
+
+Deno.test("runPipelineInProcess: a plugged-in executor trains exactly as the plain computation", async () => {
+  const weights = [0.9, 1.1, 0.8, 1.2];
+  const lr = 0.01;
+  const batches = [0, 1, 2].map((it) =>
+    Array.from({ length: 4 }, (_, mb) => [it + 1, mb + 1, 0.5, -1])
+  );
+  const want = referenceTraining(weights, lr, batches);
+  for (const name of ["1f1b", "zb-h1", "zb-v"]) {
+    const schedule = generateSchedule(name, { ranks: name === "zb-v" ? 2 : 4, microBatches: 4 });
+    const executors: StageExecutor[] = [];
+    const r = await runPipelineInProcess(schedule, {
+      createExecutor: (init) => {
+        const ex = affine(init);
+        const begin = ex.beginIteration!;
+        ex.beginIteration = (it, _payload) => begin(it, init.rank === 0 ? batches[it] : undefined);
+        executors.push(ex);
+        return ex;
+      },
+      executorOptions: { weights, lr },
+      iterations: 3,
+    });
+    const got: Record<string, number> = Object.assign(
+      {},
+      ...executors.map((ex) => ex.call!("weights", null) as Record<string, number>),
+    );
+    want.weights.forEach((w, s) =>
+      assert.ok(Math.abs(got[s] - w) <= 1e-5 * Math.abs(w), `${name}: w[${s}] ${got[s]} vs ${w}`)
+    );
+    const lastRank = schedule.stageToRank[schedule.stageToRank.length - 1];
+    const losses = r.reports[lastRank].map((x) => (x as { loss: number }).loss);
+    for (let i = 0; i < 3; i++) {
+      assert.ok(
+        Math.abs(losses[i] - want.losses[i]) <= 1e-5 * Math.abs(want.losses[i]),
+        `${name}: loss ${i} ${losses[i]} vs ${want.losses[i]}`,
+      );
+    }
+  }
+});
+
+Deno.test("runPipelineInProcess: an executor error names rank, action and iteration", async () => {
+  const schedule = generateSchedule("1f1b", { ranks: 3, microBatches: 4 });
+  await assert.rejects(
+    runPipelineInProcess(schedule, {
+      createExecutor: createSyntheticExecutor,
+      executorOptions: { ms: 0, failAt: "1F2", faultIteration: 1 },
+      iterations: 2,
+    }),
+    (e: Error) =>
+      e instanceof PipelineWorkerError && e.rank === 1 &&
+      e.message === "rank 1 failed in 1F2 (stage 1, microBatch 2, iteration 1): " +
+          "injected failure at 1F2",
+  );
+});
+
+Deno.test("runPipelineInProcess: a deadlocking schedule is refused before any work", async () => {
+  const F = (stage: number, microBatch: number) => ({ kind: "F" as const, stage, microBatch });
+  const B = (stage: number, microBatch: number) => ({ kind: "B" as const, stage, microBatch });
+  const schedule: Schedule = {
+    name: "bad",
+    ranks: 2,
+    microBatches: 2,
+    stagesPerRank: 1,
+    stageToRank: [0, 1],
+    // Rank 1 wants micro-batch 1 first; rank 0 sends it only after the
+    // backward of micro-batch 0, which needs rank 1.
+    actions: [[F(0, 0), B(0, 0), F(0, 1), B(0, 1)], [F(1, 1), F(1, 0), B(1, 0), B(1, 1)]],
+  };
+  let built = 0;
+  await assert.rejects(
+    runPipelineInProcess(schedule, {
+      createExecutor: (init) => {
+        built++;
+        return createSyntheticExecutor(init);
+      },
+    }),
+    (e: Error) => e instanceof ScheduleDeadlockError && e.stalls.some((s) => s.rank === 1),
+  );
+  assert.equal(built, 0, "no executor was built");
+});
