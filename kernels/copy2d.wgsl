@@ -1,0 +1,39 @@
+// Batched 2-D copy with zero padding or cropping: out is [batch, rows, cols]
+// (contiguous); out[b, r, c] = in[b·inStride + r·inLd + c] when r < inRows and
+// c < inCols, else 0. The matmul host uses it to pad operands to multiples of
+// 4 and to crop padded results. One element per invocation on a 2-D grid.
+
+const WG: u32 = 64u;
+
+struct Params {
+  n: u32,
+  rows: u32,
+  cols: u32,
+  inRows: u32,
+  inCols: u32,
+  inLd: u32,
+  inStride: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> X: array<f32>;
+@group(0) @binding(2) var<storage, read_write> O: array<f32>;
+
+@compute @workgroup_size(WG)
+fn main(
+  @builtin(global_invocation_id) gid: vec3<u32>,
+  @builtin(num_workgroups) nwg: vec3<u32>,
+) {
+  let i = gid.x + gid.y * nwg.x * WG;
+  if (i >= p.n) {
+    return;
+  }
+  let c = i % p.cols;
+  let r = (i / p.cols) % p.rows;
+  let b = i / (p.cols * p.rows);
+  var v = 0.0;
+  if (r < p.inRows && c < p.inCols) {
+    v = X[b * p.inStride + r * p.inLd + c];
+  }
+  O[i] = v;
+}

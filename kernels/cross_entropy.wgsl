@@ -1,0 +1,77 @@
+// Softmax cross-entropy forward, one workgroup per row on a 2-D grid:
+// probs = softmax(logits), loss = log Σ exp(x - max) - (x[target] - max).
+// Targets are integers stored as f32; a target that is not an integer in
+// [0, cols) yields a NaN loss (a GPU kernel cannot throw; the CPU reference
+// raises a RangeError for it instead).
+
+const WG: u32 = 64u;
+
+struct Params {
+  rows: u32,
+  cols: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> X: array<f32>;
+@group(0) @binding(2) var<storage, read> T: array<f32>;
+@group(0) @binding(3) var<storage, read_write> LOSS: array<f32>;
+@group(0) @binding(4) var<storage, read_write> PROBS: array<f32>;
+
+var<workgroup> sh: array<f32, WG>;
+
+fn allSum(v: f32, lid: u32) -> f32 {
+  workgroupBarrier();
+  sh[lid] = v;
+  workgroupBarrier();
+  var s = 0.0;
+  for (var i = 0u; i < WG; i++) {
+    s += sh[i];
+  }
+  return s;
+}
+
+fn allMax(v: f32, lid: u32) -> f32 {
+  workgroupBarrier();
+  sh[lid] = v;
+  workgroupBarrier();
+  var m = sh[0];
+  for (var i = 1u; i < WG; i++) {
+    m = max(m, sh[i]);
+  }
+  return m;
+}
+
+@compute @workgroup_size(WG)
+fn main(
+  @builtin(local_invocation_id) lid: vec3<u32>,
+  @builtin(workgroup_id) wid: vec3<u32>,
+  @builtin(num_workgroups) nwg: vec3<u32>,
+) {
+  let row = wid.x + wid.y * nwg.x;
+  if (row >= p.rows) {
+    return;
+  }
+  let base = row * p.cols;
+  var m = -3.4028234e38;
+  for (var j = lid.x; j < p.cols; j += WG) {
+    m = max(m, X[base + j]);
+  }
+  let mx = allMax(m, lid.x);
+  var s = 0.0;
+  for (var j = lid.x; j < p.cols; j += WG) {
+    s += exp(X[base + j] - mx);
+  }
+  let tot = allSum(s, lid.x);
+  let inv = 1.0 / tot;
+  for (var j = lid.x; j < p.cols; j += WG) {
+    PROBS[base + j] = exp(X[base + j] - mx) * inv;
+  }
+  if (lid.x == 0u) {
+    let t = T[row];
+    let ok = t >= 0.0 && t < f32(p.cols) && floor(t) == t;
+    let ti = min(u32(max(t, 0.0)), p.cols - 1u);
+    // Built at run time: a NaN constant expression is a shader-creation error.
+    let nan = bitcast<f32>(0x7fc00000u | (p.rows & 0u));
+    LOSS[row] = select(nan, log(tot) - (X[base + ti] - mx), ok);
+  }
+}

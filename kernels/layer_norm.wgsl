@@ -1,0 +1,64 @@
+// Layer norm forward over the last dimension, one workgroup per row on a 2-D
+// grid: mean, rstd = 1 / sqrt(var + eps) (two-pass variance), and
+// y = (x - mean) · rstd · gamma + beta.
+
+const WG: u32 = 64u;
+
+struct Params {
+  rows: u32,
+  cols: u32,
+  eps: f32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> X: array<f32>;
+@group(0) @binding(2) var<storage, read> GAMMA: array<f32>;
+@group(0) @binding(3) var<storage, read> BETA: array<f32>;
+@group(0) @binding(4) var<storage, read_write> Y: array<f32>;
+@group(0) @binding(5) var<storage, read_write> MEAN: array<f32>;
+@group(0) @binding(6) var<storage, read_write> RSTD: array<f32>;
+
+var<workgroup> sh: array<f32, WG>;
+
+fn allSum(v: f32, lid: u32) -> f32 {
+  workgroupBarrier();
+  sh[lid] = v;
+  workgroupBarrier();
+  var s = 0.0;
+  for (var i = 0u; i < WG; i++) {
+    s += sh[i];
+  }
+  return s;
+}
+
+@compute @workgroup_size(WG)
+fn main(
+  @builtin(local_invocation_id) lid: vec3<u32>,
+  @builtin(workgroup_id) wid: vec3<u32>,
+  @builtin(num_workgroups) nwg: vec3<u32>,
+) {
+  let row = wid.x + wid.y * nwg.x;
+  if (row >= p.rows) {
+    return;
+  }
+  let base = row * p.cols;
+  let n = f32(p.cols);
+  var s = 0.0;
+  for (var j = lid.x; j < p.cols; j += WG) {
+    s += X[base + j];
+  }
+  let mu = allSum(s, lid.x) / n;
+  var v = 0.0;
+  for (var j = lid.x; j < p.cols; j += WG) {
+    let d = X[base + j] - mu;
+    v += d * d;
+  }
+  let rs = 1.0 / sqrt(allSum(v, lid.x) / n + p.eps);
+  if (lid.x == 0u) {
+    MEAN[row] = mu;
+    RSTD[row] = rs;
+  }
+  for (var j = lid.x; j < p.cols; j += WG) {
+    Y[base + j] = (X[base + j] - mu) * rs * GAMMA[j] + BETA[j];
+  }
+}

@@ -1,0 +1,611 @@
+/**
+ * The WebGPU backend against the CPU reference, kernel by kernel, on random
+ * shapes that are not multiples of any tile (including 1×N and N×1), plus
+ * the backend's own machinery: the buffer pool and memory accounting, use
+ * after dispose or destroy, many dispatches before one read, concurrent
+ * reads, 2-D dispatch past 65535 workgroups, the matmul variants and their
+ * autotune, and `createBackend`'s fallback.
+ *
+ * Tolerances (stated once, used everywhere):
+ * - elementwise and row-wise ops: |gpu − cpu| ≤ 1e-5 + 1e-4·|cpu|
+ *   (f32 on the GPU against f64-accumulated, f32-rounded values on the CPU);
+ * - long sums (matmul, column sums, sum, sum of squares, layer-norm weight
+ *   gradients): |gpu − cpu| ≤ 1e-6 + 1e-5·Σ|terms|, the natural scale of
+ *   f32 rounding in a sum whatever its cancellation;
+ * - ops that move data without arithmetic (copy, slices, permute,
+ *   embedding gather and scatter-add, relu): exactly equal.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { CpuBackend } from "../../src/tensor/cpu_backend.ts";
+import { createBackend } from "../../src/tensor/create_backend.ts";
+import * as ops from "../../src/tensor/ops.ts";
+import type { Backend, Shape } from "../../src/tensor/backend.ts";
+import type { Tensor } from "../../src/tensor/tensor.ts";
+import { type MatmulConfig, WebGPUBackend } from "../../src/tensor/webgpu_backend.ts";
+import {
+  candidateConfigs,
+  clearConfigCache,
+  defaultConfig,
+  LARGE_MATMUL_OUTPUTS,
+} from "../../src/tensor/_webgpu_matmul.ts";
+import { specialize } from "../../src/tensor/_webgpu_shader.ts";
+import { lcgData } from "./_helpers.ts";
+
+const REL = 1e-4, ABS = 1e-5; // elementwise / row-wise
+const SUM_REL = 1e-5, SUM_ABS = 1e-6; // long sums, relative to Σ|terms|
+
+const cpu = new CpuBackend();
+// Tuning is exercised by its own test below; here the cached or default
+// choice keeps the module quick.
+const gpu = await WebGPUBackend.create({ matmul: "default" });
+
+let seed = 1;
+function data(n: number, lo = -1, hi = 1): Float32Array {
+  return lcgData(n, seed++, lo, hi);
+}
+
+function size(shape: Shape): number {
+  return shape.reduce((a, b) => a * b, 1);
+}
+
+/** The same data on both backends. */
+function pair(shape: Shape, d: Float32Array = data(size(shape))): [Tensor, Tensor] {
+  return [cpu.fromData(d, shape), gpu.fromData(d, shape)];
+}
+
+function assertNear(
+  got: Float32Array,
+  want: Float32Array,
+  what: string,
+  scale?: ArrayLike<number>,
+): void {
+  assert.equal(got.length, want.length, `${what}: length`);
+  for (let i = 0; i < want.length; i++) {
+    const tol = scale === undefined ? ABS + REL * Math.abs(want[i]) : SUM_ABS + SUM_REL * scale[i];
+    if (!(Math.abs(got[i] - want[i]) <= tol)) {
+      assert.fail(`${what}[${i}]: webgpu ${got[i]}, cpu ${want[i]}, tolerance ${tol}`);
+    }
+  }
+}
+
+function assertExact(got: Float32Array, want: Float32Array, what: string): void {
+  assert.equal(got.length, want.length, `${what}: length`);
+  for (let i = 0; i < want.length; i++) {
+    if (!Object.is(got[i], want[i])) assert.fail(`${what}[${i}]: webgpu ${got[i]}, cpu ${want[i]}`);
+  }
+}
+
+async function both(c: Tensor, g: Tensor): Promise<[Float32Array, Float32Array]> {
+  return [await g.toArray(), await c.toArray()];
+}
+
+/** Σ_k |a_ik · b_kj| for every output of a (batched) matmul, on the CPU. */
+async function matmulScale(
+  a: Tensor,
+  b: Tensor,
+  transA: boolean,
+  transB: boolean,
+): Promise<Float32Array> {
+  const absA = cpu.fromData((await a.toArray()).map(Math.abs), a.shape);
+  const absB = cpu.fromData((await b.toArray()).map(Math.abs), b.shape);
+  return await ops.matmul(absA, absB, { transA, transB }).toArray();
+}
+
+// Shapes (M, K, N) that cross no tile boundary nicely, plus 1×N / N×1 ends.
+const MATMUL_SHAPES: [number, number, number][] = [
+  [1, 1, 1],
+  [1, 37, 1],
+  [1, 5, 130],
+  [130, 5, 1],
+  [5, 7, 3],
+  [33, 17, 65],
+  [64, 64, 64],
+  [67, 130, 29],
+  [4, 9, 8],
+];
+
+async function checkMatmul(
+  label: string,
+  M: number,
+  K: number,
+  N: number,
+  transA: boolean,
+  transB: boolean,
+  batch: number[] = [],
+  sharedB = false,
+): Promise<void> {
+  const aShape = [...batch, ...(transA ? [K, M] : [M, K])];
+  const bShape = [...(sharedB ? [] : batch), ...(transB ? [N, K] : [K, N])];
+  const [ca, ga] = pair(aShape);
+  const [cb, gb] = pair(bShape);
+  const [got, want] = await both(
+    ops.matmul(ca, cb, { transA, transB }),
+    ops.matmul(ga, gb, { transA, transB }),
+  );
+  const what = `${label} matmul a[${aShape}] b[${bShape}] transA=${transA} transB=${transB}`;
+  assertNear(got, want, what, await matmulScale(ca, cb, transA, transB));
+}
+
+const TRANSPOSES: [boolean, boolean][] = [[false, false], [true, false], [false, true], [
+  true,
+  true,
+]];
+
+Deno.test("webgpu matmul: default variant, every transpose, awkward and 1×N / N×1 shapes", async () => {
+  for (const [M, K, N] of MATMUL_SHAPES) {
+    for (const [ta, tb] of TRANSPOSES) await checkMatmul("default", M, K, N, ta, tb);
+  }
+});
+
+Deno.test("webgpu matmul: batches, a 2-D b shared by the batch, K = 0, and > 65535 batch entries", async () => {
+  for (const [ta, tb] of TRANSPOSES) {
+    await checkMatmul("batched", 7, 5, 6, ta, tb, [2, 3]);
+    await checkMatmul("shared-b", 9, 6, 5, ta, tb, [4], true);
+  }
+  // K = 0 gives zeros.
+  const z = ops.matmul(gpu.zeros([3, 0]), gpu.zeros([0, 4]));
+  assertExact(await z.toArray(), new Float32Array(12), "K=0");
+  // More batch entries than one dispatch dimension holds.
+  await checkMatmul("huge-batch", 1, 4, 3, false, false, [70000], true);
+});
+
+Deno.test("webgpu matmul: each tuning candidate and a shared-tile variant equal the CPU", async () => {
+  const be = await WebGPUBackend.create({ matmul: "default" });
+  try {
+    const variants: MatmulConfig[] = [
+      // Small shared-tile shapes: the GPU family, cheap to compile on llvmpipe.
+      { family: "tiled", tm: 4, tn: 4, wx: 4, wy: 4, bk: 4 },
+      { family: "tiled", tm: 8, tn: 4, wx: 4, wy: 8, bk: 8 },
+      ...candidateConfigs(be.cpuAdapter),
+    ];
+    for (const cfg of variants) {
+      be.setMatmulConfig(cfg);
+      // Training uses NN, NT and TN; TT is covered by the default variant.
+      for (const [ta, tb] of TRANSPOSES.slice(0, 3)) {
+        for (const [M, K, N] of [[1, 5, 3], [37, 19, 41], [70, 68, 66]]) {
+          const aShape = ta ? [K, M] : [M, K], bShape = tb ? [N, K] : [K, N];
+          const da = data(size(aShape)), db = data(size(bShape));
+          const want = await ops.matmul(cpu.fromData(da, aShape), cpu.fromData(db, bShape), {
+            transA: ta,
+            transB: tb,
+          }).toArray();
+          const got = await ops.matmul(be.fromData(da, aShape), be.fromData(db, bShape), {
+            transA: ta,
+            transB: tb,
+          }).toArray();
+          const scale = await matmulScale(
+            cpu.fromData(da, aShape),
+            cpu.fromData(db, bShape),
+            ta,
+            tb,
+          );
+          assertNear(got, want, `${JSON.stringify(cfg)} ${M}x${K}x${N} ${ta}/${tb}`, scale);
+        }
+      }
+    }
+  } finally {
+    be.destroy();
+  }
+});
+
+Deno.test("webgpu matmul: autotune ranks the candidates, keeps the fastest and caches it", async () => {
+  clearConfigCache();
+  const be = await WebGPUBackend.create({ matmul: "auto" });
+  try {
+    const results = be.tuneResults;
+    const names = candidateConfigs(be.cpuAdapter).map((c) => JSON.stringify(c)).sort();
+    assert.deepEqual(results.map((r) => JSON.stringify(r.config)).sort(), names);
+    for (let i = 1; i < results.length; i++) {
+      assert.ok(results[i - 1].seconds <= results[i].seconds, "sorted fastest first");
+    }
+    assert.ok(Number.isFinite(results[0].seconds) && results[0].gflops > 0);
+    assert.deepEqual(be.matmulConfig, results[0].config);
+    // A second backend on the same adapter reuses the choice without timing.
+    const again = await WebGPUBackend.create({ matmul: "auto" });
+    try {
+      assert.equal(again.tuneResults.length, 0);
+      assert.deepEqual(again.matmulConfig, be.matmulConfig);
+      // The tuned variant serves large matmuls: check one against the CPU.
+      const M = 520, K = 36, N = 512;
+      assert.ok(M * N >= LARGE_MATMUL_OUTPUTS);
+      const da = data(M * K), db = data(K * N);
+      const ca = cpu.fromData(da, [M, K]), cb = cpu.fromData(db, [K, N]);
+      const got = await ops.matmul(again.fromData(da, [M, K]), again.fromData(db, [K, N]))
+        .toArray();
+      assertNear(
+        got,
+        await ops.matmul(ca, cb).toArray(),
+        "tuned 520x36x512",
+        await matmulScale(ca, cb, false, false),
+      );
+    } finally {
+      again.destroy();
+    }
+  } finally {
+    be.destroy();
+  }
+});
+
+const ELEMENTWISE_SHAPES: Shape[] = [[1], [7], [1, 13], [13, 1], [3, 5, 7], [1000], [2, 65]];
+
+Deno.test("webgpu elementwise: add, sub, mul, scale, axpy, fill, copy, addBias", async () => {
+  for (const shape of ELEMENTWISE_SHAPES) {
+    const [ca, ga] = pair(shape), [cb, gb] = pair(shape);
+    for (const op of [ops.add, ops.sub, ops.mul]) {
+      const [got, want] = await both(op(ca, cb), op(ga, gb));
+      assertNear(got, want, `${op.name} [${shape}]`);
+    }
+    let [got, want] = await both(ops.scale(ca, -0.37), ops.scale(ga, -0.37));
+    assertNear(got, want, `scale [${shape}]`);
+    const [cy, gy] = pair(shape);
+    ops.axpyInPlace(cy, 1.7, ca);
+    ops.axpyInPlace(gy, 1.7, ga);
+    [got, want] = await both(cy, gy);
+    assertNear(got, want, `axpy [${shape}]`);
+    ops.fillInPlace(cy, 2.5);
+    ops.fillInPlace(gy, 2.5);
+    [got, want] = await both(cy, gy);
+    assertExact(got, want, `fill [${shape}]`);
+    [got, want] = await both(ops.copy(ca), ops.copy(ga));
+    assertExact(got, want, `copy [${shape}]`);
+    const cols = shape[shape.length - 1];
+    const [cbias, gbias] = pair([cols]);
+    [got, want] = await both(ops.addBias(ca, cbias), ops.addBias(ga, gbias));
+    assertNear(got, want, `addBias [${shape}]`);
+  }
+});
+
+Deno.test("webgpu activations and their gradients, including large magnitudes", async () => {
+  for (const shape of ELEMENTWISE_SHAPES) {
+    const d = data(size(shape), -6, 6);
+    if (d.length > 2) d[0] = 40, d[1] = -40;
+    const [cx, gx] = pair(shape, d), [cdy, gdy] = pair(shape);
+    let [got, want] = await both(ops.relu(cx), ops.relu(gx));
+    assertExact(got, want, `relu [${shape}]`);
+    [got, want] = await both(ops.gelu(cx), ops.gelu(gx));
+    assertNear(got, want, `gelu [${shape}]`);
+    [got, want] = await both(ops.tanh(cx), ops.tanh(gx));
+    assertNear(got, want, `tanh [${shape}]`);
+    [got, want] = await both(ops.reluBackward(cx, cdy), ops.reluBackward(gx, gdy));
+    assertExact(got, want, `reluBackward [${shape}]`);
+    [got, want] = await both(ops.geluBackward(cx, cdy), ops.geluBackward(gx, gdy));
+    assertNear(got, want, `geluBackward [${shape}]`);
+    const cy = ops.tanh(cx), gy = ops.tanh(gx);
+    [got, want] = await both(ops.tanhBackward(cy, cdy), ops.tanhBackward(gy, gdy));
+    assertNear(got, want, `tanhBackward [${shape}]`);
+  }
+});
+
+const ROW_SHAPES: Shape[] = [[1, 1], [1, 9], [9, 1], [5, 7], [3, 4, 4], [2, 130], [70, 33]];
+
+async function checkRowOps(be: WebGPUBackend, label: string): Promise<void> {
+  for (const shape of ROW_SHAPES) {
+    const cols = shape[shape.length - 1], rows = size(shape) / cols;
+    const d = data(size(shape), -4, 4);
+    const cx = cpu.fromData(d, shape), gx = be.fromData(d, shape);
+    const dd = data(size(shape));
+    const cdy = cpu.fromData(dd, shape), gdy = be.fromData(dd, shape);
+    const what = `${label} [${shape}]`;
+
+    let [got, want] = await both(ops.softmax(cx), ops.softmax(gx));
+    assertNear(got, want, `softmax ${what}`);
+    if (shape.length >= 2 && shape[shape.length - 2] === cols) {
+      [got, want] = await both(
+        ops.softmax(cx, { causal: true }),
+        ops.softmax(gx, { causal: true }),
+      );
+      assertNear(got, want, `causal softmax ${what}`);
+    }
+    const cy = ops.softmax(cx), gy = ops.softmax(gx);
+    [got, want] = await both(ops.softmaxBackward(cy, cdy), ops.softmaxBackward(gy, gdy));
+    assertNear(got, want, `softmaxBackward ${what}`);
+
+    const dg = data(cols), db = data(cols);
+    const cg = cpu.fromData(dg, [cols]), gg = be.fromData(dg, [cols]);
+    const cb = cpu.fromData(db, [cols]), gb = be.fromData(db, [cols]);
+    const cl = ops.layerNorm(cx, cg, cb), gl = ops.layerNorm(gx, gg, gb);
+    for (const k of ["y", "mean", "rstd"] as const) {
+      [got, want] = await both(cl[k], gl[k]);
+      assertNear(got, want, `layerNorm.${k} ${what}`);
+    }
+    [got, want] = await both(
+      ops.layerNormBackwardInput(cdy, cx, cl.mean, cl.rstd, cg),
+      ops.layerNormBackwardInput(gdy, gx, gl.mean, gl.rstd, gg),
+    );
+    assertNear(got, want, `layerNormBackwardInput ${what}`);
+    const cw = ops.layerNormBackwardWeight(cdy, cx, cl.mean, cl.rstd);
+    const gw = ops.layerNormBackwardWeight(gdy, gx, gl.mean, gl.rstd);
+    const xh = await ops.layerNorm(
+      cx,
+      cpu.fromData(new Float32Array(cols).fill(1), [cols]),
+      cpu.zeros([cols]),
+    ).y.toArray();
+    const scaleG = new Float32Array(cols), scaleB = new Float32Array(cols);
+    for (let i = 0; i < dd.length; i++) {
+      scaleG[i % cols] += Math.abs(dd[i] * xh[i]);
+      scaleB[i % cols] += Math.abs(dd[i]);
+    }
+    [got, want] = await both(cw.dgamma, gw.dgamma);
+    assertNear(got, want, `layerNormBackwardWeight.dgamma ${what}`, scaleG);
+    [got, want] = await both(cw.dbeta, gw.dbeta);
+    assertNear(got, want, `layerNormBackwardWeight.dbeta ${what}`, scaleB);
+
+    const targets = new Float32Array(rows);
+    for (let r = 0; r < rows; r++) targets[r] = (r * 7 + 3) % cols;
+    const ct = cpu.fromData(targets, [rows]), gt = be.fromData(targets, [rows]);
+    const c2 = cx.reshape([rows, cols]), g2 = gx.reshape([rows, cols]);
+    const cce = ops.crossEntropy(c2, ct), gce = ops.crossEntropy(g2, gt);
+    [got, want] = await both(cce.loss, gce.loss);
+    assertNear(got, want, `crossEntropy.loss ${what}`);
+    [got, want] = await both(cce.probs, gce.probs);
+    assertNear(got, want, `crossEntropy.probs ${what}`);
+    [got, want] = await both(
+      ops.crossEntropyBackward(cce.probs, ct, 0.25),
+      ops.crossEntropyBackward(gce.probs, gt, 0.25),
+    );
+    assertNear(got, want, `crossEntropyBackward ${what}`);
+  }
+}
+
+Deno.test("webgpu row-wise ops: softmax (+causal), layer norm fwd / bwd, cross-entropy fwd / bwd", async () => {
+  await checkRowOps(gpu, "default");
+});
+
+Deno.test("webgpu row-wise ops with 32-invocation workgroups (the multi-lane reduction path)", async () => {
+  const be = await WebGPUBackend.create({ matmul: "default", rowWorkgroupSize: 32 });
+  try {
+    await checkRowOps(be, "wg32");
+  } finally {
+    be.destroy();
+  }
+});
+
+Deno.test("webgpu sums: sumRows, sum, sumSquares (long sums, tolerance on Σ|x|)", async () => {
+  for (const shape of [[1], [1, 9], [9, 1], [5, 7], [3, 4, 5], [300, 3], [70001], [2, 40000]]) {
+    const d = data(size(shape));
+    const [cx, gx] = pair(shape, d);
+    const cols = shape[shape.length - 1];
+    const colAbs = new Float32Array(cols);
+    let abs = 0, sq = 0;
+    for (let i = 0; i < d.length; i++) {
+      colAbs[i % cols] += Math.abs(d[i]);
+      abs += Math.abs(d[i]);
+      sq += d[i] * d[i];
+    }
+    let [got, want] = await both(ops.sumRows(cx), ops.sumRows(gx));
+    assertNear(got, want, `sumRows [${shape}]`, colAbs);
+    [got, want] = await both(ops.sum(cx), ops.sum(gx));
+    assertNear(got, want, `sum [${shape}]`, [abs]);
+    [got, want] = await both(ops.sumSquares(cx), ops.sumSquares(gx));
+    assertNear(got, want, `sumSquares [${shape}]`, [sq]);
+  }
+});
+
+Deno.test("webgpu embedding gather and scatter-add equal the CPU exactly (repeated ids)", async () => {
+  for (
+    const [V, C, ids] of [[5, 3, [3]], [7, 4, [0, 6, 6, 2, 0]], [1, 9, [0, 0]], [11, 1, [
+      10,
+      1,
+      10,
+    ]]] as [number, number, number[]][]
+  ) {
+    const [ct, gt] = pair([V, C]);
+    const idShape = ids.length > 2 ? [1, ids.length] : [ids.length];
+    const [ci, gi] = pair(idShape, Float32Array.from(ids));
+    let [got, want] = await both(ops.embedding(ct, ci), ops.embedding(gt, gi));
+    assertExact(got, want, `embedding V=${V} C=${C}`);
+    const [cdy, gdy] = pair([...idShape, C]);
+    ops.embeddingBackwardInPlace(ct, ci, cdy);
+    ops.embeddingBackwardInPlace(gt, gi, gdy);
+    [got, want] = await both(ct, gt);
+    assertExact(got, want, `embeddingBackward V=${V} C=${C}`);
+  }
+});
+
+Deno.test("webgpu embedding and cross-entropy: out-of-range integers give NaN (the CPU throws)", async () => {
+  const table = gpu.fromData(data(8), [4, 2]);
+  const ids = gpu.fromData(Float32Array.from([1, 4, -1, 0.5]), [4]);
+  const out = await ops.embedding(table, ids).toArray();
+  assert.ok(Number.isFinite(out[0]) && Number.isFinite(out[1]), "id 1 is valid");
+  for (let i = 2; i < 8; i++) assert.ok(Number.isNaN(out[i]), `position ${i >> 1} is NaN`);
+  const logits = gpu.fromData(data(6), [2, 3]);
+  const { loss } = ops.crossEntropy(logits, gpu.fromData(Float32Array.from([2, 3]), [2]));
+  const l = await loss.toArray();
+  assert.ok(Number.isFinite(l[0]) && Number.isNaN(l[1]));
+});
+
+Deno.test("webgpu adamw: three steps equal the CPU", async () => {
+  for (const shape of [[1], [7], [3, 5]]) {
+    const [cp, gp] = pair(shape),
+      [cm, gm] = pair(shape),
+      [cv, gv] = pair(shape, data(size(shape), 0, 1));
+    for (let step = 1; step <= 3; step++) {
+      const hp = { lr: 0.01, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0.1, step };
+      const [cg, gg] = pair(shape);
+      ops.adamwInPlace(cp, cg, cm, cv, hp);
+      ops.adamwInPlace(gp, gg, gm, gv, hp);
+    }
+    for (const [c, g, k] of [[cp, gp, "param"], [cm, gm, "m"], [cv, gv, "v"]] as const) {
+      const [got, want] = await both(c, g);
+      assertNear(got, want, `adamw ${k} [${shape}]`);
+    }
+  }
+});
+
+Deno.test("webgpu copies: sliceRows, concatRows and permute equal the CPU exactly", async () => {
+  const [cx, gx] = pair([7, 3, 2]);
+  let [got, want] = await both(ops.sliceRows(cx, 2, 5), ops.sliceRows(gx, 2, 5));
+  assertExact(got, want, "sliceRows");
+  [got, want] = await both(ops.sliceRows(cx, 3, 3), ops.sliceRows(gx, 3, 3));
+  assertExact(got, want, "empty slice");
+  const [cy, gy] = pair([1, 3, 2]);
+  [got, want] = await both(ops.concatRows([cx, cy, cx]), ops.concatRows([gx, gy, gx]));
+  assertExact(got, want, "concatRows");
+  const perms: [Shape, number[]][] = [
+    [[2, 3], [1, 0]],
+    [[1, 5], [1, 0]],
+    [[2, 3, 4], [2, 0, 1]],
+    [[2, 1, 3, 4], [0, 2, 1, 3]],
+    [[3, 2, 4, 5], [0, 2, 1, 3]],
+    [[2, 3, 2, 3, 2], [4, 3, 2, 1, 0]],
+    [[2, 3, 2, 3, 2, 3], [5, 3, 1, 4, 2, 0]],
+  ];
+  for (const [shape, perm] of perms) {
+    const [c, g] = pair(shape);
+    [got, want] = await both(ops.permute(c, perm), ops.permute(g, perm));
+    assertExact(got, want, `permute [${shape}] by [${perm}]`);
+  }
+});
+
+Deno.test("webgpu 2-D dispatch: more than 65535 workgroups of elements and of rows", async () => {
+  // 65536·64 vec4s of 4 floats: one past what a 1-D grid of 64-wide groups covers.
+  const n = 65536 * 64 * 4 + 12;
+  const a = new Float32Array(n), b = new Float32Array(n);
+  for (let i = 0; i < n; i++) a[i] = i % 1013, b[i] = (i % 7) - 3;
+  const got = await ops.add(gpu.fromData(a, [n]), gpu.fromData(b, [n])).toArray();
+  for (let i = 0; i < n; i += 9973) assert.equal(got[i], a[i] + b[i], `add[${i}]`);
+  assert.equal(got[n - 1], a[n - 1] + b[n - 1]);
+  // Rows past 65535 run on a 2-D grid of row workgroups.
+  const rows = 70003, cols = 3;
+  const [cx, gx] = pair([rows, cols]);
+  const [g2, w2] = await both(ops.softmax(cx), ops.softmax(gx));
+  assertNear(g2, w2, "softmax 70003 rows");
+});
+
+Deno.test("webgpu: many dispatches before one read, and concurrent reads", async () => {
+  const n = 37;
+  const one = gpu.fromData(new Float32Array(n).fill(1), [n]);
+  let acc = gpu.zeros([n]);
+  // Well past one batch (256 dispatches): auto-submits must keep the order.
+  for (let i = 0; i < 700; i++) {
+    const next = ops.add(acc, one);
+    acc.dispose();
+    acc = next;
+  }
+  assertExact(await acc.toArray(), new Float32Array(n).fill(700), "700 chained adds");
+  const xs = Array.from({ length: 8 }, (_, i) => ops.scale(one, i));
+  const reads = await Promise.all(xs.map((x) => x.toArray()));
+  reads.forEach((r, i) => assertExact(r, new Float32Array(n).fill(i), `read ${i}`));
+});
+
+Deno.test("webgpu memory: accounting matches the CPU, the pool reuses released buffers", async () => {
+  const be = await WebGPUBackend.create({ matmul: "default" });
+  try {
+    const base = be.memory.liveBytes;
+    const t = be.zeros([10, 10]);
+    const v = t.reshape([100]);
+    assert.equal(be.memory.liveBytes - base, 400);
+    t.dispose();
+    assert.equal(be.memory.liveBytes - base, 400, "a view keeps the storage");
+    v.dispose();
+    assert.equal(be.memory.liveBytes, base);
+    be.memory.resetPeak();
+    // A loop of allocate / compute / release reuses the same buffers.
+    const x = be.fromData(data(1000), [1000]);
+    await be.sync();
+    const created = be.pool.created;
+    for (let i = 0; i < 20; i++) {
+      const y = ops.scale(x, 2);
+      const z = ops.add(y, x);
+      y.dispose();
+      z.dispose();
+      await be.sync();
+    }
+    assert.ok(be.pool.created - created <= 2, `created ${be.pool.created - created} buffers`);
+    assert.ok(be.pool.reused >= 38, `reused ${be.pool.reused}`);
+    assert.equal(be.memory.liveBytes, base + 4000);
+    assert.equal(be.memory.peakBytes, base + 4000 + 8000);
+    x.dispose();
+    assert.equal(be.memory.liveBytes, base);
+    // Released before submit, reused as a kernel output within one batch.
+    const p = be.fromData(data(64), [64]);
+    const q = ops.scale(p, 3);
+    const want = (await q.toArray()).slice();
+    const r = ops.scale(q, 1);
+    q.dispose();
+    const s = ops.scale(p, 5); // may take q's buffer: r must still see q's values
+    assertExact(await r.toArray(), want, "value read before the buffer was reused");
+    assertExact(await s.toArray(), (await p.toArray()).map((e) => e * 5), "new value");
+  } finally {
+    be.destroy();
+  }
+});
+
+Deno.test("webgpu: use after dispose and after destroy throw TypeError", async () => {
+  const be = await WebGPUBackend.create({ matmul: "default" });
+  const t = be.fromData(data(4), [4]);
+  t.dispose();
+  assert.throws(() => t.toArray(), TypeError);
+  assert.throws(() => ops.relu(t), TypeError);
+  const u = be.fromData(data(4), [4]);
+  be.destroy();
+  assert.throws(() => be.zeros([2]), (e) => e instanceof TypeError && /destroy/.test(e.message));
+  await assert.rejects(() => u.toArray(), TypeError);
+  assert.throws(() => ops.relu(u), TypeError);
+  u.dispose(); // releasing after destroy is harmless
+  assert.equal(be.memory.liveBytes, 0);
+});
+
+Deno.test("createBackend: cpu, webgpu, auto, bad kinds, and the CPU fallback without an adapter", async () => {
+  assert.equal((await createBackend("cpu")).name, "cpu");
+  const g = await createBackend("webgpu", { matmul: "default" });
+  assert.equal(g.name, "webgpu");
+  g.destroy();
+  const auto = await createBackend("auto", { matmul: "default" });
+  assert.equal(auto.name, "webgpu");
+  auto.destroy();
+  await assert.rejects(
+    () => createBackend("tpu" as "cpu"),
+    (e) => e instanceof RangeError && /"tpu"/.test(e.message),
+  );
+
+  const desc = Object.getOwnPropertyDescriptor(Navigator.prototype, "gpu")!;
+  const lines: string[] = [];
+  const origError = console.error;
+  console.error = (...args: unknown[]) => void lines.push(args.join(" "));
+  try {
+    for (const fake of [undefined, { requestAdapter: () => Promise.resolve(null) }]) {
+      Object.defineProperty(Navigator.prototype, "gpu", { configurable: true, get: () => fake });
+      lines.length = 0;
+      const be: Backend = await createBackend();
+      assert.equal(be.name, "cpu");
+      assert.equal(lines.length, 1, "one notice line");
+      assert.match(lines[0], /no adapter/);
+      await assert.rejects(
+        () => createBackend("webgpu"),
+        (e) => e instanceof Error && /no adapter/.test(e.message),
+      );
+    }
+  } finally {
+    Object.defineProperty(Navigator.prototype, "gpu", desc);
+    console.error = origError;
+  }
+});
+
+Deno.test("kernel specialisation: constants, //#if blocks and //#unroll loops", () => {
+  const src = [
+    "const N: u32 = 2u;",
+    "const F: bool = false;",
+    "const M: u32 = N * 2u;",
+    "//#if F",
+    "yes",
+    "//#else",
+    "no",
+    "//#endif",
+    "//#unroll",
+    "for (var i = 0u; i < M; i++) {",
+    "  body(i);",
+    "}",
+    "//#endunroll",
+  ].join("\n");
+  const out = specialize(src, { N: 3, F: false });
+  assert.match(out, /const N: u32 = 3u;/);
+  assert.ok(out.includes("no") && !out.includes("yes"));
+  assert.equal(out.match(/body\(i\);/g)?.length, 6);
+  assert.ok(out.includes("let i = 5u;") && !out.includes("for ("));
+  assert.throws(() => specialize(src, { Q: 1 }), RangeError);
+  assert.deepEqual(defaultConfig(true).family, "direct");
+});
