@@ -8,7 +8,7 @@ import type { Backend, Shape, Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
 import { checkPositiveInt, fmtShape, initRng, moveReshape } from "./_util.ts";
 import { LayerBase } from "./layer_base.ts";
-import type { InitOptions, LayerCost, StateKey } from "./layer.ts";
+import type { InitOptions, LayerCost, LayerSpec, StateKey } from "./layer.ts";
 import { Linear } from "./linear.ts";
 
 /** @internal What the layer keeps between its passes. */
@@ -77,6 +77,11 @@ export class CausalSelfAttention extends LayerBase<AttentionState> {
     const rng = initRng(opts);
     this.qkv = this.addChild("qkv", new Linear(backend, dim, 3 * dim, { rng }));
     this.proj = this.addChild("proj", new Linear(backend, dim, dim, { rng }));
+  }
+
+  /** The architecture for `layerFromSpec` (weights are not part of it). */
+  override spec(): LayerSpec {
+    return { kind: "CausalSelfAttention", args: { dim: this.dim, heads: this.heads } };
   }
 
   /** @ignore */

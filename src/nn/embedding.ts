@@ -9,7 +9,7 @@ import * as ops from "../tensor/ops.ts";
 import { randomTensor } from "../tensor/random.ts";
 import { checkPositive, checkPositiveInt, initRng, retain } from "./_util.ts";
 import { LayerBase } from "./layer_base.ts";
-import type { InitOptions, LayerCost } from "./layer.ts";
+import type { InitOptions, LayerCost, LayerSpec } from "./layer.ts";
 
 /** Options of {@linkcode Embedding}. */
 export interface EmbeddingOptions extends InitOptions {
@@ -66,6 +66,11 @@ export class Embedding extends LayerBase<EmbeddingState> {
       "weight",
       randomTensor(backend, [numEmbeddings, dim], initRng(opts), scale),
     );
+  }
+
+  /** The architecture for `layerFromSpec` (weights are not part of it). */
+  override spec(): LayerSpec {
+    return { kind: "Embedding", args: { numEmbeddings: this.numEmbeddings, dim: this.dim } };
   }
 
   /** @ignore */

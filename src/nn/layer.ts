@@ -108,6 +108,36 @@ export interface Layer {
   cost(inputShape: Shape): LayerCost;
   /** Releases parameters, gradients and every kept state. */
   dispose(): void;
+  /**
+   * The architecture as JSON-able data, rebuilt by `layerFromSpec` (see
+   * {@linkcode LayerSpec}). Optional: only layers sent to pipeline workers
+   * need it.
+   */
+  spec?(): LayerSpec;
+}
+
+/**
+ * A layer's architecture as JSON-able data (not its weights): the `kind`
+ * under which a factory is registered and the arguments that factory needs
+ * to rebuild the same layer, nested for composites (a `Sequential`'s args
+ * hold its layers' specs). The pipeline sends specs to its workers, which
+ * rebuild the layers with `layerFromSpec`; the weights travel separately
+ * as safetensors bytes.
+ *
+ * @example
+ * ```ts
+ * import { CpuBackend, Linear, type LayerSpec } from "@conveyor/core";
+ * const lin = new Linear(new CpuBackend(), 4, 2);
+ * const spec: LayerSpec = lin.spec();
+ * console.log(JSON.stringify(spec)); // {"kind":"Linear","args":{"inFeatures":4,"outFeatures":2,"bias":true}}
+ * lin.dispose();
+ * ```
+ */
+export interface LayerSpec {
+  /** Registered kind, e.g. `"Linear"`. */
+  readonly kind: string;
+  /** Constructor arguments, JSON-able (numbers, strings, booleans, arrays, objects, specs). */
+  readonly args: Readonly<Record<string, unknown>>;
 }
 
 /** Options shared by layers with randomly initialised parameters. */

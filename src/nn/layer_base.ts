@@ -14,6 +14,7 @@ import {
   type ForwardOptions,
   type Layer,
   type LayerCost,
+  type LayerSpec,
   type Parameter,
   type StateKey,
 } from "./layer.ts";
@@ -284,6 +285,19 @@ export abstract class LayerBase<S extends object = Record<string, Tensor>> imple
 
   /** Hook for subclasses holding caches. */
   protected disposeExtra(): void {}
+
+  /**
+   * The architecture as JSON-able data for `layerFromSpec`. The built-in
+   * layers override it; a custom layer that should travel to pipeline
+   * workers overrides it too and registers a factory under its kind with
+   * `registerLayer`. This default throws a TypeError naming the kind.
+   */
+  spec(): LayerSpec {
+    throw new TypeError(
+      `${this.kind}: this layer has no spec(); override spec() and registerLayer("${this.kind}", …) ` +
+        "so that pipeline workers can rebuild it",
+    );
+  }
 
   #checkAlive(): void {
     if (this.#disposed) throw new TypeError(`${this.kind}: layer used after dispose`);

@@ -8,7 +8,7 @@ import type { Backend, Shape, Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
 import { checkPositive, checkPositiveInt, fmtShape, retain } from "./_util.ts";
 import { LayerBase } from "./layer_base.ts";
-import type { LayerCost } from "./layer.ts";
+import type { LayerCost, LayerSpec } from "./layer.ts";
 
 /** Options of {@linkcode LayerNorm}. */
 export interface LayerNormOptions {
@@ -64,6 +64,11 @@ export class LayerNorm extends LayerBase<LayerNormState> {
     this.eps = eps;
     this.weight = this.addParam("weight", backend.fromData(new Float32Array(dim).fill(1), [dim]));
     this.bias = this.addParam("bias", backend.zeros([dim]));
+  }
+
+  /** The architecture for `layerFromSpec` (weights are not part of it). */
+  override spec(): LayerSpec {
+    return { kind: "LayerNorm", args: { dim: this.dim, eps: this.eps } };
   }
 
   /** @ignore */

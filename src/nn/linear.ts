@@ -9,7 +9,7 @@ import * as ops from "../tensor/ops.ts";
 import { randomTensor } from "../tensor/random.ts";
 import { checkPositive, checkPositiveInt, fmtShape, initRng, rowsOf } from "./_util.ts";
 import { LayerBase } from "./layer_base.ts";
-import type { InitOptions, LayerCost } from "./layer.ts";
+import type { InitOptions, LayerCost, LayerSpec } from "./layer.ts";
 
 /** Options of {@linkcode Linear}. */
 export interface LinearOptions extends InitOptions {
@@ -71,6 +71,18 @@ export class Linear extends LayerBase<LinearState> {
       randomTensor(backend, [outFeatures, inFeatures], rng, scale),
     );
     this.bias = (opts?.bias ?? true) ? this.addParam("bias", backend.zeros([outFeatures])) : null;
+  }
+
+  /** The architecture for `layerFromSpec` (weights are not part of it). */
+  override spec(): LayerSpec {
+    return {
+      kind: "Linear",
+      args: {
+        inFeatures: this.inFeatures,
+        outFeatures: this.outFeatures,
+        bias: this.bias !== null,
+      },
+    };
   }
 
   /** @ignore */

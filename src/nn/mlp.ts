@@ -8,7 +8,7 @@ import type { Backend, Shape, Tensor } from "../tensor/mod.ts";
 import { checkPositiveInt, fmtShape, initRng } from "./_util.ts";
 import { LayerBase } from "./layer_base.ts";
 import { GELU } from "./gelu.ts";
-import type { InitOptions, LayerCost, StateKey } from "./layer.ts";
+import type { InitOptions, LayerCost, LayerSpec, StateKey } from "./layer.ts";
 import { Linear } from "./linear.ts";
 
 /** Options of {@linkcode MLP}. */
@@ -62,6 +62,11 @@ export class MLP extends LayerBase<Record<string, never>> {
     this.fc = this.addChild("fc", new Linear(backend, dim, hidden, { rng }));
     this.act = this.addChild("act", new GELU(backend));
     this.proj = this.addChild("proj", new Linear(backend, hidden, dim, { rng }));
+  }
+
+  /** The architecture for `layerFromSpec` (weights are not part of it). */
+  override spec(): LayerSpec {
+    return { kind: "MLP", args: { dim: this.dim, hidden: this.hidden } };
   }
 
   /** @ignore */

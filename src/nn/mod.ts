@@ -46,3 +46,10 @@ export { CharTokenizer } from "./char_tokenizer.ts";
 export { sampleBatch, type TokenBatch } from "./sample_batch.ts";
 export { TINY_CORPUS } from "./data/tiny_corpus.ts";
 export { createTinyGPT, type TinyGPTConfig } from "./gpt.ts";
+export type { LayerSpec } from "./layer.ts";
+export {
+  type LayerFactory,
+  layerFromSpec,
+  registeredLayerKinds,
+  registerLayer,
+} from "./layer_registry.ts";

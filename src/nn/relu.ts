@@ -8,7 +8,7 @@ import type { Backend, Shape, Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
 import { retain } from "./_util.ts";
 import { LayerBase } from "./layer_base.ts";
-import type { LayerCost } from "./layer.ts";
+import type { LayerCost, LayerSpec } from "./layer.ts";
 
 /** @internal What the layer keeps between its passes. */
 interface ReLUState {
@@ -38,6 +38,11 @@ export class ReLU extends LayerBase<ReLUState> {
   /** Creates the activation on `backend`. */
   constructor(backend: Backend) {
     super(backend);
+  }
+
+  /** The architecture for `layerFromSpec` (weights are not part of it). */
+  override spec(): LayerSpec {
+    return { kind: "ReLU", args: {} };
   }
 
   /** @ignore */

@@ -12,6 +12,7 @@ import {
   type ForwardOptions,
   type Layer,
   type LayerCost,
+  type LayerSpec,
   type Parameter,
   type StateKey,
 } from "./layer.ts";
@@ -237,5 +238,28 @@ export class Sequential implements Layer {
 
   dispose(): void {
     for (const l of this.layers) l.dispose();
+  }
+
+  /**
+   * `{ kind: "Sequential", args: { layers: [specs], names } }`; throws a
+   * TypeError naming the first layer that has no `spec()`.
+   */
+  spec(): LayerSpec {
+    const layers = this.layers.map((l, i) => {
+      if (typeof l.spec !== "function") {
+        throw new TypeError(
+          `Sequential: layer ${this.names[i]} (${l.kind}) has no spec(); give it one and ` +
+            "register its kind with registerLayer",
+        );
+      }
+      try {
+        return l.spec();
+      } catch (e) {
+        throw new TypeError(`Sequential: layer ${this.names[i]}: ${(e as Error).message}`, {
+          cause: e,
+        });
+      }
+    });
+    return { kind: "Sequential", args: { layers, names: [...this.names] } };
   }
 }

@@ -10,7 +10,7 @@ import * as ops from "../tensor/ops.ts";
 import { randomTensor } from "../tensor/random.ts";
 import { checkPositive, checkPositiveInt, fmtShape, initRng, retain } from "./_util.ts";
 import { LayerBase } from "./layer_base.ts";
-import type { InitOptions, LayerCost } from "./layer.ts";
+import type { InitOptions, LayerCost, LayerSpec } from "./layer.ts";
 
 /** Options of {@linkcode TokenPositionEmbedding}. */
 export interface TokenPositionEmbeddingOptions extends InitOptions {
@@ -81,6 +81,14 @@ export class TokenPositionEmbedding extends LayerBase<TokenPositionEmbeddingStat
     const rng = initRng(opts);
     this.token = this.addParam("token", randomTensor(backend, [vocabSize, dim], rng, scale));
     this.position = this.addParam("position", randomTensor(backend, [maxLen, dim], rng, scale));
+  }
+
+  /** The architecture for `layerFromSpec` (weights are not part of it). */
+  override spec(): LayerSpec {
+    return {
+      kind: "TokenPositionEmbedding",
+      args: { vocabSize: this.vocabSize, maxLen: this.maxLen, dim: this.dim },
+    };
   }
 
   /** @ignore */

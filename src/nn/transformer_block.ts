@@ -9,7 +9,7 @@ import * as ops from "../tensor/ops.ts";
 import { checkPositiveInt, fmtShape, initRng } from "./_util.ts";
 import { LayerBase } from "./layer_base.ts";
 import { CausalSelfAttention } from "./causal_self_attention.ts";
-import type { InitOptions, LayerCost, StateKey } from "./layer.ts";
+import type { InitOptions, LayerCost, LayerSpec, StateKey } from "./layer.ts";
 import { LayerNorm } from "./layer_norm.ts";
 import { MLP } from "./mlp.ts";
 
@@ -69,6 +69,14 @@ export class TransformerBlock extends LayerBase<Record<string, never>> {
     this.attn = this.addChild("attn", new CausalSelfAttention(backend, dim, heads, { rng }));
     this.ln2 = this.addChild("ln2", new LayerNorm(backend, dim));
     this.mlp = this.addChild("mlp", new MLP(backend, dim, { hidden: opts?.hidden, rng }));
+  }
+
+  /** The architecture for `layerFromSpec` (weights are not part of it). */
+  override spec(): LayerSpec {
+    return {
+      kind: "TransformerBlock",
+      args: { dim: this.dim, heads: this.attn.heads, hidden: this.mlp.hidden },
+    };
   }
 
   /** @ignore */

@@ -1,0 +1,242 @@
+/**
+ * Rebuilding layers from their {@linkcode LayerSpec}: a registry from kind
+ * to factory, holding every built-in layer, to which custom layers add
+ * themselves with {@linkcode registerLayer}. Pipeline workers rebuild their
+ * stages with {@linkcode layerFromSpec}; a worker imports the user modules
+ * named in the pipeline's options first, so custom layers registered at the
+ * top level of such a module are known there too.
+ *
+ * @module
+ */
+
+import type { Backend } from "../tensor/mod.ts";
+import { CausalSelfAttention } from "./causal_self_attention.ts";
+import { Embedding } from "./embedding.ts";
+import { GELU } from "./gelu.ts";
+import type { Layer, LayerSpec } from "./layer.ts";
+import { LayerNorm } from "./layer_norm.ts";
+import { Linear } from "./linear.ts";
+import { MLP } from "./mlp.ts";
+import { ReLU } from "./relu.ts";
+import { Sequential } from "./sequential.ts";
+import { Tanh } from "./tanh.ts";
+import { TokenPositionEmbedding } from "./token_position_embedding.ts";
+import { TransformerBlock } from "./transformer_block.ts";
+
+/**
+ * Builds a layer of one kind from its spec's `args` on `backend`;
+ * `build` rebuilds nested specs (for composites) on the same backend.
+ */
+export type LayerFactory = (
+  args: Readonly<Record<string, unknown>>,
+  backend: Backend,
+  build: (spec: LayerSpec) => Layer,
+) => Layer;
+
+function num(kind: string, args: Readonly<Record<string, unknown>>, key: string): number {
+  const v = args[key];
+  if (typeof v !== "number") {
+    throw new TypeError(`layerFromSpec: ${kind}.args.${key} must be a number, got ${String(v)}`);
+  }
+  return v;
+}
+
+function optNum(
+  kind: string,
+  args: Readonly<Record<string, unknown>>,
+  key: string,
+): number | undefined {
+  return args[key] === undefined ? undefined : num(kind, args, key);
+}
+
+function sequentialFromSpec(
+  args: Readonly<Record<string, unknown>>,
+  _backend: Backend,
+  build: (spec: LayerSpec) => Layer,
+): Layer {
+  const { layers, names } = args;
+  if (!Array.isArray(layers)) {
+    throw new TypeError(`layerFromSpec: Sequential.args.layers must be an array of specs`);
+  }
+  if (names !== undefined && (!Array.isArray(names) || names.some((n) => typeof n !== "string"))) {
+    throw new TypeError(`layerFromSpec: Sequential.args.names must be an array of strings`);
+  }
+  const built: Layer[] = [];
+  try {
+    for (const s of layers) built.push(build(s as LayerSpec));
+    return new Sequential(built, { names: names as string[] | undefined });
+  } catch (e) {
+    for (const l of built) l.dispose();
+    throw e;
+  }
+}
+
+const BUILT_IN: ReadonlyMap<string, LayerFactory> = new Map<string, LayerFactory>([
+  [
+    "Linear",
+    (a, be) => {
+      if (a.bias !== undefined && typeof a.bias !== "boolean") {
+        throw new TypeError(`layerFromSpec: Linear.args.bias must be a boolean, got ${a.bias}`);
+      }
+      return new Linear(be, num("Linear", a, "inFeatures"), num("Linear", a, "outFeatures"), {
+        bias: a.bias as boolean | undefined,
+      });
+    },
+  ],
+  ["ReLU", (_a, be) => new ReLU(be)],
+  ["GELU", (_a, be) => new GELU(be)],
+  ["Tanh", (_a, be) => new Tanh(be)],
+  [
+    "LayerNorm",
+    (a, be) =>
+      new LayerNorm(be, num("LayerNorm", a, "dim"), { eps: optNum("LayerNorm", a, "eps") }),
+  ],
+  [
+    "Embedding",
+    (a, be) => new Embedding(be, num("Embedding", a, "numEmbeddings"), num("Embedding", a, "dim")),
+  ],
+  [
+    "TokenPositionEmbedding",
+    (a, be) => {
+      const k = "TokenPositionEmbedding";
+      return new TokenPositionEmbedding(
+        be,
+        num(k, a, "vocabSize"),
+        num(k, a, "maxLen"),
+        num(k, a, "dim"),
+      );
+    },
+  ],
+  [
+    "CausalSelfAttention",
+    (a, be) =>
+      new CausalSelfAttention(
+        be,
+        num("CausalSelfAttention", a, "dim"),
+        num("CausalSelfAttention", a, "heads"),
+      ),
+  ],
+  ["MLP", (a, be) => new MLP(be, num("MLP", a, "dim"), { hidden: optNum("MLP", a, "hidden") })],
+  [
+    "TransformerBlock",
+    (a, be) =>
+      new TransformerBlock(
+        be,
+        num("TransformerBlock", a, "dim"),
+        num("TransformerBlock", a, "heads"),
+        { hidden: optNum("TransformerBlock", a, "hidden") },
+      ),
+  ],
+  ["Sequential", sequentialFromSpec],
+]);
+
+const custom = new Map<string, LayerFactory>();
+
+/**
+ * Registers `factory` for layers of `kind`, so that {@linkcode layerFromSpec}
+ * (and so a pipeline worker) can rebuild them. Call it at the top level of
+ * the module that defines the layer and list that module in the pipeline's
+ * `modules` option. Registering the same factory again is a no-op; a
+ * built-in kind, or a kind taken by another factory, is a RangeError.
+ *
+ * @example
+ * ```ts
+ * import { CpuBackend, layerFromSpec, LayerBase, type LayerCost, type LayerSpec, ops, registerLayer, type Shape, type Tensor } from "@conveyor/core";
+ * class Scale extends LayerBase {
+ *   readonly kind = "Scale";
+ *   constructor(be: CpuBackend, readonly factor: number) {
+ *     super(be);
+ *   }
+ *   override spec(): LayerSpec {
+ *     return { kind: "Scale", args: { factor: this.factor } };
+ *   }
+ *   protected outputShapeOf(s: Shape): Shape {
+ *     return s;
+ *   }
+ *   protected costOf(s: Shape): LayerCost {
+ *     return { params: 0, flops: s.reduce((a, b) => a * b, 1) };
+ *   }
+ *   protected forwardImpl(x: Tensor): { y: Tensor } {
+ *     return { y: ops.scale(x, this.factor) };
+ *   }
+ *   protected backwardInputImpl(dy: Tensor): Tensor {
+ *     return ops.scale(dy, this.factor);
+ *   }
+ *   protected backwardWeightImpl(): void {}
+ * }
+ * registerLayer("Scale", (args, be) => new Scale(be as CpuBackend, args.factor as number));
+ * const copy = layerFromSpec({ kind: "Scale", args: { factor: 3 } }, new CpuBackend());
+ * console.log(copy.spec?.()); // { kind: "Scale", args: { factor: 3 } }
+ * ```
+ */
+export function registerLayer(kind: string, factory: LayerFactory): void {
+  if (typeof kind !== "string" || kind === "") {
+    throw new TypeError(`registerLayer: kind must be a non-empty string, got ${String(kind)}`);
+  }
+  if (typeof factory !== "function") {
+    throw new TypeError(`registerLayer: factory for ${kind} must be a function, got ${factory}`);
+  }
+  if (BUILT_IN.has(kind)) {
+    throw new RangeError(`registerLayer: ${kind} is a built-in layer kind and cannot be replaced`);
+  }
+  const had = custom.get(kind);
+  if (had !== undefined && had !== factory) {
+    throw new RangeError(`registerLayer: kind ${kind} is already registered to another factory`);
+  }
+  custom.set(kind, factory);
+}
+
+/**
+ * The kinds {@linkcode layerFromSpec} can build: the built-in ones, then
+ * those registered, in registration order.
+ *
+ * @example
+ * ```ts
+ * import { registeredLayerKinds } from "@conveyor/core";
+ * console.log(registeredLayerKinds().includes("TransformerBlock")); // true
+ * ```
+ */
+export function registeredLayerKinds(): string[] {
+  return [...BUILT_IN.keys(), ...custom.keys()];
+}
+
+/**
+ * Builds a fresh layer (new weights, deterministic from seed 0) of the
+ * architecture `spec` describes on `backend`; load weights into it with
+ * `loadSafetensors`. An unknown kind is a RangeError listing the known
+ * ones; a malformed spec or argument is a TypeError or RangeError naming it.
+ *
+ * @example
+ * ```ts
+ * import { CpuBackend, createTinyGPT, layerFromSpec, loadSafetensors, saveSafetensors } from "@conveyor/core";
+ * const be = new CpuBackend();
+ * const gpt = createTinyGPT({ vocabSize: 10, seqLen: 4, dim: 8, heads: 2, layers: 1, seed: 3 }, be);
+ * const copy = layerFromSpec(JSON.parse(JSON.stringify(gpt.spec())), be);
+ * loadSafetensors(copy, await saveSafetensors(gpt)); // same architecture, same weights
+ * console.log(copy.parameters().length === gpt.parameters().length); // true
+ * gpt.dispose();
+ * copy.dispose();
+ * ```
+ */
+export function layerFromSpec(spec: LayerSpec, backend: Backend): Layer {
+  if (spec === null || typeof spec !== "object" || typeof spec.kind !== "string") {
+    throw new TypeError(
+      `layerFromSpec: spec must be an object { kind: string, args }, got ${
+        JSON.stringify(spec) ?? String(spec)
+      }`,
+    );
+  }
+  const args = spec.args ?? {};
+  if (args === null || typeof args !== "object" || Array.isArray(args)) {
+    throw new TypeError(`layerFromSpec: ${spec.kind}.args must be an object, got ${String(args)}`);
+  }
+  const factory = BUILT_IN.get(spec.kind) ?? custom.get(spec.kind);
+  if (factory === undefined) {
+    throw new RangeError(
+      `layerFromSpec: unknown layer kind ${JSON.stringify(spec.kind)}; known: ${
+        registeredLayerKinds().join(", ")
+      } (register custom layers with registerLayer in a module the workers import)`,
+    );
+  }
+  return factory(args, backend, (s) => layerFromSpec(s, backend));
+}
