@@ -2,7 +2,7 @@
 // approximation), 2 = tanh. 2-D grid, padding as in binary.wgsl.
 
 const ACT: u32 = 0u;
-const WG: u32 = 64u;
+const WG: u32 = 256u;
 const GELU_C: f32 = 0.7978845608028654; // sqrt(2 / pi)
 const GELU_A: f32 = 0.044715;
 

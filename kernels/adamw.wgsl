@@ -4,7 +4,7 @@
 //   p -= lr · ((m / bc1) / (sqrt(v / bc2) + eps) + weightDecay · p)
 // with bc1 = 1 - β1^step and bc2 = 1 - β2^step computed on the host in f64.
 
-const WG: u32 = 64u;
+const WG: u32 = 256u;
 
 struct Params {
   n4: u32,

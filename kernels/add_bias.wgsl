@@ -3,7 +3,7 @@
 // 2-D grid of workgroups for large tensors.
 
 const VEC: bool = false;
-const WG: u32 = 64u;
+const WG: u32 = 256u;
 
 struct Params {
   // Units (vec4s with VEC, else floats) in x, and per row.

@@ -1,6 +1,6 @@
 // In place y += alpha · x over vec4s (2-D grid, padding as in binary.wgsl).
 
-const WG: u32 = 64u;
+const WG: u32 = 256u;
 
 struct Params {
   n4: u32,

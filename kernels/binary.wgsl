@@ -5,7 +5,7 @@
 // Launched as a 2-D grid of workgroups (x ≤ 65535) for large tensors.
 
 const OP: u32 = 0u;
-const WG: u32 = 64u;
+const WG: u32 = 256u;
 
 struct Params {
   n4: u32,

@@ -1,9 +1,11 @@
-// Batched 2-D copy with zero padding or cropping: out is [batch, rows, cols]
-// (contiguous); out[b, r, c] = in[b·inStride + r·inLd + c] when r < inRows and
-// c < inCols, else 0. The matmul host uses it to pad operands to multiples of
-// 4 and to crop padded results. One element per invocation on a 2-D grid.
+// Batched strided 2-D copy with zero padding or cropping: out is
+// [batch, rows, cols] (contiguous) and
+//   out[b, r, c] = in[b·inStride + r·rowStride + c·colStride]
+// when r < inRows and c < inCols, else 0. The matmul host uses it to pad
+// operands to multiples of 4, to transpose them (colStride ≠ 1), and to crop
+// padded results. One element per invocation on a 2-D grid.
 
-const WG: u32 = 64u;
+const WG: u32 = 256u;
 
 struct Params {
   n: u32,
@@ -11,7 +13,8 @@ struct Params {
   cols: u32,
   inRows: u32,
   inCols: u32,
-  inLd: u32,
+  rowStride: u32,
+  colStride: u32,
   inStride: u32,
 }
 
@@ -33,7 +36,7 @@ fn main(
   let b = i / (p.cols * p.rows);
   var v = 0.0;
   if (r < p.inRows && c < p.inCols) {
-    v = X[b * p.inStride + r * p.inLd + c];
+    v = X[b * p.inStride + r * p.rowStride + c * p.colStride];
   }
   O[i] = v;
 }

@@ -1,7 +1,7 @@
 // Cross-entropy input gradient: out[r, c] = (probs[r, c] - [c == target[r]]) ·
 // scale, one element per invocation on a 2-D grid.
 
-const WG: u32 = 64u;
+const WG: u32 = 256u;
 
 struct Params {
   n: u32,

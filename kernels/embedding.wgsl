@@ -5,7 +5,7 @@
 // RangeError instead).
 
 const VEC: bool = false;
-const WG: u32 = 64u;
+const WG: u32 = 256u;
 
 struct Params {
   // Units in the output, units per row (C or C / 4), and table rows V.

@@ -6,7 +6,7 @@
 // Ids that are not integers in [0, V) match no row.
 
 const VEC: bool = false;
-const WG: u32 = 64u;
+const WG: u32 = 256u;
 
 struct Params {
   // Units in the table, units per row (C or C / 4), and ids N.

@@ -3,7 +3,7 @@
 // stride of the input axis it comes from (rank ≤ 8 after merging axes that
 // stay adjacent).
 
-const WG: u32 = 64u;
+const WG: u32 = 256u;
 
 struct Params {
   n: u32,

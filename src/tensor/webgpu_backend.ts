@@ -81,11 +81,15 @@ export interface WebGPUBackendOptions {
   readonly maxDispatchesPerSubmit?: number;
 }
 
-// Elementwise kernels: invocations per workgroup.
-const WG = 64;
+// Elementwise kernels: invocations per workgroup (matches their WGSL). Wide
+// groups matter on CPU adapters, where each workgroup has a fixed cost.
+const WG = 256;
+// Column-sum kernels: invocations per workgroup, one column each.
+const COL_WG = 64;
 // Rows per workgroup in the column-sum stages.
 const SUM_CHUNK = 64;
-// Floats per invocation in the reduce stages (matches reduce.wgsl).
+// Invocations and floats per invocation in the reduce stages (reduce.wgsl).
+const REDUCE_WG = 64;
 const REDUCE_PER = 16;
 const MAX_GROUPS = 65535;
 // Idle pool memory kept for reuse before buffers are given back.
@@ -985,10 +989,10 @@ export class WebGPUBackend implements Backend {
   }
 
   #groupsFor(cols: number): number {
-    const g = ceilDiv(cols, WG);
+    const g = ceilDiv(cols, COL_WG);
     if (g > MAX_GROUPS) {
       throw new RangeError(
-        `column reductions on WebGPU support at most ${MAX_GROUPS * WG} columns, got ${cols}`,
+        `column reductions on WebGPU support at most ${MAX_GROUPS * COL_WG} columns, got ${cols}`,
       );
     }
     return g;
@@ -1045,7 +1049,7 @@ export class WebGPUBackend implements Backend {
     }
     let cur = buf(x), first = true;
     for (;;) {
-      const groups = ceilDiv(n, WG * REDUCE_PER);
+      const groups = ceilDiv(n, REDUCE_WG * REDUCE_PER);
       const next = groups === 1 ? buf(out) : this.#pool.acquire(groups * 4, false);
       this.#dispatch(
         KERNELS.reduce,
@@ -1090,19 +1094,57 @@ export class WebGPUBackend implements Backend {
     }
     const temps: GPUBuffer[] = [];
     let A = buf(a), B = buf(b), C = buf(out);
+    const direct = cfg.family === "direct";
+    const K4 = round4(K), M4 = round4(M), N4 = round4(N);
+    // The direct family reads A as [M, K4] or [K4, M4] and B as [K4, N4] or
+    // [N, K4], zero-padded; other layouts are copied into that shape.
+    let padA = direct, padB = direct;
+    if (cfg.transposes === "copy") {
+      // Read transposed operands in the plain layout: one strided copy
+      // (padding included) instead of another kernel variant to compile.
+      if (transA) {
+        A = this.#strided(A, batch, M, K, 1, M, K * M, M, direct ? K4 : K, temps);
+        padA = false;
+      }
+      if (transB) {
+        B = this.#strided(
+          B,
+          bShared ? 1 : batch,
+          K,
+          N,
+          1,
+          K,
+          N * K,
+          direct ? K4 : K,
+          direct ? N4 : N,
+          temps,
+        );
+        padB = false;
+      }
+      transA = transB = false;
+    }
     // Row strides (elements) of A, B, C as the kernel will see them.
     let lda = transA ? M : K, ldb = transB ? K : N, ldc = N;
     let kk = K;
-    if (cfg.family === "direct") {
-      const K4 = round4(K), M4 = round4(M), N4 = round4(N);
-      // A as [M, K4] or [K4, M4]; B as [K4, N4] or [N, K4].
+    if (direct) {
       const [aRows, aCols, aRows4, aCols4] = transA ? [K, M, K4, M4] : [M, K, M, K4];
-      if (aRows !== aRows4 || aCols !== aCols4) {
-        A = this.#padded(A, batch, aRows, aCols, aRows4, aCols4, temps);
+      if (padA && (aRows !== aRows4 || aCols !== aCols4)) {
+        A = this.#strided(A, batch, aRows, aCols, aCols, 1, aRows * aCols, aRows4, aCols4, temps);
       }
       const [bRows, bCols, bRows4, bCols4] = transB ? [N, K, N, K4] : [K, N, K4, N4];
-      if (bRows !== bRows4 || bCols !== bCols4) {
-        B = this.#padded(B, bShared ? 1 : batch, bRows, bCols, bRows4, bCols4, temps);
+      if (padB && (bRows !== bRows4 || bCols !== bCols4)) {
+        B = this.#strided(
+          B,
+          bShared ? 1 : batch,
+          bRows,
+          bCols,
+          bCols,
+          1,
+          bRows * bCols,
+          bRows4,
+          bCols4,
+          temps,
+        );
       }
       lda = transA ? M4 : K4;
       ldb = transB ? K4 : N4;
@@ -1139,54 +1181,50 @@ export class WebGPUBackend implements Backend {
       }
     }
     if (C !== buf(out)) {
-      this.#copy2d(C, batch, M, ldc, M, N, buf(out));
+      // Crop the padded columns.
+      const n = batch * M * N;
+      this.#dispatch(
+        KERNELS.copy2d,
+        {},
+        [n, M, N, M, N, ldc, 1, M * ldc],
+        [],
+        [C, buf(out)],
+        grid(ceilDiv(n, WG)),
+      );
     }
     for (const t of temps) this.#pool.release(t);
   }
 
-  /** A zero-padded [batch, rows4, cols4] copy of a [batch, rows, cols] buffer. */
-  #padded(
+  /**
+   * A contiguous [batch, outRows, outCols] copy of a strided [batch, rows,
+   * cols] view of `src` (element (r, c) at r·rowStride + c·colStride, batch
+   * entries batchStride apart), zero-padded past rows / cols. Registered in
+   * `temps` for release once the matmul is recorded.
+   */
+  #strided(
     src: GPUBuffer,
     batch: number,
     rows: number,
     cols: number,
-    rows4: number,
-    cols4: number,
+    rowStride: number,
+    colStride: number,
+    batchStride: number,
+    outRows: number,
+    outCols: number,
     temps: GPUBuffer[],
   ): GPUBuffer {
-    const dst = this.#pool.acquire(batch * rows4 * cols4 * 4, false);
+    const n = batch * outRows * outCols;
+    const dst = this.#pool.acquire(n * 4, false);
     temps.push(dst);
-    const n = batch * rows4 * cols4;
     this.#dispatch(
       KERNELS.copy2d,
       {},
-      [n, rows4, cols4, rows, cols, cols, rows * cols],
+      [n, outRows, outCols, rows, cols, rowStride, colStride, batchStride],
       [],
       [src, dst],
       grid(ceilDiv(n, WG)),
     );
     return dst;
-  }
-
-  /** Crops a [batch, rows, ld] buffer to a contiguous [batch, outRows, outCols] one. */
-  #copy2d(
-    src: GPUBuffer,
-    batch: number,
-    rows: number,
-    ld: number,
-    outRows: number,
-    outCols: number,
-    dst: GPUBuffer,
-  ): void {
-    const n = batch * outRows * outCols;
-    this.#dispatch(
-      KERNELS.copy2d,
-      {},
-      [n, outRows, outCols, rows, ld, ld, rows * ld],
-      [],
-      [src, dst],
-      grid(ceilDiv(n, WG)),
-    );
   }
 }
 
