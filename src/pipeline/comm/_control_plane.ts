@@ -12,6 +12,14 @@ import { CHANNEL_PREFIX, type Envelope, isEnvelope, MAIN } from "./_envelope.ts"
 // last close has settled.
 let settled: Promise<void> = Promise.resolve();
 
+// The dying subscription ends when the event loop next polls its receive op;
+// several turns of the loop (and a few ms) let that happen even when this
+// thread was descheduled and a timer became due in the same turn.
+async function settle(): Promise<void> {
+  for (let i = 0; i < 4; i++) await new Promise<void>((resolve) => setTimeout(resolve, 0));
+  await new Promise<void>((resolve) => setTimeout(resolve, 5));
+}
+
 /** Resolves once the last closed control plane has released its channel. */
 export function controlPlaneSettled(): Promise<void> {
   return settled;
@@ -81,7 +89,7 @@ export class ControlPlane {
     if (this.#closed) return settled;
     this.#closed = true;
     this.#channel.close();
-    settled = new Promise<void>((resolve) => setTimeout(resolve, 5));
+    settled = settle();
     return settled;
   }
 

@@ -47,6 +47,7 @@ export type ToWorker =
     readonly firstIteration: number;
     readonly iterations: number;
     readonly payloads: readonly unknown[] | undefined;
+    readonly forwardOnly: boolean;
   }
   | { readonly type: "call"; readonly id: number; readonly method: string; readonly args: unknown }
   | { readonly type: "dispose" };

@@ -9,6 +9,7 @@
  */
 
 import type { Action } from "../action.ts";
+import type { CommBackend } from "../comm/backend.ts";
 
 /** Where an action runs and what it works on. */
 export interface StageContext {
@@ -22,6 +23,11 @@ export interface StageContext {
   readonly isFirstStage: boolean;
   /** Whether `action.stage` is the last stage (its backward starts from the loss). */
   readonly isLastStage: boolean;
+  /**
+   * True in a forward-only run (prediction): no backward follows, so the
+   * executor need not keep what backward would need.
+   */
+  readonly forwardOnly: boolean;
 }
 
 /**
@@ -64,6 +70,12 @@ export interface StageExecutorInit {
   readonly abortFlag: Int32Array;
   /** Aborted when the run is aborted (seen between turns of the event loop). */
   readonly signal: AbortSignal;
+  /**
+   * This rank's transport, for collectives an executor may need (e.g. the
+   * global gradient norm before clipping). The runtime's own traffic uses
+   * `makeTag` tags; use other tags for anything else.
+   */
+  readonly comm: CommBackend;
 }
 
 /**

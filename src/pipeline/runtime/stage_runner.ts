@@ -46,6 +46,12 @@ export interface RankRunOptions {
   readonly payloads?: readonly unknown[];
   /** Time source for the events (default `performance.now`). */
   readonly clock?: () => number;
+  /**
+   * Run only the forward actions, in list order, and no optimizer step
+   * (prediction). Dropping the backward actions cannot deadlock: forwards
+   * never wait on a backward.
+   */
+  readonly forwardOnly?: boolean;
   /** Told when the rank changes state; `index` is the action's position in the rank's list. */
   readonly onState?: (state: RankState, index: number, iteration: number) => void;
 }
@@ -72,7 +78,7 @@ export interface RankRunResult {
  * const [comm] = InProcessBackend.createGroup(1);
  * const executor = createSyntheticExecutor({
  *   rank: 0, ranks: 1, stages: [0], numStages: 1, microBatches: 2, options: { ms: 0 },
- *   abortFlag: new Int32Array(1), signal: new AbortController().signal,
+ *   abortFlag: new Int32Array(1), signal: new AbortController().signal, comm,
  * });
  * const { events } = await runRank({ schedule, rank: 0, comm, executor });
  * console.log(events.map((e) => `${e.action.kind}${e.action.microBatch}`).join(" ")); // "F0 B0 F1 B1"
@@ -94,7 +100,10 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
   }
   const clock = options.clock ?? (() => performance.now());
   const onState = options.onState ?? (() => {});
-  const list = schedule.actions[rank];
+  const forwardOnly = options.forwardOnly === true;
+  const list = forwardOnly
+    ? schedule.actions[rank].filter((a) => a.kind === "F")
+    : schedule.actions[rank];
   const where = schedule.stageToRank;
   const numStages = where.length;
   const lastBackward = new Map<number, number>();
@@ -140,6 +149,7 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
         iteration: it,
         isFirstStage: s === 0,
         isLastStage: s === numStages - 1,
+        forwardOnly,
       };
       try {
         onState("recv", i, it);
@@ -182,7 +192,7 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
             forward(a, it, where[s - 1], tag, out);
           }
         }
-        if (lastBackward.get(s) === i) {
+        if (!forwardOnly && lastBackward.get(s) === i) {
           onState("step", i, it);
           await executor.step(s, it);
         }
@@ -205,10 +215,15 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
 export interface InProcessRunOptions {
   /** Builds each rank's executor (given the same init a worker would give). */
   readonly createExecutor: StageExecutorFactory;
-  /** Options handed to `createExecutor` as `init.options`. */
+  /**
+   * Options handed to `createExecutor` as `init.options` (structured-cloned);
+   * a function is called with each rank to give that rank its own options.
+   */
   readonly executorOptions?: unknown;
   /** Iterations back to back (default 1). */
   readonly iterations?: number;
+  /** Forward actions only (see {@linkcode RankRunOptions.forwardOnly}). */
+  readonly forwardOnly?: boolean;
 }
 
 /** What {@linkcode runPipelineInProcess} returns: the summary, events and reports. */
@@ -255,15 +270,27 @@ export async function runPipelineInProcess(
         stages: stagesOf(schedule, comm.rank),
         numStages: schedule.stageToRank.length,
         microBatches: schedule.microBatches,
-        options: structuredClone(options.executorOptions),
+        options: structuredClone(
+          typeof options.executorOptions === "function"
+            ? options.executorOptions(comm.rank)
+            : options.executorOptions,
+        ),
         abortFlag,
         signal: controller.signal,
+        comm,
       })
     ));
     let firstError: unknown = null;
     const results = await Promise.all(
       group.map((comm, rank) =>
-        runRank({ schedule, rank, comm, executor: executors[rank], iterations: options.iterations })
+        runRank({
+          schedule,
+          rank,
+          comm,
+          executor: executors[rank],
+          iterations: options.iterations,
+          forwardOnly: options.forwardOnly,
+        })
           .catch((e) => {
             if (firstError === null) {
               firstError = e;

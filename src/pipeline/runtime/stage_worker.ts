@@ -108,6 +108,7 @@ async function handle(msg: ToWorker): Promise<void> {
           options: msg.executor.options,
           abortFlag: board.subarray(ABORT_INDEX, ABORT_INDEX + 1),
           signal: controller.signal,
+          comm,
         });
         scope.postMessage({ type: "ready" });
       } catch (e) {
@@ -125,6 +126,7 @@ async function handle(msg: ToWorker): Promise<void> {
           firstIteration: msg.firstIteration,
           iterations: msg.iterations,
           payloads: msg.payloads,
+          forwardOnly: msg.forwardOnly,
           clock,
           onState: setState,
         });

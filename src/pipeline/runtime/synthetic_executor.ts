@@ -249,15 +249,16 @@ class SyntheticExecutor implements StageExecutor {
  *
  * @example
  * ```ts
- * import { createSyntheticExecutor } from "@conveyor/core";
+ * import { createSyntheticExecutor, InProcessBackend } from "@conveyor/core";
+ * const [comm] = InProcessBackend.createGroup(1);
  * const ex = createSyntheticExecutor({
- *   rank: 0, ranks: 1, stages: [0], numStages: 1, microBatches: 1,
- *   options: { ms: 0 }, abortFlag: new Int32Array(1), signal: new AbortController().signal,
+ *   rank: 0, ranks: 1, stages: [0], numStages: 1, microBatches: 1, options: { ms: 0 },
+ *   abortFlag: new Int32Array(1), signal: new AbortController().signal, comm,
  * });
  * const action = { kind: "F" as const, stage: 0, microBatch: 0 };
- * console.log(await ex.forward(
- *   { rank: 0, action, iteration: 0, isFirstStage: true, isLastStage: true }, null,
- * )); // null: the last stage sends nothing on
+ * const ctx = { rank: 0, action, iteration: 0, isFirstStage: true, isLastStage: true, forwardOnly: false };
+ * console.log(await ex.forward(ctx, null)); // null: the last stage sends nothing on
+ * comm.close();
  * ```
  */
 export function createSyntheticExecutor(init: StageExecutorInit): StageExecutor {

@@ -36,7 +36,11 @@ export interface ExecutorChoice {
    * `StageExecutorFactory`); absent: the synthetic executor.
    */
   readonly module?: string | URL;
-  /** Passed (structured-cloned) to the factory as `init.options`. */
+  /**
+   * Passed (structured-cloned) to the factory as `init.options`; a function
+   * is called on the main thread with each rank to give that rank its own
+   * options (e.g. only its chunks' weights).
+   */
   readonly options?: unknown;
 }
 
@@ -48,7 +52,11 @@ export interface PipelineWorkerPoolOptions {
   readonly executor?: ExecutorChoice;
   /** How often each worker sends a heartbeat, ms (default 200). */
   readonly heartbeatIntervalMs?: number;
-  /** A rank silent this long (ms) is declared hung (default 3000). */
+  /**
+   * A rank silent this long (ms) once the pool is ready is declared hung
+   * (default 5000). It must exceed the longest stretch an executor holds
+   * its thread without returning to the event loop (synchronous compute).
+   */
   readonly heartbeatTimeoutMs?: number;
   /**
    * During a run, no action starting on any rank for this long (ms) is a
@@ -66,6 +74,11 @@ export interface PipelineRunOptions {
   readonly iterations?: number;
   /** Payload for `executor.beginIteration` of `rank` in its `index`-th iteration of this run. */
   readonly payload?: (rank: number, index: number) => unknown;
+  /**
+   * Run only the forward actions of each rank's list, without optimizer
+   * steps (prediction); the executor sees `ctx.forwardOnly`.
+   */
+  readonly forwardOnly?: boolean;
 }
 
 /** What a run reports; times in ms from the run's first action start. */
@@ -194,7 +207,7 @@ export class PipelineWorkerPool {
     this.schedule = schedule;
     const p = schedule.ranks;
     const hbInterval = positive(options.heartbeatIntervalMs, "heartbeatIntervalMs", 200);
-    this.#heartbeatTimeoutMs = positive(options.heartbeatTimeoutMs, "heartbeatTimeoutMs", 3000);
+    this.#heartbeatTimeoutMs = positive(options.heartbeatTimeoutMs, "heartbeatTimeoutMs", 5000);
     this.#stallTimeoutMs = positive(options.stallTimeoutMs, "stallTimeoutMs", 60_000);
     const startupMs = positive(options.startupTimeoutMs, "startupTimeoutMs", 30_000);
     if (this.#heartbeatTimeoutMs <= hbInterval) {
@@ -212,7 +225,7 @@ export class PipelineWorkerPool {
     });
     this.#control = new ControlPlane(this.runId, p, {
       onHeartbeat: (r) => {
-        if (r >= 0 && r < p) this.#lastHeartbeat[r] = performance.now();
+        if (r >= 0 && r < p && this.#ready === p) this.#lastHeartbeat[r] = performance.now();
       },
       onError: (r, report) => this.#fail(this.#fromReport(r, report as unknown as ErrorReport)),
       onAbort: (r, reason) =>
@@ -237,7 +250,10 @@ export class PipelineWorkerPool {
         runId: this.runId,
         ports: mesh[r],
         schedule,
-        executor: { module, options: ex.options },
+        executor: {
+          module,
+          options: typeof ex.options === "function" ? ex.options(r) : ex.options,
+        },
         timeOrigin: performance.timeOrigin,
         board: this.#board.buffer as SharedArrayBuffer,
         heartbeatIntervalMs: hbInterval,
@@ -245,11 +261,8 @@ export class PipelineWorkerPool {
       };
       tracked.worker.postMessage(init, mesh[r].filter((x): x is MessagePort => x !== null));
     }
-    this.#control.rendezvous().then(() => {
-      // Heartbeats count from here on; loading the modules came before.
-      const now = performance.now();
-      this.#lastHeartbeat = this.#lastHeartbeat.map((t) => t === Infinity ? now : t);
-    });
+    // Answers go once every rank has said hello on the control plane.
+    void this.#control.rendezvous();
     this.#startupTimer = setTimeout(() => {
       const heard = this.#control.ranksHeard;
       this.#fail(
@@ -318,7 +331,14 @@ export class PipelineWorkerPool {
         const payloads = options.payload === undefined
           ? undefined
           : Array.from({ length: iterations }, (_, i) => options.payload!(r, i));
-        const msg: ToWorker = { type: "run", id, firstIteration, iterations, payloads };
+        const msg: ToWorker = {
+          type: "run",
+          id,
+          firstIteration,
+          iterations,
+          payloads,
+          forwardOnly: options.forwardOnly === true,
+        };
         w.worker.postMessage(msg);
       });
     });
@@ -382,6 +402,8 @@ export class PipelineWorkerPool {
       case "ready":
         if (++this.#ready === this.ranks) {
           clearTimeout(this.#startupTimer);
+          // Heartbeats count from here on: the startup timeout covered loading.
+          this.#lastHeartbeat.fill(performance.now());
           this.#startResolve();
         }
         break;
@@ -492,7 +514,7 @@ export class PipelineWorkerPool {
   }
 
   #check(): void {
-    if (this.#closed) return;
+    if (this.#closed || this.#ready < this.ranks) return;
     const now = performance.now();
     for (let r = 0; r < this.ranks; r++) {
       const silent = now - this.#lastHeartbeat[r];

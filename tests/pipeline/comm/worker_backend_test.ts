@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import type { ControlMessage } from "../../../src/pipeline/comm/backend.ts";
 import { createPortMesh } from "../../../src/pipeline/comm/worker_backend.ts";
-import { ControlPlane } from "../../../src/pipeline/comm/_control_plane.ts";
+import { ControlPlane, controlPlaneSettled } from "../../../src/pipeline/comm/_control_plane.ts";
 import { liveCount, startWorker } from "../../../src/pipeline/runtime/_worker_registry.ts";
 
 const URL_ = new URL("./_backend_worker.ts", import.meta.url).href;
@@ -12,6 +12,7 @@ async function play(
   scenario: string,
   onControl?: (m: ControlMessage, from: number) => void,
 ): Promise<Record<string, unknown>[]> {
+  await controlPlaneSettled();
   const runId = crypto.randomUUID();
   const heartbeats = new Array<number>(size).fill(0);
   const control = new ControlPlane(runId, size, {
@@ -87,6 +88,7 @@ Deno.test("WorkerBackend: control messages reach the other ranks and the main th
   const main: string[] = [];
   const out = await play(3, "control", (m, from) => main.push(`${m.type} from ${from}`));
   for (const r of out) if (r.rank !== 0) assert.equal(r.seen, "ping from 0");
-  await new Promise((r) => setTimeout(r, 20));
+  // The control plane and the worker's result message travel separately.
+  for (let i = 0; i < 200 && main.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
   assert.deepEqual(main, ["ping from 0"]);
 });

@@ -7,19 +7,25 @@ import type { Schedule, TimedEvent } from "../../../src/pipeline/schedule.ts";
 
 const key = (kind: string, stage: number, mb: number, it: number) => `${it}:${kind}${stage}/${mb}`;
 
-/** Asserts order, count, overlap and dependencies of `events` for `iterations` runs of `schedule`. */
+/**
+ * Asserts order, count, overlap and dependencies of `events` for
+ * `iterations` runs of `schedule` (of its forward actions only with `forwardOnly`).
+ */
 export function assertFollowsSchedule(
   schedule: Schedule,
   events: readonly TimedEvent[],
   iterations = 1,
   firstIteration = 0,
+  forwardOnly = false,
 ): void {
   const S = schedule.stageToRank.length;
   for (let r = 0; r < schedule.ranks; r++) {
     const lane = events.filter((e) => e.rank === r).sort((a, b) => a.start - b.start);
     const want: string[] = [];
     for (let it = firstIteration; it < firstIteration + iterations; it++) {
-      for (const a of schedule.actions[r]) want.push(`${it}:${formatAction(a)}`);
+      for (const a of schedule.actions[r]) {
+        if (!forwardOnly || a.kind === "F") want.push(`${it}:${formatAction(a)}`);
+      }
     }
     assert.deepEqual(
       lane.map((e) => `${e.iteration}:${formatAction(e.action)}`),

@@ -77,6 +77,26 @@ Deno.test("runPipelineInProcess: a plugged-in executor trains exactly as the pla
   }
 });
 
+Deno.test("runPipelineInProcess: a forward-only run keeps the forwards' order and steps nothing", async () => {
+  for (const name of ["1f1b", "zb-v", "interleaved-1f1b"]) {
+    const schedule = generateSchedule(name, { ranks: 2, microBatches: 4 });
+    let steps = 0;
+    const r = await runPipelineInProcess(schedule, {
+      createExecutor: (init) => {
+        const ex = createSyntheticExecutor(init);
+        ex.step = () => {
+          steps++;
+        };
+        return ex;
+      },
+      executorOptions: { ms: 0 },
+      forwardOnly: true,
+    });
+    assertFollowsSchedule(schedule, r.events, 1, 0, true);
+    assert.equal(steps, 0);
+  }
+});
+
 Deno.test("runPipelineInProcess: an executor error names rank, action and iteration", async () => {
   const schedule = generateSchedule("1f1b", { ranks: 3, microBatches: 4 });
   await assert.rejects(

@@ -113,14 +113,27 @@ Deno.test("pool: a plugged-in executor module trains exactly as the plain comput
   const want = referenceTraining(weights, lr, batches);
   for (const name of ["zb-h1", "zb-v"]) {
     const schedule = generateSchedule(name, { ranks: name === "zb-v" ? 2 : 4, microBatches: 4 });
+    // Each rank gets only its own stages' weights (NaN elsewhere would show).
+    const options = (rank: number) => ({
+      weights: weights.map((w, s) => schedule.stageToRank[s] === rank ? w : NaN),
+      lr,
+    });
     await withPool(
-      { schedule, executor: { module: AFFINE, options: { weights, lr } } },
+      { schedule, executor: { module: AFFINE, options } },
       async (pool) => {
+        const last = schedule.stageToRank[schedule.stageToRank.length - 1];
+        // Prediction first: forwards only, no step, the loss of the initial weights.
+        const predicted = await pool.run({
+          forwardOnly: true,
+          payload: (rank) => rank === 0 ? batches[0] : undefined,
+        });
+        assertFollowsSchedule(schedule, predicted.events, 1, 0, true);
+        const loss0 = (predicted.reports[last][0] as { loss: number }).loss;
+        assert.ok(Math.abs(loss0 - want.losses[0]) <= 1e-5 * Math.abs(want.losses[0]));
         const r = await pool.run({
           iterations: 3,
           payload: (rank, i) => rank === 0 ? batches[i] : undefined,
         });
-        const last = schedule.stageToRank[schedule.stageToRank.length - 1];
         r.reports[last].forEach((x, i) => {
           const loss = (x as { loss: number }).loss;
           assert.ok(Math.abs(loss - want.losses[i]) <= 1e-5 * Math.abs(want.losses[i]));
@@ -214,6 +227,19 @@ Deno.test("pool: an executor that cannot be built fails create, leaving no worke
     }),
     (e: Error) => e instanceof PipelineWorkerError && /_no_such_module/.test(e.message),
   );
+  assert.equal(liveWorkerCount(), 0);
+  const t = performance.now();
+  await assert.rejects(
+    PipelineWorkerPool.create({
+      schedule,
+      executor: { module: new URL("./_never_ready_executor.ts", import.meta.url) },
+      startupTimeoutMs: 800,
+    }),
+    (e: Error) =>
+      e instanceof PipelineWorkerError && e.kind === "startup" &&
+      /0 of 2 workers ready \(2 met\) after 800 ms/.test(e.message),
+  );
+  assert.ok(performance.now() - t < 5000);
   assert.equal(liveWorkerCount(), 0);
 });
 
