@@ -87,3 +87,24 @@ export type {
   PipelineWorkerPoolOptions,
 } from "./runtime/worker_pool.ts";
 export { liveWorkerCount, PipelineWorkerPool } from "./runtime/worker_pool.ts";
+export type { AdamWSpec, OptimizerSpec, SGDSpec } from "./optimizer_spec.ts";
+export { checkOptimizerSpec, createOptimizer } from "./optimizer_spec.ts";
+export type {
+  ModelStageOptions,
+  ModelStagePayload,
+  ModelStageReport,
+  ParameterStats,
+  PipelineLoss,
+  PredictArgs,
+} from "./runtime/model_stage_executor.ts";
+export { createModelStageExecutor } from "./runtime/model_stage_executor.ts";
+export type {
+  FaultInjection,
+  PipelineParallelModelOptions,
+  Prediction,
+  RankInfo,
+  StepResult,
+  TrainingBatch,
+  TrainResult,
+} from "./pipeline_parallel_model.ts";
+export { PipelineParallelModel } from "./pipeline_parallel_model.ts";
