@@ -4,6 +4,7 @@
  * ```sh
  * deno run -A cli.ts schedule --schedule zb-h1 --stages 4 --microbatches 8 --format text
  * deno run -A cli.ts simulate --schedule zb-h2 --stages 4 --microbatches 8 --iterations 4
+ * deno run -A cli.ts train --schedule zb-h1 --stages 4 --microbatches 8 --steps 3 --seed 1
  * deno run -A cli.ts --help
  * ```
  *
@@ -17,6 +18,7 @@
 import { type CliCommand, type CliIo, stdIo, UsageError } from "./src/cli/command.ts";
 import { scheduleCommand } from "./src/cli/schedule.ts";
 import { simulateCommand } from "./src/cli/simulate.ts";
+import { trainCommand } from "./src/cli/train.ts";
 
 export type { CliCommand, CliIo } from "./src/cli/command.ts";
 export { stdIo, UsageError } from "./src/cli/command.ts";
@@ -24,11 +26,14 @@ export type { ScheduleJson } from "./src/cli/schedule.ts";
 export { scheduleCommand } from "./src/cli/schedule.ts";
 export type { SimulateJson } from "./src/cli/simulate.ts";
 export { simulateCommand } from "./src/cli/simulate.ts";
+export type { TrainParamsJson, TrainStepJson } from "./src/cli/train.ts";
+export { trainCommand } from "./src/cli/train.ts";
 
 /** The subcommands, in the order `--help` lists them. */
 const COMMANDS: readonly CliCommand[] = [
   scheduleCommand,
   simulateCommand,
+  trainCommand,
 ];
 
 function usage(): string {

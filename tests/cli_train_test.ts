@@ -1,0 +1,212 @@
+import assert from "node:assert/strict";
+import { main } from "../cli.ts";
+import { AdamW } from "../src/nn/adamw.ts";
+import { CharTokenizer } from "../src/nn/char_tokenizer.ts";
+import { TINY_CORPUS } from "../src/nn/data/tiny_corpus.ts";
+import { createTinyGPT } from "../src/nn/gpt.ts";
+import { crossEntropyLoss } from "../src/nn/losses.ts";
+import { sampleBatch } from "../src/nn/sample_batch.ts";
+import { CpuBackend } from "../src/tensor/cpu_backend.ts";
+import { Rng } from "../src/tensor/random.ts";
+import { liveWorkerCount } from "../src/pipeline/runtime/worker_pool.ts";
+
+interface Run {
+  code: number;
+  out: string;
+  err: string;
+}
+
+async function cli(...args: string[]): Promise<Run> {
+  let out = "";
+  let err = "";
+  const code = await main(args, { out: (t) => void (out += t), err: (t) => void (err += t) });
+  return { code, out, err };
+}
+
+/**
+ * Single-device training with the documented defaults of `train`: the tiny
+ * GPT (seq-len 16, dim 16, 2 heads, `layers` blocks, seed S), AdamW lr 0.01
+ * without weight decay, batches from Rng(S + 1) of max(8, M) sequences.
+ */
+async function singleDevice(steps: number, seed: number, batch: number, layers: number) {
+  const be = new CpuBackend();
+  const tok = CharTokenizer.fromText(TINY_CORPUS);
+  const tokens = tok.encode(TINY_CORPUS);
+  const model = createTinyGPT(
+    { vocabSize: tok.vocabSize, seqLen: 16, dim: 16, heads: 2, layers, seed },
+    be,
+  );
+  const opt = new AdamW(model.parameters(), { lr: 0.01, weightDecay: 0 });
+  const rng = new Rng(seed + 1);
+  const losses: number[] = [];
+  for (let s = 0; s < steps; s++) {
+    const b = sampleBatch(tokens, batch, 16, rng);
+    const x = be.fromData(b.ids, b.shape), t = be.fromData(b.targets, b.shape);
+    const y = model.forward(x);
+    const { loss, grad } = crossEntropyLoss(y, t);
+    model.backward(grad).dispose();
+    opt.step();
+    model.zeroGrad();
+    losses.push((await loss.toArray())[0]);
+    for (const z of [x, t, y, loss, grad]) z.dispose();
+  }
+  let paramSum = 0, paramSumSq = 0;
+  for (const p of model.parameters()) {
+    for (const v of await p.value.toArray()) {
+      paramSum += v;
+      paramSumSq += v * v;
+    }
+  }
+  opt.dispose();
+  model.dispose();
+  return { losses, paramSum, paramSumSq };
+}
+
+function parseJsonLines(out: string) {
+  const lines = out.trim().split("\n").map((l) => JSON.parse(l));
+  const last = lines.pop();
+  return { steps: lines, last };
+}
+
+// Tolerances: losses agree within 1e-6 relative; the parameter sums within
+// 1e-5 (AdamW turns the rounding noise on zero-gradient entries, e.g. the
+// attention's key bias, into ±lr steps: see the pipeline model tests).
+function assertAgrees(
+  got: ReturnType<typeof parseJsonLines>,
+  want: Awaited<ReturnType<typeof singleDevice>>,
+) {
+  got.steps.forEach((s, i) => {
+    const rel = Math.abs(s.loss - want.losses[i]) / want.losses[i];
+    assert.ok(rel <= 1e-6, `step ${i + 1}: loss ${s.loss} vs ${want.losses[i]}`);
+  });
+  for (const k of ["paramSum", "paramSumSq"] as const) {
+    const rel = Math.abs(got.last[k] - want[k]) / Math.abs(want[k]);
+    assert.ok(rel <= 1e-5, `${k}: ${got.last[k]} vs ${want[k]} (rel ${rel})`);
+  }
+}
+
+const COMMON = ["--steps", "3", "--seed", "4", "--backend", "cpu", "--json"];
+
+Deno.test("cli train --json: one line per step and the parameter sums; P = 2 in workers equals single-device training", async () => {
+  const r = await cli(
+    "train",
+    "--schedule",
+    "1f1b",
+    "--stages",
+    "2",
+    "--microbatches",
+    "4",
+    ...COMMON,
+  );
+  assert.equal(r.code, 0, r.err);
+  assert.equal(liveWorkerCount(), 0, "every worker ended");
+  const got = parseJsonLines(r.out);
+  assert.equal(got.steps.length, 3);
+  got.steps.forEach((s, i) => {
+    assert.deepEqual(Object.keys(s), ["step", "loss", "bubble", "makespanMs"]);
+    assert.equal(s.step, i + 1);
+    assert.ok(s.bubble >= 0 && s.bubble < 1 && s.makespanMs > 0);
+  });
+  assert.deepEqual(Object.keys(got.last), ["paramSum", "paramSumSq"]);
+  assertAgrees(got, await singleDevice(3, 4, 8, 2));
+});
+
+Deno.test("cli train --stages 1 is single-device training; P = 4 (ZB-H1) agrees too", async () => {
+  const want = await singleDevice(3, 4, 8, 2);
+  const one = await cli(
+    "train",
+    "--schedule",
+    "1f1b",
+    "--stages",
+    "1",
+    "--microbatches",
+    "1",
+    ...COMMON,
+  );
+  assert.equal(one.code, 0, one.err);
+  assertAgrees(parseJsonLines(one.out), want);
+  const four = await cli(
+    "train",
+    "--schedule",
+    "zb-h1",
+    "--stages",
+    "4",
+    "--microbatches",
+    "8",
+    ...COMMON,
+  );
+  assert.equal(four.code, 0, four.err);
+  assertAgrees(parseJsonLines(four.out), want);
+  assert.equal(liveWorkerCount(), 0);
+});
+
+Deno.test("cli train (text): a header, one line per step, the parameter sums and a trace file", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const r = await cli(
+      "train",
+      "--schedule",
+      "zb-v",
+      "--stages",
+      "2",
+      "--microbatches",
+      "4",
+      "--steps",
+      "2",
+      "--backend",
+      "cpu",
+      "--in-process",
+      "--trace",
+      `${dir}/t.svg`,
+    );
+    assert.equal(r.code, 0, r.err);
+    assert.match(r.out, /pipeline: zb-v, 2 ranks × 2 chunks, 4 micro-batches/);
+    assert.match(r.out, /step 1\/2 {2}loss \d\.\d{4} {2}bubble [\d.]+% {2}makespan [\d.]+ ms/);
+    assert.match(r.out, /step 2\/2 /);
+    assert.match(r.out, /parameters: sum -?[\d.]+, sum of squares [\d.]+/);
+    assert.match(await Deno.readTextFile(`${dir}/t.svg`), /^<svg/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("cli train: bad flags exit with code 2 naming the flag, before any worker starts", async () => {
+  const base = ["--schedule", "1f1b", "--stages", "2", "--microbatches", "4", "--backend", "cpu"];
+  const cases: [string[], RegExp][] = [
+    [["train", "--stages", "2", "--microbatches", "4"], /--schedule is required/],
+    [
+      ["train", "--schedule", "nope", "--stages", "2", "--microbatches", "4"],
+      /--schedule must be one of/,
+    ],
+    [
+      ["train", "--schedule", "1f1b", "--stages", "0", "--microbatches", "4"],
+      /--stages must be a positive integer, got "0"/,
+    ],
+    [["train", "--schedule", "1f1b", "--stages", "2"], /--microbatches is required/],
+    [["train", ...base, "--steps", "x"], /--steps must be a positive integer, got "x"/],
+    [["train", ...base, "--seed", "1.5"], /--seed must be an integer, got "1.5"/],
+    [["train", ...base.slice(0, -1), "tpu"], /--backend must be cpu, webgpu or auto, got "tpu"/],
+    [["train", ...base, "--lr", "-1"], /--lr must be a finite number > 0, got "-1"/],
+    [["train", ...base, "--heads", "3"], /--heads must divide --dim, got --heads 3 and --dim 16/],
+    [["train", ...base, "--batch", "2"], /--batch 2 is smaller than --microbatches 4/],
+    [
+      ["train", "--schedule", "zb-v", "--stages", "4", "--microbatches", "8", "--layers", "1"],
+      /--layers 1 gives 4 layers .* fewer than the 8 chunks/,
+    ],
+    [
+      ["train", "--schedule", "dualpipe-v", "--stages", "4", "--microbatches", "4"],
+      /dualpipe-v needs microBatches >= 2 × ranks/,
+    ],
+    [["train", ...base, "--foo"], /unknown flag --foo for "train"/],
+  ];
+  for (const [args, re] of cases) {
+    const r = await cli(...args);
+    assert.equal(r.code, 2, `${args.join(" ")}: ${r.err}`);
+    assert.match(r.err, re);
+    assert.equal(liveWorkerCount(), 0);
+  }
+  const help = await cli("train", "--help");
+  assert.equal(help.code, 0);
+  assert.match(help.out, /Usage: cli\.ts train/);
+  assert.match((await cli("--help")).out, /train +train the tiny GPT/);
+});
