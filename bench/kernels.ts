@@ -186,9 +186,17 @@ async function tfjsImpl(): Promise<Impl | string> {
   };
 }
 
+const round = (x: number, digits: number): number => Number(x.toFixed(digits));
+
 function emit(row: Row): void {
   if (values.json) {
-    console.log(JSON.stringify(row));
+    const { gflops, gbps, ms, ...rest } = row;
+    console.log(JSON.stringify({
+      ...rest,
+      ...(gflops !== undefined ? { gflops: round(gflops, 2) } : {}),
+      ...(gbps !== undefined ? { gbps: round(gbps, 2) } : {}),
+      ms: round(ms, 3),
+    }));
   } else {
     const figure = row.gflops !== undefined
       ? `${row.gflops.toFixed(1).padStart(8)} GFLOP/s`
