@@ -46,12 +46,7 @@ export { checkSchedule, ScheduleDeadlockError, validateSchedule } from "./valida
 export type { CostSource, ProfileOptions } from "./layer_costs.ts";
 export { layerCosts, profileLayerCosts } from "./layer_costs.ts";
 export { CheckpointedChunk } from "./checkpointed_chunk.ts";
-export type {
-  CommBackend,
-  ControlHandler,
-  ControlMessage,
-  SendOptions,
-} from "./comm/backend.ts";
+export type { CommBackend, ControlHandler, ControlMessage, SendOptions } from "./comm/backend.ts";
 export { CommAbortedError } from "./comm/backend.ts";
 export type { TagFields, TagSpace } from "./comm/tag.ts";
 export { makeTag } from "./comm/tag.ts";
