@@ -20,6 +20,11 @@ export class Mailbox {
     return this.#error;
   }
 
+  /** Throws the mailbox's error once it failed. */
+  throwIfFailed(): void {
+    if (this.#error !== null) throw this.#error;
+  }
+
   /** Hands a message to the oldest waiting receive, or keeps it. */
   deliver(peer: number, tag: string, data: Float32Array): void {
     if (this.#error !== null) return;

@@ -13,7 +13,14 @@ import {
   type ControlMessage,
   type SendOptions,
 } from "./backend.ts";
-import { checkData, checkPeer, checkSize, checkTag, isThenable, ownedArray } from "./_checks.ts";
+import {
+  addControlHandler,
+  checkData,
+  checkedRecv,
+  checkedSend,
+  checkSize,
+  movedArray,
+} from "./_checks.ts";
 import { Mailbox } from "./_mailbox.ts";
 
 interface BarrierWait {
@@ -109,40 +116,18 @@ export class InProcessBackend implements CommBackend {
     data: Float32Array | PromiseLike<Float32Array>,
     options: SendOptions = {},
   ): Promise<void> {
-    try {
-      checkPeer(peer, this.size);
-      checkTag(tag);
-      const transfer = options.transfer === true;
-      if (isThenable(data)) {
-        return Promise.resolve(data).then((d) => this.#sendNow(peer, tag, d, transfer));
-      }
-      this.#sendNow(peer, tag, data, transfer);
-      return Promise.resolve();
-    } catch (e) {
-      return Promise.reject(e);
-    }
+    return checkedSend(this.size, peer, tag, data, options, this.#sendNow.bind(this));
   }
 
   #sendNow(peer: number, tag: string, data: unknown, transfer: boolean): void {
     const array = checkData(data);
-    this.#checkOpen();
-    const owned = ownedArray(array, transfer);
-    // Moving the buffer detaches the caller's array, as a worker transfer does.
-    const moved = owned === array
-      ? structuredClone(owned, { transfer: [owned.buffer as ArrayBuffer] })
-      : owned;
-    deliverTo(this.#group.members[peer], this.rank, tag, moved);
+    this.#mailbox.throwIfFailed();
+    deliverTo(this.#group.members[peer], this.rank, tag, movedArray(array, transfer));
   }
 
   /** See {@linkcode CommBackend.recv}. */
   recv(peer: number, tag: string): Promise<Float32Array> {
-    try {
-      checkPeer(peer, this.size);
-      checkTag(tag);
-    } catch (e) {
-      return Promise.reject(e);
-    }
-    return this.#mailbox.take(peer, tag);
+    return checkedRecv(this.#mailbox, this.size, peer, tag);
   }
 
   /** See {@linkcode CommBackend.barrier}. */
@@ -168,7 +153,7 @@ export class InProcessBackend implements CommBackend {
 
   /** See {@linkcode CommBackend.broadcastControl}. */
   broadcastControl(message: ControlMessage): void {
-    this.#checkOpen();
+    this.#mailbox.throwIfFailed();
     const copy = structuredClone(message);
     for (const m of this.#group.members) {
       if (m !== this) queueMicrotask(() => controlTo(m, copy, this.rank));
@@ -177,11 +162,7 @@ export class InProcessBackend implements CommBackend {
 
   /** See {@linkcode CommBackend.onControl}. */
   onControl(handler: ControlHandler): () => void {
-    if (typeof handler !== "function") {
-      throw new TypeError(`control handler must be a function, got ${typeof handler}`);
-    }
-    this.#handlers.add(handler);
-    return () => this.#handlers.delete(handler);
+    return addControlHandler(this.#handlers, handler);
   }
 
   /** See {@linkcode CommBackend.abort}; peers abort with `rank <r>: <reason>`. */
@@ -217,9 +198,5 @@ export class InProcessBackend implements CommBackend {
       g.waits.delete(this.#barrierCount);
       for (const w of waits) w.reject(error);
     }
-  }
-
-  #checkOpen(): void {
-    if (this.#mailbox.error !== null) throw this.#mailbox.error;
   }
 }

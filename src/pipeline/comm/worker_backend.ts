@@ -19,7 +19,16 @@ import {
   type ControlMessage,
   type SendOptions,
 } from "./backend.ts";
-import { checkData, checkPeer, checkSize, checkTag, isThenable, ownedArray } from "./_checks.ts";
+import {
+  addControlHandler,
+  checkData,
+  checkedRecv,
+  checkedSend,
+  checkPeer,
+  checkSize,
+  movedArray,
+  ownedArray,
+} from "./_checks.ts";
 import { CHANNEL_PREFIX, type DataMessage, type Envelope, isEnvelope, MAIN } from "./_envelope.ts";
 import { Mailbox } from "./_mailbox.ts";
 
@@ -171,45 +180,24 @@ export class WorkerBackend implements CommBackend {
     data: Float32Array | PromiseLike<Float32Array>,
     options: SendOptions = {},
   ): Promise<void> {
-    try {
-      checkPeer(peer, this.size);
-      checkTag(tag);
-      const transfer = options.transfer === true;
-      if (isThenable(data)) {
-        return Promise.resolve(data).then((d) => this.#sendNow(peer, tag, d, transfer));
-      }
-      this.#sendNow(peer, tag, data, transfer);
-      return Promise.resolve();
-    } catch (e) {
-      return Promise.reject(e);
-    }
+    return checkedSend(this.size, peer, tag, data, options, this.#sendNow.bind(this));
   }
 
   #sendNow(peer: number, tag: string, data: unknown, transfer: boolean): void {
     const array = checkData(data);
-    if (this.#mailbox.error !== null) throw this.#mailbox.error;
-    const owned = ownedArray(array, transfer);
+    this.#mailbox.throwIfFailed();
     if (peer === this.rank) {
-      // Moving the buffer detaches the caller's array, as a port transfer does.
-      const moved = owned === array
-        ? structuredClone(owned, { transfer: [owned.buffer as ArrayBuffer] })
-        : owned;
-      this.#mailbox.deliver(peer, tag, moved);
+      this.#mailbox.deliver(peer, tag, movedArray(array, transfer));
       return;
     }
+    const owned = ownedArray(array, transfer);
     const message: DataMessage = { tag, data: owned };
     this.#ports[peer]!.postMessage(message, [owned.buffer as ArrayBuffer]);
   }
 
   /** See {@linkcode CommBackend.recv}. */
   recv(peer: number, tag: string): Promise<Float32Array> {
-    try {
-      checkPeer(peer, this.size);
-      checkTag(tag);
-    } catch (e) {
-      return Promise.reject(e);
-    }
-    return this.#mailbox.take(peer, tag);
+    return checkedRecv(this.#mailbox, this.size, peer, tag);
   }
 
   /** See {@linkcode CommBackend.barrier}; runs on the control plane. */
@@ -226,17 +214,13 @@ export class WorkerBackend implements CommBackend {
 
   /** See {@linkcode CommBackend.broadcastControl}; the main thread hears it too. */
   broadcastControl(message: ControlMessage): void {
-    if (this.#mailbox.error !== null) throw this.#mailbox.error;
+    this.#mailbox.throwIfFailed();
     this.#post({ c: "user", from: this.rank, message });
   }
 
   /** See {@linkcode CommBackend.onControl}. */
   onControl(handler: ControlHandler): () => void {
-    if (typeof handler !== "function") {
-      throw new TypeError(`control handler must be a function, got ${typeof handler}`);
-    }
-    this.#handlers.add(handler);
-    return () => this.#handlers.delete(handler);
+    return addControlHandler(this.#handlers, handler);
   }
 
   /**
