@@ -88,35 +88,69 @@ export function parseFlags<T extends FlagTable>(
   }
 }
 
+// A number flag: undefined when absent, else its value if `valid` accepts
+// the trimmed text and its number, else a UsageError naming the rule.
+function numberFlag(
+  values: Record<string, unknown>,
+  flag: string,
+  rule: string,
+  valid: (text: string, n: number) => boolean,
+): number | undefined {
+  const v = values[flag];
+  if (v === undefined) return undefined;
+  const s = String(v).trim();
+  const n = Number(s);
+  if (!valid(s, n)) throw new UsageError(`--${flag} must be ${rule}, got ${JSON.stringify(v)}`);
+  return n;
+}
+
 /** A required or optional positive-integer flag. */
 export function positiveInt(
   values: Record<string, unknown>,
   flag: string,
   required: boolean,
 ): number | undefined {
-  const v = values[flag];
-  if (v === undefined) {
-    if (required) throw new UsageError(`--${flag} is required`);
-    return undefined;
-  }
-  const s = String(v).trim();
-  const n = Number(s);
-  if (!/^\+?\d+$/.test(s) || !Number.isSafeInteger(n) || n < 1) {
-    throw new UsageError(`--${flag} must be a positive integer, got ${JSON.stringify(v)}`);
-  }
-  return n;
+  if (values[flag] === undefined && required) throw new UsageError(`--${flag} is required`);
+  return numberFlag(
+    values,
+    flag,
+    "a positive integer",
+    (s, n) => /^\+?\d+$/.test(s) && Number.isSafeInteger(n) && n >= 1,
+  );
 }
 
 /** An optional finite non-negative number flag. */
 export function nonNegative(values: Record<string, unknown>, flag: string): number | undefined {
-  const v = values[flag];
-  if (v === undefined) return undefined;
-  const s = String(v).trim();
-  const n = Number(s);
-  if (s === "" || !Number.isFinite(n) || n < 0) {
-    throw new UsageError(`--${flag} must be a finite number >= 0, got ${JSON.stringify(v)}`);
-  }
-  return n;
+  return numberFlag(
+    values,
+    flag,
+    "a finite number >= 0",
+    (s, n) => s !== "" && Number.isFinite(n) && n >= 0,
+  );
+}
+
+/** An integer flag, `fallback` when absent. */
+export function integer(values: Record<string, unknown>, flag: string, fallback: number): number {
+  return numberFlag(
+    values,
+    flag,
+    "an integer",
+    (s, n) => /^[+-]?\d+$/.test(s) && Number.isSafeInteger(n),
+  ) ?? fallback;
+}
+
+/** A finite positive number flag, `fallback` when absent. */
+export function positiveNumber(
+  values: Record<string, unknown>,
+  flag: string,
+  fallback: number,
+): number {
+  return numberFlag(
+    values,
+    flag,
+    "a finite number > 0",
+    (s, n) => s !== "" && Number.isFinite(n) && n > 0,
+  ) ?? fallback;
 }
 
 /** Uniform costs per action kind, as the simulator names them (I is `--cost-b`). */

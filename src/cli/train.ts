@@ -29,8 +29,10 @@ import { UsageError } from "./command.ts";
 import {
   buildSchedule,
   HELP_LINE,
+  integer,
   parseFlags,
   positiveInt,
+  positiveNumber,
   readScheduleSpec,
   SCHEDULE_FLAGS,
   scheduleFlagsHelp,
@@ -96,27 +98,6 @@ ${scheduleFlagsHelp()}
   --json                 one JSON line per step, then {"paramSum", "paramSumSq"}
 ${HELP_LINE}
 `;
-
-function integer(values: Record<string, unknown>, flag: string, fallback: number): number {
-  const v = values[flag];
-  if (v === undefined) return fallback;
-  const s = String(v).trim();
-  const n = Number(s);
-  if (!/^[+-]?\d+$/.test(s) || !Number.isSafeInteger(n)) {
-    throw new UsageError(`--${flag} must be an integer, got ${JSON.stringify(v)}`);
-  }
-  return n;
-}
-
-function positiveNumber(values: Record<string, unknown>, flag: string, fallback: number): number {
-  const v = values[flag];
-  if (v === undefined) return fallback;
-  const n = Number(String(v).trim());
-  if (String(v).trim() === "" || !Number.isFinite(n) || n <= 0) {
-    throw new UsageError(`--${flag} must be a finite number > 0, got ${JSON.stringify(v)}`);
-  }
-  return n;
-}
 
 function kib(bytes: number): string {
   return `${(bytes / 1024).toFixed(1)} KiB`;
