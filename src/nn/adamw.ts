@@ -8,6 +8,8 @@ import type { Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
 import type { Parameter } from "./layer.ts";
 import {
+  checkFraction,
+  checkGroups,
   checkNonNegative,
   makeGroups,
   type Optimizer,
@@ -64,11 +66,8 @@ export class AdamW implements Optimizer {
   /** Creates the optimizer; moments are allocated at the first step. */
   constructor(params: readonly Parameter[] | readonly ParamGroupSpec[], opts?: AdamWOptions) {
     const beta1 = opts?.beta1 ?? 0.9, beta2 = opts?.beta2 ?? 0.999, eps = opts?.eps ?? 1e-8;
-    for (const [what, b] of [["beta1", beta1], ["beta2", beta2]] as const) {
-      if (typeof b !== "number" || !(b >= 0 && b < 1)) {
-        throw new RangeError(`AdamW: ${what} must lie in [0, 1), got ${String(b)}`);
-      }
-    }
+    checkFraction("AdamW", "beta1", beta1);
+    checkFraction("AdamW", "beta2", beta2);
     checkNonNegative("AdamW", "eps", eps);
     if (eps === 0) throw new RangeError("AdamW: eps must be positive, got 0");
     this.groups = makeGroups("AdamW", params, {
@@ -85,10 +84,7 @@ export class AdamW implements Optimizer {
   }
 
   step(): void {
-    for (const g of this.groups) {
-      checkNonNegative("AdamW", "lr", g.lr);
-      checkNonNegative("AdamW", "weightDecay", g.weightDecay);
-    }
+    checkGroups("AdamW", this.groups);
     this.#step++;
     for (const g of this.groups) {
       const hp = {

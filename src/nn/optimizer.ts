@@ -65,6 +65,24 @@ export function checkNonNegative(where: string, what: string, value: number): vo
   }
 }
 
+/** Throws a RangeError unless `value` lies in [0, 1) (decays, momentum). */
+export function checkFraction(where: string, what: string, value: number): void {
+  if (typeof value !== "number" || !(value >= 0 && value < 1)) {
+    throw new RangeError(`${where}: ${what} must lie in [0, 1), got ${String(value)}`);
+  }
+}
+
+/**
+ * Checks every group's `lr` and `weightDecay` again before a step: callers
+ * may have changed them since the groups were made.
+ */
+export function checkGroups(where: string, groups: readonly ParamGroup[]): void {
+  for (const g of groups) {
+    checkNonNegative(where, "lr", g.lr);
+    checkNonNegative(where, "weightDecay", g.weightDecay);
+  }
+}
+
 /**
  * Normalises `Parameter[]` or group specs into groups, filling defaults, and
  * checks every value (before any state is created).

@@ -8,7 +8,8 @@ import type { Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
 import type { Parameter } from "./layer.ts";
 import {
-  checkNonNegative,
+  checkFraction,
+  checkGroups,
   makeGroups,
   type Optimizer,
   type ParamGroup,
@@ -53,9 +54,7 @@ export class SGD implements Optimizer {
   /** Creates the optimizer; momentum buffers are allocated at the first step. */
   constructor(params: readonly Parameter[] | readonly ParamGroupSpec[], opts?: SGDOptions) {
     const momentum = opts?.momentum ?? 0;
-    if (typeof momentum !== "number" || !(momentum >= 0 && momentum < 1)) {
-      throw new RangeError(`SGD: momentum must lie in [0, 1), got ${String(momentum)}`);
-    }
+    checkFraction("SGD", "momentum", momentum);
     this.groups = makeGroups("SGD", params, {
       lr: opts?.lr ?? 1e-2,
       weightDecay: opts?.weightDecay ?? 0,
@@ -68,10 +67,7 @@ export class SGD implements Optimizer {
   }
 
   step(): void {
-    for (const g of this.groups) {
-      checkNonNegative("SGD", "lr", g.lr);
-      checkNonNegative("SGD", "weightDecay", g.weightDecay);
-    }
+    checkGroups("SGD", this.groups);
     this.#step++;
     for (const g of this.groups) {
       for (const p of g.params) {
