@@ -17,29 +17,7 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> LOSS: array<f32>;
 @group(0) @binding(4) var<storage, read_write> PROBS: array<f32>;
 
-var<workgroup> sh: array<f32, WG>;
-
-fn allSum(v: f32, lid: u32) -> f32 {
-  workgroupBarrier();
-  sh[lid] = v;
-  workgroupBarrier();
-  var s = 0.0;
-  for (var i = 0u; i < WG; i++) {
-    s += sh[i];
-  }
-  return s;
-}
-
-fn allMax(v: f32, lid: u32) -> f32 {
-  workgroupBarrier();
-  sh[lid] = v;
-  workgroupBarrier();
-  var m = sh[0];
-  for (var i = 1u; i < WG; i++) {
-    m = max(m, sh[i]);
-  }
-  return m;
-}
+//#include _row_reduce.wgsl
 
 @compute @workgroup_size(WG)
 fn main(

@@ -17,18 +17,7 @@ struct Params {
 @group(0) @binding(5) var<storage, read> GAMMA: array<f32>;
 @group(0) @binding(6) var<storage, read_write> O: array<f32>;
 
-var<workgroup> sh: array<f32, WG>;
-
-fn allSum(v: f32, lid: u32) -> f32 {
-  workgroupBarrier();
-  sh[lid] = v;
-  workgroupBarrier();
-  var s = 0.0;
-  for (var i = 0u; i < WG; i++) {
-    s += sh[i];
-  }
-  return s;
-}
+//#include _row_reduce.wgsl
 
 @compute @workgroup_size(WG)
 fn main(

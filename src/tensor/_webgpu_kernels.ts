@@ -39,6 +39,11 @@ import scale from "../../kernels/scale.wgsl" with { type: "text" };
 import softmax from "../../kernels/softmax.wgsl" with { type: "text" };
 import softmaxBackward from "../../kernels/softmax_backward.wgsl" with { type: "text" };
 import sumRows from "../../kernels/sum_rows.wgsl" with { type: "text" };
+import rowReduce from "../../kernels/_row_reduce.wgsl" with { type: "text" };
+import { resolveIncludes } from "./_webgpu_shader.ts";
+
+// Shared WGSL taken in by `//#include NAME` lines.
+const SNIPPETS = { "_row_reduce.wgsl": rowReduce };
 
 /** Access of one storage binding: read-only or read-write. */
 export type BindingAccess = "r" | "w";
@@ -51,7 +56,7 @@ export interface KernelSource {
 }
 
 function k(name: string, src: string, bindings: string): KernelSource {
-  return { name, src, bindings: [...bindings] as BindingAccess[] };
+  return { name, src: resolveIncludes(src, SNIPPETS), bindings: [...bindings] as BindingAccess[] };
 }
 
 /** Every kernel, by the name the backend uses. */

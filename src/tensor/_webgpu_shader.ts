@@ -15,6 +15,11 @@
  *   register blocks only stay in registers when every array index is a
  *   constant. The unmodified source still compiles (as a loop).
  *
+ * The one exception to "compiles as written": a `//#include NAME` line
+ * stands for the shared snippet `kernels/NAME` (the row-wise kernels take
+ * their workgroup reductions from `_row_reduce.wgsl`). Includes are resolved
+ * once, when the kernel sources are loaded, before any specialisation.
+ *
  * @module
  */
 
@@ -32,6 +37,18 @@ function literal(type: string, v: number | boolean): string {
   if (type === "i32") return `${Math.trunc(v)}i`;
   if (type === "f32") return Number.isInteger(v) ? `${v}.0` : `${v}`;
   throw new TypeError(`cannot specialise a constant of type ${type}`);
+}
+
+/**
+ * Returns `src` with every `//#include NAME` line replaced by
+ * `snippets[NAME]`. Snippets do not include others.
+ */
+export function resolveIncludes(src: string, snippets: Readonly<Record<string, string>>): string {
+  return src.replace(/^[ \t]*\/\/#include[ \t]+(\S+)[ \t]*$/gm, (_line, name: string) => {
+    const snippet = snippets[name];
+    if (snippet === undefined) throw new RangeError(`kernel includes unknown snippet ${name}`);
+    return snippet;
+  });
 }
 
 /**
