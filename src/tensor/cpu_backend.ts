@@ -15,6 +15,7 @@ import type {
   Shape,
 } from "./backend.ts";
 import { MemoryTracker } from "./_memory.ts";
+import { rowCount } from "./_rows.ts";
 import { checkFromData, checkZeros } from "./_validate.ts";
 import { shapeSize, Tensor } from "./tensor.ts";
 
@@ -262,7 +263,7 @@ export class CpuBackend implements Backend {
   softmax(x: Tensor, causal: boolean): Tensor {
     const [out, O] = this.#alloc(x.shape);
     const X = data(x);
-    const n = x.cols, rows = n === 0 ? 0 : x.size / n;
+    const n = x.cols, rows = rowCount(x);
     for (let r = 0; r < rows; r++) {
       const o = r * n;
       // Row r of a [..., T, T] score block is query r mod T (T = n).
@@ -286,7 +287,7 @@ export class CpuBackend implements Backend {
   softmaxBackward(y: Tensor, dy: Tensor): Tensor {
     const [out, O] = this.#alloc(y.shape);
     const Y = data(y), G = data(dy);
-    const n = y.cols, rows = n === 0 ? 0 : y.size / n;
+    const n = y.cols, rows = rowCount(y);
     for (let r = 0; r < rows; r++) {
       const o = r * n;
       let dot = 0;
@@ -298,7 +299,7 @@ export class CpuBackend implements Backend {
 
   /** Layer norm forward. */
   layerNorm(x: Tensor, gamma: Tensor, beta: Tensor, eps: number): LayerNormResult {
-    const n = x.cols, rows = n === 0 ? 0 : x.size / n;
+    const n = x.cols, rows = rowCount(x);
     const [y, Y] = this.#alloc(x.shape);
     const [mean, Mn] = this.#alloc([rows]);
     const [rstd, Rs] = this.#alloc([rows]);
@@ -331,7 +332,7 @@ export class CpuBackend implements Backend {
     rstd: Tensor,
     gamma: Tensor,
   ): Tensor {
-    const n = x.cols, rows = n === 0 ? 0 : x.size / n;
+    const n = x.cols, rows = rowCount(x);
     const [out, O] = this.#alloc(x.shape);
     const X = data(x), G = data(dy), Mn = data(mean), Rs = data(rstd), Gm = data(gamma);
     for (let r = 0; r < rows; r++) {
@@ -359,7 +360,7 @@ export class CpuBackend implements Backend {
     mean: Tensor,
     rstd: Tensor,
   ): { dgamma: Tensor; dbeta: Tensor } {
-    const n = x.cols, rows = n === 0 ? 0 : x.size / n;
+    const n = x.cols, rows = rowCount(x);
     const X = data(x), G = data(dy), Mn = data(mean), Rs = data(rstd);
     const dg = new Float64Array(n), db = new Float64Array(n);
     for (let r = 0; r < rows; r++) {
@@ -378,7 +379,7 @@ export class CpuBackend implements Backend {
 
   /** Column sums `[..., N]` → `[N]`. */
   sumRows(x: Tensor): Tensor {
-    const n = x.cols, rows = n === 0 ? 0 : x.size / n;
+    const n = x.cols, rows = rowCount(x);
     const X = data(x), acc = new Float64Array(n);
     for (let r = 0; r < rows; r++) {
       const o = r * n;
@@ -405,7 +406,7 @@ export class CpuBackend implements Backend {
 
   /** Softmax cross-entropy forward. */
   crossEntropy(logits: Tensor, targets: Tensor): CrossEntropyResult {
-    const n = logits.cols, rows = n === 0 ? 0 : logits.size / n;
+    const n = logits.cols, rows = rowCount(logits);
     const T = data(targets);
     checkIndices("crossEntropy", "target", T, n);
     const X = data(logits);
@@ -430,7 +431,7 @@ export class CpuBackend implements Backend {
 
   /** `(probs - onehot(targets)) * scale`. */
   crossEntropyBackward(probs: Tensor, targets: Tensor, scale: number): Tensor {
-    const n = probs.cols, rows = n === 0 ? 0 : probs.size / n;
+    const n = probs.cols, rows = rowCount(probs);
     const T = data(targets);
     checkIndices("crossEntropyBackward", "target", T, n);
     const P = data(probs);

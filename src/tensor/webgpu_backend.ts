@@ -29,6 +29,7 @@ import type {
   Shape,
 } from "./backend.ts";
 import { MemoryTracker } from "./_memory.ts";
+import { rowCount } from "./_rows.ts";
 import { checkFromData, checkZeros, fmtShape } from "./_validate.ts";
 import { shapeSize, Tensor } from "./tensor.ts";
 import { KERNELS, type KernelSource } from "./_webgpu_kernels.ts";
@@ -559,7 +560,7 @@ export class WebGPUBackend implements Backend {
   softmax(x: Tensor, causal: boolean): Tensor {
     this.#live();
     const out = this.#newTensor(x.shape);
-    const cols = x.cols, rows = cols === 0 ? 0 : x.size / cols;
+    const cols = x.cols, rows = rowCount(x);
     if (rows > 0) {
       this.#dispatch(
         KERNELS.softmax,
@@ -577,7 +578,7 @@ export class WebGPUBackend implements Backend {
   softmaxBackward(y: Tensor, dy: Tensor): Tensor {
     this.#live();
     const out = this.#newTensor(y.shape);
-    const cols = y.cols, rows = cols === 0 ? 0 : y.size / cols;
+    const cols = y.cols, rows = rowCount(y);
     if (rows > 0) {
       this.#dispatch(
         KERNELS.softmaxBackward,
@@ -594,7 +595,7 @@ export class WebGPUBackend implements Backend {
   /** Layer norm forward. */
   layerNorm(x: Tensor, gamma: Tensor, beta: Tensor, eps: number): LayerNormResult {
     this.#live();
-    const cols = x.cols, rows = cols === 0 ? 0 : x.size / cols;
+    const cols = x.cols, rows = rowCount(x);
     const y = this.#newTensor(x.shape);
     const mean = this.#newTensor([rows]);
     const rstd = this.#newTensor([rows]);
@@ -620,7 +621,7 @@ export class WebGPUBackend implements Backend {
     gamma: Tensor,
   ): Tensor {
     this.#live();
-    const cols = x.cols, rows = cols === 0 ? 0 : x.size / cols;
+    const cols = x.cols, rows = rowCount(x);
     const out = this.#newTensor(x.shape);
     if (rows > 0) {
       this.#dispatch(
@@ -643,7 +644,7 @@ export class WebGPUBackend implements Backend {
     rstd: Tensor,
   ): { dgamma: Tensor; dbeta: Tensor } {
     this.#live();
-    const cols = x.cols, rows = cols === 0 ? 0 : x.size / cols;
+    const cols = x.cols, rows = rowCount(x);
     const dgamma = this.#newTensor([cols]);
     const dbeta = this.#newTensor([cols]);
     if (cols === 0) return { dgamma, dbeta };
@@ -675,7 +676,7 @@ export class WebGPUBackend implements Backend {
   /** Column sums `[..., N]` → `[N]`. */
   sumRows(x: Tensor): Tensor {
     this.#live();
-    const cols = x.cols, rows = cols === 0 ? 0 : x.size / cols;
+    const cols = x.cols, rows = rowCount(x);
     const out = this.#newTensor([cols]);
     if (cols === 0) return out;
     if (rows === 0) {
@@ -699,7 +700,7 @@ export class WebGPUBackend implements Backend {
   /** Softmax cross-entropy forward. */
   crossEntropy(logits: Tensor, targets: Tensor): CrossEntropyResult {
     this.#live();
-    const cols = logits.cols, rows = cols === 0 ? 0 : logits.size / cols;
+    const cols = logits.cols, rows = rowCount(logits);
     const probs = this.#newTensor(logits.shape);
     const loss = this.#newTensor([rows]);
     if (rows > 0) {
