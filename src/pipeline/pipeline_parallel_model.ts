@@ -266,16 +266,7 @@ interface Ranks {
   dispose(): Promise<void>;
 }
 
-// Deno reports no worker exit: `terminate` returns while the thread still
-// tears down. A process that exits while a worker still releases its WebGPU
-// device (Mesa's EGL on llvmpipe) can crash (BadDisplay, heap corruption;
-// about 1 run in 10 here, never with 50 ms of grace in 45 runs), so ranks
-// that used WebGPU get this long after the pool is disposed.
-const GPU_TEARDOWN_GRACE_MS = 200;
-
 class WorkerRanks implements Ranks {
-  /** Whether a rank runs on WebGPU (set once the ranks are up). */
-  gpu = false;
   constructor(readonly pool: PipelineWorkerPool) {}
   call(rank: number, method: string, args?: unknown): Promise<unknown> {
     return this.pool.call(rank, method, args);
@@ -290,10 +281,6 @@ class WorkerRanks implements Ranks {
   }
   async dispose(): Promise<void> {
     await this.pool.dispose();
-    if (this.gpu) {
-      this.gpu = false;
-      await new Promise((resolve) => setTimeout(resolve, GPU_TEARDOWN_GRACE_MS));
-    }
   }
 }
 
@@ -512,12 +499,6 @@ export class PipelineParallelModel {
     }
     try {
       await Promise.all(weights.map((bytes, r) => ranks.call(r, "load", { bytes })));
-      if (ranks instanceof WorkerRanks) {
-        const infos = await Promise.all(
-          Array.from({ length: schedule.ranks }, (_, r) => ranks.call(r, "info")),
-        ) as RankInfo[];
-        ranks.gpu = infos.some((i) => i.backend === "webgpu");
-      }
     } catch (e) {
       await ranks.dispose();
       throw e;

@@ -64,7 +64,9 @@ export interface ErrorReport {
 }
 
 export type FromWorker =
-  | { readonly type: "ready" }
+  // `thread`: the worker's OS thread id where the platform tells it (Linux),
+  // so that the pool can wait for that thread to exit after terminating it.
+  | { readonly type: "ready"; readonly thread?: number }
   | {
     readonly type: "done";
     readonly id: number;

@@ -39,3 +39,36 @@ export function startWorker(url: string, name: string): TrackedWorker {
 export function liveCount(): number {
   return entries.size;
 }
+
+/**
+ * Waits until none of the OS threads `tids` of this process is alive, or
+ * `timeoutMs` has passed. Deno reports no worker exit: the thread is looked
+ * up in /proc (Linux); without it (or without read access) this returns at
+ * once.
+ */
+export async function waitForThreadsToExit(
+  tids: readonly number[],
+  timeoutMs: number,
+): Promise<void> {
+  const dir = "/proc/self/task";
+  if (tids.length === 0) return;
+  try {
+    if (Deno.permissions.querySync({ name: "read", path: dir }).state !== "granted") return;
+  } catch {
+    return;
+  }
+  const alive = (tid: number): boolean => {
+    try {
+      Deno.statSync(`${dir}/${tid}`);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  const deadline = performance.now() + timeoutMs;
+  let left = tids.filter(alive);
+  while (left.length > 0 && performance.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 2));
+    left = left.filter(alive);
+  }
+}

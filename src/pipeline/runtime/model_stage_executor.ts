@@ -409,14 +409,22 @@ export class ModelStageExecutor implements StageExecutor {
     }
   }
 
-  dispose(): void {
+  async dispose(): Promise<void> {
     for (const t of this.#lossGrad.values()) t.dispose();
     this.#lossGrad.clear();
     for (const opt of this.#optimizers.values()) opt.dispose();
     for (const c of this.#chunks.values()) c.dispose();
     this.#optimizers.clear();
     this.#chunks.clear();
+    // A WebGPU device is lost asynchronously after destroy(); the worker
+    // acknowledges its dispose only once the GPU has no work left.
+    const device = "device" in this.backend ? (this.backend.device as GPUDevice) : undefined;
+    if (device !== undefined) {
+      this.backend.flush();
+      await device.queue.onSubmittedWorkDone();
+    }
     this.backend.destroy();
+    if (device !== undefined) await device.lost;
   }
 
   #backward(ctx: StageContext, gradOutput: Float32Array | null, full: boolean): StageOutput {

@@ -65,6 +65,21 @@ function report(e: unknown): ErrorReport {
   return { ...base, detail: `${err.name === "Error" ? "" : `${err.name}: `}${err.message}` };
 }
 
+// The OS thread running this worker, where /proc tells it (Linux) and it
+// may be read without a prompt: the worker's native teardown (its V8 heap,
+// its WebGPU instance and device) runs on that thread after the worker
+// is terminated, and only the thread's exit says it is over.
+function osThreadId(): number | undefined {
+  const path = "/proc/thread-self";
+  try {
+    if (Deno.permissions.querySync({ name: "read", path }).state !== "granted") return undefined;
+    const tid = Number(Deno.readLinkSync(path).split("/").pop());
+    return Number.isInteger(tid) && tid > 0 ? tid : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 function setState(state: keyof typeof STATE_CODES, index: number, iteration: number): void {
   if (board === null) return;
   const base = SLOT_BASE + rank * SLOT_SIZE;
@@ -110,7 +125,7 @@ async function handle(msg: ToWorker): Promise<void> {
           signal: controller.signal,
           comm,
         });
-        scope.postMessage({ type: "ready" });
+        scope.postMessage({ type: "ready", thread: osThreadId() });
       } catch (e) {
         scope.postMessage({ type: "failed", report: report(e) });
       }

@@ -13,7 +13,12 @@ import { createPortMesh } from "../comm/worker_backend.ts";
 import { ControlPlane, controlPlaneSettled } from "../comm/_control_plane.ts";
 import { type PipelineFailure, PipelineWorkerError } from "./pipeline_worker_error.ts";
 import { summarizeTimeline, type TimelineSummary } from "./timeline_summary.ts";
-import { liveCount, startWorker, type TrackedWorker } from "./_worker_registry.ts";
+import {
+  liveCount,
+  startWorker,
+  type TrackedWorker,
+  waitForThreadsToExit,
+} from "./_worker_registry.ts";
 import {
   ABORT_INDEX,
   boardLength,
@@ -108,6 +113,10 @@ interface PendingCall {
   reject(e: Error): void;
 }
 
+// Bound on waiting for terminated workers' threads to exit (about 50 ms
+// with a WebGPU device on llvmpipe).
+const THREAD_EXIT_TIMEOUT_MS = 2000;
+
 const WORKER_URL = new URL("./stage_worker.ts", import.meta.url).href;
 
 function positive(value: unknown, what: string, fallback: number): number {
@@ -200,6 +209,8 @@ export class PipelineWorkerPool {
   #run: PendingRun | null = null;
   #calls = new Map<number, PendingCall>();
   #disposed = new Set<number>();
+  #threads: number[] = [];
+  #shutdownDone: Promise<void> = Promise.resolve();
   #disposeWait: (() => void) | null = null;
 
   private constructor(options: PipelineWorkerPoolOptions) {
@@ -364,11 +375,12 @@ export class PipelineWorkerPool {
 
   /**
    * Ends every worker: asks each to dispose its executor (up to `graceMs`,
-   * default 2000), then terminates all of them. Idempotent; pending runs
-   * and calls reject.
+   * default 2000), terminates all of them and (where the OS tells: Linux,
+   * with read access to /proc) waits for their threads to exit. Idempotent;
+   * pending runs and calls reject.
    */
   async dispose(graceMs = 2000): Promise<void> {
-    if (this.#closed) return;
+    if (this.#closed) return await this.#shutdownDone;
     this.#closed = true;
     clearTimeout(this.#startupTimer);
     clearInterval(this.#watchdog);
@@ -384,7 +396,8 @@ export class PipelineWorkerPool {
       });
       clearTimeout(timer);
     }
-    await this.#shutdown(new Error("the pipeline worker pool was disposed"));
+    this.#shutdownDone = this.#shutdown(new Error("the pipeline worker pool was disposed"));
+    await this.#shutdownDone;
   }
 
   #unusable(): Error | null {
@@ -400,6 +413,7 @@ export class PipelineWorkerPool {
   #onMessage(rank: number, msg: FromWorker): void {
     switch (msg.type) {
       case "ready":
+        if (msg.thread !== undefined) this.#threads.push(msg.thread);
         if (++this.#ready === this.ranks) {
           clearTimeout(this.#startupTimer);
           // Heartbeats count from here on: the startup timeout covered loading.
@@ -567,7 +581,7 @@ export class PipelineWorkerPool {
     if (this.#failure !== null || this.#closed) return;
     this.#failure = error;
     this.#closed = true;
-    void this.#shutdown(error);
+    this.#shutdownDone = this.#shutdown(error);
   }
 
   // Wakes blocked executors, aborts the control plane and terminates every
@@ -581,6 +595,11 @@ export class PipelineWorkerPool {
     this.#control.abort(error.message);
     for (const w of this.#workers) w.terminate();
     await this.#control.close();
+    // A terminated worker still tears down its native state (V8 heap,
+    // WebGPU device, Mesa's EGL display) on its own thread; a process that
+    // exits meanwhile can crash (heap corruption, EGL BadDisplay), so the
+    // pool is done only once those threads are gone.
+    await waitForThreadsToExit(this.#threads, THREAD_EXIT_TIMEOUT_MS);
     this.#startReject(error);
     this.#started.catch(() => {});
     const run = this.#run;
