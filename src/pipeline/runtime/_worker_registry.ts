@@ -43,19 +43,19 @@ export function liveCount(): number {
 /**
  * Waits until none of the OS threads `tids` of this process is alive, or
  * `timeoutMs` has passed. Deno reports no worker exit: the thread is looked
- * up in /proc (Linux); without it (or without read access) this returns at
- * once.
+ * up in /proc (Linux). Returns whether it could watch them: false at once
+ * without /proc, without read access or without thread ids.
  */
 export async function waitForThreadsToExit(
   tids: readonly number[],
   timeoutMs: number,
-): Promise<void> {
+): Promise<boolean> {
   const dir = "/proc/self/task";
-  if (tids.length === 0) return;
+  if (tids.length === 0) return false;
   try {
-    if (Deno.permissions.querySync({ name: "read", path: dir }).state !== "granted") return;
+    if (Deno.permissions.querySync({ name: "read", path: dir }).state !== "granted") return false;
   } catch {
-    return;
+    return false;
   }
   const alive = (tid: number): boolean => {
     try {
@@ -71,4 +71,5 @@ export async function waitForThreadsToExit(
     await new Promise((resolve) => setTimeout(resolve, 2));
     left = left.filter(alive);
   }
+  return true;
 }

@@ -116,6 +116,8 @@ interface PendingCall {
 // Bound on waiting for terminated workers' threads to exit (about 50 ms
 // with a WebGPU device on llvmpipe).
 const THREAD_EXIT_TIMEOUT_MS = 2000;
+// Wait after terminating workers whose threads cannot be watched.
+const UNWATCHED_TEARDOWN_GRACE_MS = 200;
 
 const WORKER_URL = new URL("./stage_worker.ts", import.meta.url).href;
 
@@ -599,7 +601,13 @@ export class PipelineWorkerPool {
     // WebGPU device, Mesa's EGL display) on its own thread; a process that
     // exits meanwhile can crash (heap corruption, EGL BadDisplay), so the
     // pool is done only once those threads are gone.
-    await waitForThreadsToExit(this.#threads, THREAD_EXIT_TIMEOUT_MS);
+    const watched = this.#threads.length === this.#workers.length &&
+      await waitForThreadsToExit(this.#threads, THREAD_EXIT_TIMEOUT_MS);
+    // Without /proc (other systems, or no read permission) the threads cannot
+    // be watched: a fixed grace covers the measured ~50 ms teardown instead.
+    if (!watched && this.#workers.length > 0) {
+      await new Promise((resolve) => setTimeout(resolve, UNWATCHED_TEARDOWN_GRACE_MS));
+    }
     this.#startReject(error);
     this.#started.catch(() => {});
     const run = this.#run;
