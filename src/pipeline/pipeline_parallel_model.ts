@@ -27,6 +27,7 @@ import {
 import { type CostSource, layerCosts } from "./layer_costs.ts";
 import { ActivationCheckpointConfig, type ActivationCheckpointOptions } from "./checkpoint.ts";
 import { checkOptimizerSpec, type OptimizerSpec } from "./optimizer_spec.ts";
+import { checkInFlightCap } from "./_in_flight.ts";
 import { toChromeTrace } from "./chrome_trace.ts";
 import { renderSvg } from "./render_svg.ts";
 import { PipelineWorkerPool } from "./runtime/worker_pool.ts";
@@ -413,6 +414,10 @@ export class PipelineParallelModel {
     const modules = (o.modules ?? []).map((m) => String(m));
     const schedule = buildSchedule(o);
     validateSchedule(schedule);
+    // The chunks refuse a forward past the cap: fail here, not in the first step.
+    if (checkpoint !== undefined) {
+      checkInFlightCap(schedule, checkpoint.maxActivationsInMemory ?? 0);
+    }
     const numStages = schedule.stageToRank.length;
     const modelSpec = o.model.spec();
     const costSource = o.partitionCosts ?? "flops";

@@ -101,21 +101,36 @@ async function expectSame(m: PipelineParallelModel, label: string) {
   return r;
 }
 
-function scheduleFor(name: string, ranks: number): Schedule | null {
-  try {
-    return generateSchedule(name, { ranks, microBatches: M });
-  } catch (e) {
-    if (e instanceof RangeError) return null; // the schedule does not support this p
-    throw e;
-  }
+// The generator's documented refusals are interleaved-1f1b's "microBatches
+// must be a multiple of max(1, floor(m / p))" and dualpipe-v's "microBatches
+// >= 2 × ranks"; with M = 8 and P ∈ {1, 2, 4} neither applies (8 is a
+// multiple of 8, 4 and 2; 8 >= 2 · 4), so every schedule must run at every P.
+// Any error building a schedule fails the test.
+function scheduleFor(name: string, ranks: number): Schedule {
+  return generateSchedule(name, { ranks, microBatches: M });
 }
+
+Deno.test("M = 8 meets every documented schedule constraint at P = 1, 2, 4", () => {
+  assert.ok(M >= 2 * 4, "dualpipe-v: microBatches >= 2 × ranks");
+  for (const p of [1, 2, 4]) {
+    assert.equal(M % Math.max(1, Math.floor(M / p)), 0, `interleaved-1f1b rounds at P = ${p}`);
+  }
+  // The rules above are the ones the generator enforces: one step past them is refused.
+  assert.throws(
+    () => generateSchedule("dualpipe-v", { ranks: 5, microBatches: M }),
+    /dualpipe-v needs microBatches >= 2 × ranks \(10\), got microBatches 8 with ranks 5/,
+  );
+  assert.throws(
+    () => generateSchedule("interleaved-1f1b", { ranks: 2, microBatches: M + 1 }),
+    /microBatches must be a multiple of 4, got microBatches 9 with ranks 2/,
+  );
+});
 
 for (const p of [1, 2, 4]) {
   Deno.test(`in-process, P = ${p}: every schedule's 3 steps equal single-device SGD (rel 1e-5)`, async () => {
     const ran: string[] = [];
     for (const name of SCHEDULE_NAMES) {
       const schedule = scheduleFor(name, p);
-      if (schedule === null) continue;
       await withModel({ schedule, ranks: undefined, microBatches: undefined }, async (m) => {
         const r = await expectSame(m, `${name} P=${p}`);
         assert.equal(r.steps.length, 3);
@@ -130,14 +145,14 @@ for (const p of [1, 2, 4]) {
       });
       ran.push(name);
     }
-    assert.ok(ran.length >= SCHEDULE_NAMES.length - 2, `ran ${ran.join(", ")}`);
+    assert.deepEqual(ran, [...SCHEDULE_NAMES], `P = ${p}: every schedule ran`);
   });
 }
 
 Deno.test("in-process, P = 4: AdamW's parameters equal single-device AdamW (L2 rel 1e-5) for every schedule", async () => {
+  const ran: string[] = [];
   for (const name of SCHEDULE_NAMES) {
     const schedule = scheduleFor(name, 4);
-    if (schedule === null) continue;
     const shape = { schedule, ranks: undefined, microBatches: undefined };
     await withModel({ ...shape, optimizer: ADAMW_SPEC }, async (m) => {
       const r = await m.train(batches);
@@ -146,7 +161,9 @@ Deno.test("in-process, P = 4: AdamW's parameters equal single-device AdamW (L2 r
       const lossErr = maxRelative(r.steps.map((s) => s.loss), refAdamW.losses);
       assert.ok(lossErr <= LOSS_TOL, `${name}: losses off by ${lossErr}`);
     });
+    ran.push(name);
   }
+  assert.deepEqual(ran, [...SCHEDULE_NAMES], "every schedule ran");
 });
 
 // Every schedule in workers at least once, alternating P = 4 and P = 2.
@@ -258,6 +275,110 @@ Deno.test("activation checkpointing gives the same parameters bitwise (GPipe and
   await withModel(
     { schedule: "zb-v", ranks: 2, workers: true, checkpoint: { enabled: true, everyNLayers: 1 } },
     (m) => expectSame(m, "zb-v workers with checkpointing"),
+  );
+});
+
+// Two ranks, two micro-batches; rank 1 splits its backward and defers both W
+// passes, so stage 1 holds micro-batches 0 and 1 at once (0 is freed only by
+// its W, after 1's forward) while stage 0 never holds more than one.
+function deferredW(): Schedule {
+  const a = (text: string): Action => ({
+    kind: text[1] as Action["kind"],
+    stage: Number(text[0]),
+    microBatch: Number(text[2]),
+  });
+  return {
+    name: "deferred-w",
+    ranks: 2,
+    microBatches: 2,
+    stagesPerRank: 1,
+    stageToRank: [0, 1],
+    actions: [
+      ["0F0", "0B0", "0F1", "0B1"].map(a),
+      ["1F0", "1I0", "1F1", "1I1", "1W0", "1W1"].map(a),
+    ],
+  };
+}
+
+Deno.test("a maxActivationsInMemory cap below the schedule's in-flight peak is refused before any worker starts", async () => {
+  const given = (schedule: Schedule): Options => ({
+    schedule,
+    ranks: undefined,
+    microBatches: undefined,
+  });
+  // Expected peaks from each schedule's definition: 1F1B's stage s runs
+  // min(m, p − s) forwards before its first backward; GPipe and Looped BFS
+  // run every forward of a stage before any of its backwards.
+  const cases: [string, Options, number, RegExp][] = [
+    [
+      "1f1b",
+      { schedule: "1f1b", ranks: 2, microBatches: 4 },
+      1,
+      /^RangeError: checkpoint\.maxActivationsInMemory = 1 is below the 2 micro-batches stage 0 holds at once under 1f1b \(p = 2, m = 4\)/,
+    ],
+    [
+      "gpipe",
+      { schedule: "gpipe", ranks: 2, microBatches: M },
+      M - 1,
+      /= 7 is below the 8 micro-batches stage 0 holds at once under gpipe \(p = 2, m = 8\)/,
+    ],
+    [
+      "looped-bfs (V = 2)",
+      { schedule: "looped-bfs", ranks: 2, microBatches: 4 },
+      3,
+      /= 3 is below the 4 micro-batches stage 0 holds at once under looped-bfs \(p = 2, V = 2, m = 4\)/,
+    ],
+    [
+      "I/W split: held until W",
+      given(deferredW()),
+      1,
+      /= 1 is below the 2 micro-batches stage 1 holds at once under deferred-w \(p = 2, m = 2\)/,
+    ],
+  ];
+  const before = liveWorkerCount();
+  for (const [what, options, cap, expected] of cases) {
+    for (
+      const checkpoint of [{ enabled: true, maxActivationsInMemory: cap }, {
+        maxActivationsInMemory: cap,
+      }]
+    ) {
+      const built = build({ workers: true, ...options, checkpoint });
+      built.then((m) => m.dispose(), () => {}); // should it build, end its workers
+      await assert.rejects(
+        built,
+        (e: Error) => e instanceof RangeError && expected.test(String(e)),
+        `${what}, enabled ${checkpoint.enabled ?? false}`,
+      );
+      assert.equal(liveWorkerCount(), before, `${what}: no worker started`);
+    }
+  }
+});
+
+Deno.test("a maxActivationsInMemory cap equal to the in-flight peak trains like single-device SGD", async () => {
+  // 1F1B, P = 2, m = 8: stage 0 holds min(8, 2) = 2, stage 1 holds 1.
+  await withModel(
+    { schedule: "1f1b", checkpoint: { enabled: true, everyNLayers: 2, maxActivationsInMemory: 2 } },
+    (m) => expectSame(m, "1f1b, cap 2"),
+  );
+  // Counting micro-batches as freed at their I rather than their W would
+  // have accepted a cap of 1 here, and the first step would fail at 1F1.
+  await withModel(
+    {
+      schedule: deferredW(),
+      ranks: undefined,
+      microBatches: undefined,
+      checkpoint: { enabled: true, maxActivationsInMemory: 2 },
+    },
+    (m) => expectSame(m, "deferred W, cap 2"),
+  );
+  // In workers too.
+  await withModel(
+    {
+      schedule: "1f1b",
+      workers: true,
+      checkpoint: { enabled: true, everyNLayers: 1, maxActivationsInMemory: 2 },
+    },
+    (m) => expectSame(m, "1f1b workers, cap 2"),
   );
 });
 
