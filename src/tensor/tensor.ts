@@ -77,7 +77,10 @@ export class Tensor {
 
   /** Number of rows: product of all dimensions but the last (1 for 1-D). */
   get rows(): number {
-    return this.shape.length <= 1 ? 1 : this.size / this.cols;
+    // A product, not size / cols: a shape such as [3, 0] has 3 rows.
+    let n = 1;
+    for (let i = 0; i < this.shape.length - 1; i++) n *= this.shape[i];
+    return n;
   }
 
   /** Size of the last dimension (1 for a scalar). */

@@ -150,3 +150,14 @@ Deno.test("Tensor.reshape and checkShape: bad shapes name the shapes and the ele
   x.dispose();
   assert.equal(be.memory.liveBytes, 0);
 });
+
+Deno.test("Tensor.rows is the product of all dimensions but the last, also when the last is 0", () => {
+  const be = new CpuBackend();
+  const t = be.zeros([3, 0]);
+  assert.equal(t.rows, 3);
+  assert.equal(t.cols, 0);
+  const u = be.zeros([2, 0, 4]);
+  assert.equal(u.rows, 0);
+  t.dispose();
+  u.dispose();
+});
