@@ -39,7 +39,9 @@ export function scheduleFlagsHelp(): string {
     "                         a full backward costs T_B + T_W",
     "  --cost-w T             weight-gradient backward time (default 1)",
     "  --comm T               delay when a result crosses ranks (default 0)",
-    "  --memory-limit N       in-flight activations per rank, for zb-auto (default P)",
+    "  --memory-limit N       in-flight activations per rank, for zb-auto (default P);",
+    "                         zb-auto reads costs and memory per full stage (a rank's",
+    "                         share of the model); a 2-chunk V result runs at half",
   ].join("\n");
 }
 
@@ -195,6 +197,17 @@ export function readScheduleSpec(values: Record<string, unknown>): ScheduleSpec 
   // input-gradient pass I and a fused full backward B = I + W.
   const costs: CliCosts = { F: f, I: b, W: w, B: b + w };
   return { name: String(name), ranks, microBatches, stagesPerRank, costs, comm, memoryLimit };
+}
+
+/**
+ * Costs to simulate `schedule` with: the flags as given, except that
+ * zb-auto takes them per full stage and runs a V-placement result's
+ * chunks at 1/V of them (its search's convention).
+ */
+export function simulationCosts(spec: ScheduleSpec, schedule: Schedule): CliCosts {
+  const V = spec.name === "zb-auto" ? schedule.stagesPerRank : 1;
+  const c = spec.costs;
+  return V === 1 ? c : { F: c.F / V, I: c.I / V, W: c.W / V, B: c.B / V };
 }
 
 /**

@@ -21,6 +21,7 @@ import {
   readScheduleSpec,
   SCHEDULE_FLAGS,
   scheduleFlagsHelp,
+  simulationCosts,
 } from "./_options.ts";
 
 const FORMATS = ["json", "csv", "text", "svg", "trace"] as const;
@@ -96,7 +97,7 @@ async function run(args: string[], io: CliIo): Promise<number> {
       io.out(scheduleToCsv(schedule.actions));
       break;
     default: {
-      const sim = simulate(schedule, { costs: spec.costs, comm: spec.comm });
+      const sim = simulate(schedule, { costs: simulationCosts(spec, schedule), comm: spec.comm });
       if (format === "text") {
         io.out(renderAscii(sim.events, { ranks: schedule.ranks }) + "\n");
       } else if (format === "svg") {

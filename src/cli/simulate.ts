@@ -18,6 +18,7 @@ import {
   readScheduleSpec,
   SCHEDULE_FLAGS,
   scheduleFlagsHelp,
+  simulationCosts,
 } from "./_options.ts";
 
 const FLAGS = {
@@ -95,7 +96,11 @@ async function run(args: string[], io: CliIo): Promise<number> {
   const spec = readScheduleSpec(values);
   const iterations = positiveInt(values, "iterations", false) ?? 1;
   const schedule = buildSchedule(spec);
-  const sim = simulate(schedule, { costs: spec.costs, comm: spec.comm, iterations });
+  const sim = simulate(schedule, {
+    costs: simulationCosts(spec, schedule),
+    comm: spec.comm,
+    iterations,
+  });
   const c = spec.costs;
 
   if (values.json) {

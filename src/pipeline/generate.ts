@@ -52,16 +52,23 @@ export interface GenerateOptions {
    * Model chunks per rank V. Default 2 for `interleaved-1f1b`, `looped-bfs`,
    * `zb-v` and `dualpipe-v`, else 1. `interleaved-1f1b` needs V ≥ 2,
    * `looped-bfs` V ≥ 1, `zb-v` and `dualpipe-v` exactly 2, the others 1.
+   * `zb-auto`: unset searches one stage per rank and ZB-V's V placement and
+   * returns either; 1 or 2 restricts the search to that placement.
    */
   readonly stagesPerRank?: number;
-  /** `zb-auto` only: costs per action kind (defaults F = I = W = 1, B = I + W). */
+  /**
+   * `zb-auto` only: costs per action kind (defaults F = I = W = 1, B = I + W)
+   * per full stage (one rank's share of the model; arrays have p entries).
+   * A V result splits full stage k into chunks 2k and 2k+1 at half the cost
+   * each; simulate it with those chunk costs. The delay per hop stays.
+   */
   readonly costs?: ActionCosts;
   /** `zb-auto` only: delay when a result crosses ranks (default 0). */
   readonly comm?: number;
   /**
-   * `zb-auto` only: most activations in flight per rank, in
-   * chunk-micro-batches (number ≥ 1; default p, 1F1B's memory; 2p−1 is
-   * ZB-H2's).
+   * `zb-auto` only: most activations in flight per rank, in full-stage
+   * micro-batches (number ≥ 1; default p, 1F1B's memory; 2p−1 is ZB-H2's);
+   * a chunk-micro-batch of a V result counts 1/2.
    */
   readonly memoryLimit?: number;
 }
@@ -118,6 +125,14 @@ function checkShape(
     }
     case "looped-bfs":
       break;
+    case "zb-auto":
+      // Unset: the search tries both placements.
+      if (stagesPerRank !== undefined && V !== 1 && V !== 2) {
+        throw new RangeError(
+          `zb-auto places 1 stage per rank or 2 in a V, got stagesPerRank ${V}`,
+        );
+      }
+      break;
     case "zb-v":
     case "dualpipe-v":
       if (V !== 2) {
@@ -159,7 +174,8 @@ export function generateSchedule(name: ScheduleName | string, options: GenerateO
   }
   const { ranks: p, microBatches: m } = options;
   const V = checkShape(n, p, m, options.stagesPerRank);
-  const costs = resolveCosts(options.costs, p * V);
+  // zb-auto's costs are per full stage whatever placement it picks.
+  const costs = resolveCosts(options.costs, n === "zb-auto" ? p : p * V);
   const comm = checkComm(options.comm);
   const limit = options.memoryLimit ?? p;
   if (typeof limit !== "number" || !(limit >= 1) || !Number.isFinite(limit)) {
@@ -181,7 +197,7 @@ export function generateSchedule(name: ScheduleName | string, options: GenerateO
     case "zb-v":
       return zbV(p, m);
     case "zb-auto":
-      return zbAuto(p, m, costs, comm, limit);
+      return zbAuto(p, m, costs, comm, limit, options.stagesPerRank === undefined ? undefined : V);
     case "dualpipe-v":
       return dualPipeV(p, m);
   }

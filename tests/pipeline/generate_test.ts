@@ -68,7 +68,10 @@ Deno.test("every schedule validates and is deadlock-free for every valid (p, m, 
 
 Deno.test("generateSchedule: default V is 2 for the multi-chunk schedules, else 1", () => {
   const V = (name: string) => generateSchedule(name, { ranks: 2, microBatches: 4 }).stagesPerRank;
-  assert.deepEqual(SCHEDULE_NAMES.map(V), [1, 1, 2, 2, 1, 1, 2, 1, 2]);
+  // zb-auto has no default: it returns whichever placement its search picks.
+  const fixed = SCHEDULE_NAMES.filter((n) => n !== "zb-auto");
+  assert.deepEqual(fixed.map(V), [1, 1, 2, 2, 1, 1, 2, 2]);
+  assert.ok([1, 2].includes(V("zb-auto")));
 });
 
 Deno.test("generateSchedule: parameters are checked in order, with the values in the message", () => {

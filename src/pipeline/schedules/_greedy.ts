@@ -27,17 +27,34 @@ export interface GreedyPolicy {
    */
   readonly wLag?: readonly number[];
   /**
+   * With `wLag`: the lag stops applying once a rank has run all its
+   * forwards and one more input-gradient pass (closing the last F, I, W
+   * group), so the cool-down runs input-gradient passes first and lets W
+   * fill the gaps (ZB-V's cool-down after its steady F, I, W groups).
+   */
+  readonly wLagUntilLastF?: boolean;
+  /**
    * Which pass goes first when both a forward (allowed by depth and memory)
    * and an input-gradient pass are ready: "I" (shortest critical path) or
    * "F" (1F1B's order: one forward, then one backward).
    */
   readonly prefer?: "I" | "F";
+  /**
+   * Per rank, optional, for ranks with several stages: most forwards a stage
+   * may run ahead of the rank's next higher stage (ZB-V lets rank r's first
+   * chunk lead its second by 2(p−r)−1). Without it a rank may fill its
+   * memory with its lower stage's forwards and stall.
+   */
+  readonly lead?: readonly number[];
 }
 
 /**
  * Per-rank action lists in decision order. Every (stage, micro-batch) gets
  * one F, one I and one W. Forwards of a stage run in micro-batch order, and
- * so do its input-gradient passes.
+ * so do its input-gradient passes. `null` when the policy's limits leave no
+ * rank anything to run (possible with several stages per rank: a rank can
+ * fill its memory with forwards of its lower stage and never get to run the
+ * upper stage's forward that its backwards wait for).
  */
 export function greedyOrder(
   ranks: number,
@@ -46,7 +63,7 @@ export function greedyOrder(
   costs: StageCosts,
   comm: number,
   policy: GreedyPolicy,
-): Action[][] {
+): Action[][] | null {
   const m = microBatches;
   const S = stageToRank.length;
   const stagesOf: number[][] = Array.from({ length: ranks }, () => []);
@@ -64,7 +81,12 @@ export function greedyOrder(
   const left = new Int32Array(ranks);
   const waited = new Float64Array(ranks).fill(NaN);
   const hint = new Float64Array(ranks).fill(Infinity);
-  for (let s = 0; s < S; s++) left[stageToRank[s]] += 3 * m;
+  const fLeft = new Int32Array(ranks);
+  const iAfterLastF = new Int32Array(ranks);
+  for (let s = 0; s < S; s++) {
+    left[stageToRank[s]] += 3 * m;
+    fLeft[stageToRank[s]] += m;
+  }
   const out: Action[][] = Array.from({ length: ranks }, () => []);
   let remaining = 3 * S * m;
 
@@ -106,7 +128,10 @@ export function greedyOrder(
     }
     const t = time[r];
     const queue = wQueue[r];
-    if (policy.wLag !== undefined && queue.length > policy.wLag[r]) {
+    if (
+      policy.wLag !== undefined && queue.length > policy.wLag[r] &&
+      !(policy.wLagUntilLastF && fLeft[r] === 0 && iAfterLastF[r] > 1)
+    ) {
       const [s, mb] = queue.shift()!;
       out[r].push(act("W", s, mb));
       live[r]--;
@@ -120,7 +145,9 @@ export function greedyOrder(
     const fAllowed = ahead[r] < policy.maxAhead[r] && live[r] < policy.memoryLimit[r];
     let bestI: { s: number; at: number } | null = null;
     let bestF: { s: number; at: number } | null = null;
-    for (const s of stagesOf[r]) {
+    const stages = stagesOf[r];
+    for (let j = 0; j < stages.length; j++) {
+      const s = stages[j];
       const ti = iReady(s, r);
       if (!Number.isNaN(ti) && ti !== Infinity) {
         if (ti <= t) {
@@ -128,6 +155,9 @@ export function greedyOrder(
         } else if (ti < nextKnown) nextKnown = ti;
       }
       if (!fAllowed) continue;
+      if (
+        policy.lead !== undefined && j > 0 && fNext[s] - fNext[stages[j - 1]] >= policy.lead[r]
+      ) continue;
       const tf = fReady(s, r);
       if (!Number.isNaN(tf) && tf !== Infinity) {
         if (tf <= t) {
@@ -146,6 +176,7 @@ export function greedyOrder(
         iEnd[s * m + mb] = end;
         out[r].push(act("I", s, mb));
         wQueue[r].push([s, mb]);
+        if (fLeft[r] === 0) iAfterLastF[r]++;
         ahead[r]--;
         time[r] = end;
       } else {
@@ -153,6 +184,7 @@ export function greedyOrder(
         const end = t + costs.F[s];
         fEnd[s * m + mb] = end;
         out[r].push(act("F", s, mb));
+        fLeft[r]--;
         ahead[r]++;
         live[r]++;
         time[r] = end;
@@ -191,7 +223,7 @@ export function greedyOrder(
     waited[r] = t;
     hint[r] = wake;
     if (tied) continue;
-    if (wake === Infinity) throw new Error("greedy scheduler deadlocked (internal error)");
+    if (wake === Infinity) return null;
     time[r] = wake;
   }
   return out;

@@ -33,5 +33,7 @@ export function zbH2(ranks: number, microBatches: number): Schedule {
       wFill: "eager",
     },
   );
+  // One stage per rank and a depth within the memory limit cannot stall.
+  if (actions === null) throw new Error("zb-h2's greedy order stalled (internal error)");
   return makeSchedule("zb-h2", ranks, microBatches, 1, placement, actions);
 }
