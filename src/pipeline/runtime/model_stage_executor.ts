@@ -305,6 +305,15 @@ export class ModelStageExecutor implements StageExecutor {
     this.backend.flush();
   }
 
+  /**
+   * On WebGPU, where the actions only record commands: submits them and
+   * settles when the device has run them; on the CPU the work is done
+   * already (undefined).
+   */
+  deviceDone(): Promise<void> | undefined {
+    return this.backend.name === "cpu" ? undefined : this.backend.sync();
+  }
+
   async step(stage: number, iteration: number): Promise<void> {
     const mem = this.backend.memory;
     this.#actPeak = Math.max(this.#actPeak, mem.peakBytes - this.#base);

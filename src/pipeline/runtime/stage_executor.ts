@@ -79,8 +79,12 @@ export interface StageExecutorInit {
 }
 
 /**
- * A stage's compute. Every method may be sync or async; the runtime times
- * each action from the call to the settlement of its result.
+ * A stage's compute. Every method may be sync or async. The runtime times
+ * each action from the call to the settlement of its result or, where the
+ * executor has {@linkcode StageExecutor.deviceDone} and it gives a promise
+ * (work still queued on a device, e.g. WebGPU, whose calls only record
+ * commands), to the settlement of that promise: see `runRank` for the
+ * definition of an event's start and end.
  *
  * Data flow: `forward` gets the previous stage's output (null on the first
  * stage) and returns its own (null or ignored on the last stage). `backward`
@@ -120,6 +124,15 @@ export interface StageExecutor {
   backwardWeight(ctx: StageContext): void | Promise<void>;
   /** Optimizer step of one stage, right after its last backward of `iteration`. */
   step(stage: number, iteration: number): void | Promise<void>;
+  /**
+   * Called right after each action (and each `step`) settles: a promise
+   * that settles once the device has finished all the work recorded so far
+   * (e.g. WebGPU: submit, then `queue.onSubmittedWorkDone()`), or undefined
+   * where that work is already done (CPU). The runtime does not wait for
+   * it before the next action; it only dates the action's end by it. A
+   * rejection fails the run like an error of the action.
+   */
+  deviceDone?(): PromiseLike<void> | undefined;
   /** Called when the rank ends an iteration; the (structured-cloneable) value is reported. */
   endIteration?(iteration: number): unknown;
   /** Main-thread requests outside a run (save, load, predict, ...). */

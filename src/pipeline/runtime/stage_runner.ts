@@ -58,15 +58,29 @@ export interface RankRunOptions {
 
 /** What {@linkcode runRank} returns. */
 export interface RankRunResult {
-  /** Every action run, with start (input received) and end (compute done) per `clock`. */
+  /** Every action run, in list order, timed per `clock` as {@linkcode runRank} defines. */
   readonly events: TimedEvent[];
   /** `executor.endIteration`'s value per iteration (undefined where it has none). */
   readonly reports: unknown[];
 }
 
 /**
- * Runs `rank`'s list of the schedule for the given iterations. An action's
- * event starts when its input is there and ends when its compute settles.
+ * Runs `rank`'s list of the schedule for the given iterations.
+ *
+ * Event times: an action's work is done when its call settles or, where
+ * `executor.deviceDone()` gives a promise after it (queued device work, as
+ * on WebGPU, whose calls only record commands), when that promise settles
+ * or, earlier, when the action's pending output has been read back (the
+ * read-back follows the action's kernels in the device's queue). The rank's
+ * device runs its work in order, so an action's work cannot begin before
+ * the previous action's (or optimizer step's) work ended: an event starts at
+ * max(call, end of the rank's previous device work) and ends when its work
+ * is done (never before it starts). On the CPU that is the call and its
+ * return. The next action is called at once, not when the device is done,
+ * so recording and read-backs still overlap the device's work; an end is
+ * seen when the event loop gets to it (Deno polls WebGPU completion about
+ * every 10 ms), so it is an upper bound by that much.
+ *
  * Errors of the executor (or of a send it fed) come out as a
  * {@linkcode PipelineWorkerError} naming the rank and action; an abort of
  * the transport comes out as the transport's `CommAbortedError`.
@@ -115,6 +129,56 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
   const reports: unknown[] = [];
   const sends = new Set<Promise<void>>();
   let sendError: unknown = null;
+  // Device timing (see the documentation above): `deviceEnd` is when the
+  // rank's device finished the latest work timed so far; `timing` settles
+  // once every earlier action's end is known (null: nothing outstanding).
+  let deviceEnd = -Infinity;
+  let timing: Promise<void> | null = null;
+  let deviceError: unknown = null;
+  const settle = (start: number, end: number, at: number) => {
+    const s = Math.max(start, deviceEnd);
+    deviceEnd = Math.max(end, s);
+    if (at >= 0) events[at] = { ...events[at], start: s, end: deviceEnd };
+  };
+  // Times the work of action `a` (or, unless `event`, of the step after it)
+  // called at `start`; the call returned at `returned`.
+  const timeWork = (
+    start: number,
+    returned: number,
+    a: Action,
+    it: number,
+    event: boolean,
+    out: StageOutput | void,
+  ) => {
+    const done = executor.deviceDone?.();
+    const at = event ? events.length : -1;
+    if (event) events.push({ rank, action: a, iteration: it, start, end: returned });
+    if (done === undefined && timing === null) {
+      settle(start, returned, at);
+      return;
+    }
+    const failed = (e: unknown) => {
+      deviceError ??= { action: a, iteration: it, cause: e };
+      return returned;
+    };
+    const ends: Promise<number>[] = [
+      done === undefined
+        ? Promise.resolve(returned)
+        : Promise.resolve(done).then(() => clock(), failed),
+    ];
+    const pending = out !== null && out !== undefined && !(out instanceof Float32Array)
+      ? out.pending
+      : undefined;
+    // A failed read-back is the send's error; here it only gives no time.
+    if (pending !== undefined) {
+      ends.push(Promise.resolve(pending).then(() => clock(), () => new Promise<number>(() => {})));
+    }
+    const link: Promise<void> = Promise.all([timing, Promise.race(ends)]).then(([, t]) => {
+      settle(start, t, at);
+      if (timing === link) timing = null;
+    });
+    timing = link;
+  };
   const fail = (a: Action, iteration: number, cause: unknown): never => {
     if (cause instanceof CommAbortedError || cause instanceof PipelineWorkerError) throw cause;
     const detail = cause instanceof Error ? cause.message : String(cause);
@@ -136,8 +200,9 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
     onState("idle", -1, it);
     await executor.beginIteration?.(it, options.payloads?.[it - first]);
     for (let i = 0; i < list.length; i++) {
-      if (sendError !== null) {
-        const e = sendError as { action: Action; iteration: number; cause: unknown };
+      for (const err of [sendError, deviceError]) {
+        if (err === null) continue;
+        const e = err as { action: Action; iteration: number; cause: unknown };
         fail(e.action, e.iteration, e.cause);
       }
       const a = list[i];
@@ -161,7 +226,7 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
           onState("compute", i, it);
           const start = clock();
           const out = await executor.forward(ctx, input);
-          events.push({ rank, action: a, iteration: it, start, end: clock() });
+          timeWork(start, clock(), a, it, true, out);
           if (s < numStages - 1) {
             const tag = makeTag({
               space: "activation",
@@ -175,7 +240,7 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
           onState("compute", i, it);
           const start = clock();
           await executor.backwardWeight(ctx);
-          events.push({ rank, action: a, iteration: it, start, end: clock() });
+          timeWork(start, clock(), a, it, true, undefined);
         } else {
           const grad = s === numStages - 1 ? null : await comm.recv(
             where[s + 1],
@@ -186,7 +251,7 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
           const out = a.kind === "B"
             ? await executor.backward(ctx, grad)
             : await executor.backwardInput(ctx, grad);
-          events.push({ rank, action: a, iteration: it, start, end: clock() });
+          timeWork(start, clock(), a, it, true, out);
           if (s > 0) {
             const tag = makeTag({ space: "gradient", microBatch: mb, chunk: s - 1, iteration: it });
             forward(a, it, where[s - 1], tag, out);
@@ -194,7 +259,9 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
         }
         if (!forwardOnly && lastBackward.get(s) === i) {
           onState("step", i, it);
+          const start = clock();
           await executor.step(s, it);
+          timeWork(start, clock(), a, it, false, undefined);
         }
       } catch (e) {
         fail(a, it, e);
@@ -203,8 +270,10 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
     reports.push(await executor.endIteration?.(it));
   }
   while (sends.size > 0) await Promise.all([...sends]);
-  if (sendError !== null) {
-    const e = sendError as { action: Action; iteration: number; cause: unknown };
+  await timing;
+  for (const err of [sendError, deviceError]) {
+    if (err === null) continue;
+    const e = err as { action: Action; iteration: number; cause: unknown };
     fail(e.action, e.iteration, e.cause);
   }
   onState("done", list.length, first + iterations - 1);
@@ -238,7 +307,9 @@ export interface InProcessRunResult extends TimelineSummary {
  * Runs every rank of a schedule in this thread over an
  * {@linkcode InProcessBackend} group: the runtime without workers, for
  * tests and single-threaded use. Validates the schedule first; the first
- * rank to fail aborts the others, and its error is thrown.
+ * rank to fail aborts the others, and its error is thrown. Every executor
+ * that was created is disposed, whether the run succeeds or not (also when
+ * another rank's `createExecutor` fails).
  *
  * @example
  * ```ts
@@ -262,24 +333,34 @@ export async function runPipelineInProcess(
   const group = InProcessBackend.createGroup(p);
   const abortFlag = new Int32Array(new SharedArrayBuffer(4));
   const controller = new AbortController();
+  let executors: StageExecutor[] = [];
+  // A failed dispose is thrown only where it does not hide the run's own error.
+  let disposeError: unknown = null;
+  let result: InProcessRunResult;
   try {
-    const executors = await Promise.all(group.map((comm) =>
-      options.createExecutor({
-        rank: comm.rank,
-        ranks: p,
-        stages: stagesOf(schedule, comm.rank),
-        numStages: schedule.stageToRank.length,
-        microBatches: schedule.microBatches,
-        options: structuredClone(
-          typeof options.executorOptions === "function"
-            ? options.executorOptions(comm.rank)
-            : options.executorOptions,
-        ),
-        abortFlag,
-        signal: controller.signal,
-        comm,
-      })
-    ));
+    // Settle every rank's creation, so that none is left undisposed when another fails.
+    const created = await Promise.allSettled(
+      group.map(async (comm) =>
+        await options.createExecutor({
+          rank: comm.rank,
+          ranks: p,
+          stages: stagesOf(schedule, comm.rank),
+          numStages: schedule.stageToRank.length,
+          microBatches: schedule.microBatches,
+          options: structuredClone(
+            typeof options.executorOptions === "function"
+              ? options.executorOptions(comm.rank)
+              : options.executorOptions,
+          ),
+          abortFlag,
+          signal: controller.signal,
+          comm,
+        })
+      ),
+    );
+    executors = created.flatMap((c) => c.status === "fulfilled" ? [c.value] : []);
+    const rejected = created.find((c) => c.status === "rejected");
+    if (rejected !== undefined) throw rejected.reason;
     let firstError: unknown = null;
     const results = await Promise.all(
       group.map((comm, rank) =>
@@ -304,15 +385,23 @@ export async function runPipelineInProcess(
       ),
     );
     if (firstError !== null) throw firstError;
-    for (const ex of executors) await ex.dispose?.();
     const events = results.flatMap((r) => r!.events)
       .sort((a, b) => a.start - b.start || a.rank - b.rank);
-    return {
+    result = {
       ...summarizeTimeline(events, p),
       events,
       reports: results.map((r) => r!.reports),
     };
   } finally {
+    for (const ex of executors) {
+      try {
+        await ex.dispose?.();
+      } catch (e) {
+        disposeError ??= e;
+      }
+    }
     for (const comm of group) comm.close();
   }
+  if (disposeError !== null) throw disposeError;
+  return result;
 }

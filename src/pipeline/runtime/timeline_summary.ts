@@ -3,6 +3,13 @@
  * events, by the same definitions as `simulate`, so a measured run and its
  * simulation can be compared figure by figure.
  *
+ * Measured events come from `runRank`: an action is busy from
+ * max(its call, the end of its rank's previous device work) to when its work
+ * is done, on WebGPU when the device has run it (not when its commands were
+ * recorded), so a rank's events never overlap and busy time is device time.
+ * Deno sees WebGPU completion about every 10 ms, so each end may be late by
+ * that much and busy time is an upper bound.
+ *
  * @module
  */
 

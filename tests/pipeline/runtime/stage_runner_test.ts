@@ -1,11 +1,19 @@
 import assert from "node:assert/strict";
 import { generateSchedule, SCHEDULE_NAMES } from "../../../src/pipeline/generate.ts";
 import type { Schedule } from "../../../src/pipeline/schedule.ts";
-import { runPipelineInProcess } from "../../../src/pipeline/runtime/stage_runner.ts";
+import { runPipelineInProcess, runRank } from "../../../src/pipeline/runtime/stage_runner.ts";
 import { createSyntheticExecutor } from "../../../src/pipeline/runtime/synthetic_executor.ts";
 import { PipelineWorkerError } from "../../../src/pipeline/runtime/pipeline_worker_error.ts";
 import { ScheduleDeadlockError } from "../../../src/pipeline/validate.ts";
-import type { StageExecutor } from "../../../src/pipeline/runtime/stage_executor.ts";
+import type {
+  StageContext,
+  StageExecutor,
+  StageOutput,
+} from "../../../src/pipeline/runtime/stage_executor.ts";
+import { InProcessBackend } from "../../../src/pipeline/comm/in_process.ts";
+import { formatAction } from "../../../src/pipeline/action.ts";
+import { WebGPUBackend } from "../../../src/tensor/webgpu_backend.ts";
+import * as ops from "../../../src/tensor/ops.ts";
 import { assertFollowsSchedule } from "./_timeline_checks.ts";
 import { createStageExecutor as affine, referenceTraining } from "./_affine_executor.ts";
 
@@ -136,4 +144,142 @@ Deno.test("runPipelineInProcess: a deadlocking schedule is refused before any wo
     (e: Error) => e instanceof ScheduleDeadlockError && e.stalls.some((s) => s.rank === 1),
   );
   assert.equal(built, 0, "no executor was built");
+});
+
+Deno.test("runRank: with deviceDone, an event starts at max(call, previous device end) and ends when its work is done, and the next action does not wait", async () => {
+  const schedule = generateSchedule("gpipe", { ranks: 1, microBatches: 3 });
+  const [comm] = InProcessBackend.createGroup(1);
+  let now = 0;
+  const resolvers: (() => void)[] = [];
+  const executor: StageExecutor = {
+    forward: () => {
+      now += 1; // recording takes one unit of host time
+      return null;
+    },
+    backward: () => null,
+    backwardInput: () => null,
+    backwardWeight: () => {},
+    step: () => {},
+    deviceDone: () => new Promise<void>((resolve) => resolvers.push(resolve)),
+  };
+  const run = runRank({ schedule, rank: 0, comm, executor, clock: () => now, forwardOnly: true });
+  for (let i = 0; i < 10 && resolvers.length < 3; i++) {
+    await new Promise((r) => setTimeout(r, 0));
+  }
+  assert.equal(resolvers.length, 3, "all three forwards were called before any device work ended");
+  for (const [i, t] of [[0, 100], [1, 130], [2, 131]]) {
+    now = t;
+    resolvers[i]();
+    await new Promise((r) => setTimeout(r, 0));
+  }
+  const { events } = await run;
+  comm.close();
+  assert.deepEqual(events.map((e) => [e.start, e.end]), [[0, 100], [100, 130], [130, 131]]);
+});
+
+Deno.test("runRank: a rejected deviceDone fails the run naming rank and action", async () => {
+  const schedule = generateSchedule("gpipe", { ranks: 1, microBatches: 2 });
+  const [comm] = InProcessBackend.createGroup(1);
+  const executor: StageExecutor = {
+    forward: () => null,
+    backward: () => null,
+    backwardInput: () => null,
+    backwardWeight: () => {},
+    step: () => {},
+    deviceDone: () => Promise.reject(new Error("device lost")),
+  };
+  await assert.rejects(
+    runRank({ schedule, rank: 0, comm, executor }),
+    (e: Error) => e instanceof PipelineWorkerError && e.rank === 0 && /device lost/.test(e.message),
+  );
+  comm.close();
+});
+
+Deno.test("runPipelineInProcess: on WebGPU an event ends only once its queued device work is done; lanes never overlap", async () => {
+  const n = 384;
+  const data = new Float32Array(n * n).map((_, i) => ((i * 7919) % 1000) / 1000 - 0.5);
+  const backends: WebGPUBackend[] = [];
+  // When a listener registered right after each action's submit saw the work done.
+  const doneAt = new Map<string, number>();
+  const schedule = generateSchedule("1f1b", { ranks: 2, microBatches: 3 });
+  try {
+    const r = await runPipelineInProcess(schedule, {
+      createExecutor: async () => {
+        const be = await WebGPUBackend.create({ matmul: "default" });
+        backends.push(be);
+        const a = be.fromData(data, [n, n]);
+        const work = (ctx: StageContext): StageOutput => {
+          const c = ops.matmul(ops.matmul(a, a), a);
+          be.flush();
+          const key = `${ctx.iteration}:${formatAction(ctx.action)}`;
+          be.device.queue.onSubmittedWorkDone().then(() => doneAt.set(key, performance.now()));
+          return { pending: c.toArray().finally(() => c.dispose()) };
+        };
+        return {
+          forward: work,
+          backward: work,
+          backwardInput: work,
+          backwardWeight: () => {},
+          step: () => {},
+          deviceDone: () => be.sync(),
+          dispose: () => a.dispose(),
+        };
+      },
+    });
+    assert.equal(r.events.length, 12);
+    assertFollowsSchedule(schedule, r.events);
+    for (const e of r.events) {
+      const seen = doneAt.get(`${e.iteration}:${formatAction(e.action)}`);
+      assert.ok(
+        seen !== undefined && e.end >= seen,
+        `${formatAction(e.action)} ends at ${e.end}, its work was done at ${seen}`,
+      );
+    }
+  } finally {
+    for (const be of backends) be.destroy();
+  }
+});
+
+Deno.test("runPipelineInProcess: when one rank's createExecutor fails, the others' executors are disposed", async () => {
+  const schedule = generateSchedule("1f1b", { ranks: 3, microBatches: 2 });
+  for (const sync of [false, true]) {
+    const disposed: number[] = [];
+    await assert.rejects(
+      runPipelineInProcess(schedule, {
+        createExecutor: (init) => {
+          if (init.rank === 1) {
+            if (sync) throw new Error("no device for rank 1");
+            return Promise.reject(new Error("no device for rank 1"));
+          }
+          const ex = createSyntheticExecutor(init);
+          ex.dispose = () => void disposed.push(init.rank);
+          return ex;
+        },
+        executorOptions: { ms: 0 },
+      }),
+      /no device for rank 1/,
+    );
+    assert.deepEqual(disposed.sort(), [0, 2]);
+  }
+});
+
+Deno.test("runPipelineInProcess: a failed run still disposes every executor and throws the first error", async () => {
+  const schedule = generateSchedule("1f1b", { ranks: 3, microBatches: 2 });
+  const disposed: number[] = [];
+  await assert.rejects(
+    runPipelineInProcess(schedule, {
+      createExecutor: (init) => {
+        const ex = createSyntheticExecutor(init);
+        const dispose = ex.dispose?.bind(ex);
+        ex.dispose = async () => {
+          await dispose?.();
+          disposed.push(init.rank);
+        };
+        return ex;
+      },
+      executorOptions: { ms: 0, failAt: "2F1" },
+    }),
+    (e: Error) => e instanceof PipelineWorkerError && e.rank === 2,
+  );
+  assert.deepEqual(disposed.sort(), [0, 1, 2]);
 });
