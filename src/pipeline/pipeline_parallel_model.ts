@@ -31,6 +31,7 @@ import { checkInFlightCap } from "./_in_flight.ts";
 import { toChromeTrace } from "./chrome_trace.ts";
 import { renderSvg } from "./render_svg.ts";
 import { PipelineWorkerPool } from "./runtime/worker_pool.ts";
+import { tuneMatmulForRanks } from "./runtime/_matmul_tuning.ts";
 import { runPipelineInProcess } from "./runtime/stage_runner.ts";
 import { InProcessBackend } from "./comm/in_process.ts";
 import type { StageContext, StageExecutor } from "./runtime/stage_executor.ts";
@@ -442,9 +443,12 @@ export class PipelineParallelModel {
     const b = partition.boundaries;
     const slices = Array.from({ length: numStages }, (_, s) => o.model.slice(b[s], b[s + 1]));
     const chunks = slices.map((sl) => sl.spec());
+    // Tuned once here rather than in every worker at once (they have no cache).
+    const tunedMatmul = await tuneMatmulForRanks(backend);
     const execOptions: ModelStageOptions = {
       chunks,
       backend,
+      ...(tunedMatmul === undefined ? {} : { tunedMatmul }),
       loss: o.loss,
       optimizer,
       ...(checkpoint === undefined ? {} : { checkpoint }),

@@ -76,6 +76,14 @@ export interface WebGPUBackendOptions {
    * untimed default for the adapter class; or a fixed variant.
    */
   readonly matmul?: "auto" | "default" | MatmulConfig;
+  /**
+   * With `matmul: "auto"`: the large-matmul variant already tuned for this
+   * adapter (`matmulConfig` of a backend tuned elsewhere, e.g. on the main
+   * thread for workers, which have no tuning cache), taken as the tuning's
+   * result instead of timing the candidates again. Smaller matmuls keep the
+   * quick-to-compile default, as after a tuning.
+   */
+  readonly tunedMatmul?: MatmulConfig;
   /** Workgroup size of the row-wise kernels (softmax, layer norm, ...). */
   readonly rowWorkgroupSize?: number;
   /** Dispatches recorded before a batch is submitted (default 256). */
@@ -235,7 +243,20 @@ export class WebGPUBackend implements Backend {
     });
     const be = new WebGPUBackend(device, adapter.info, opts);
     const choice = opts.matmul ?? "auto";
-    if (choice === "auto") {
+    const tuned = opts.tunedMatmul;
+    if (choice === "auto" && tuned !== undefined) {
+      try {
+        checkConfig(
+          tuned,
+          device.limits.maxComputeInvocationsPerWorkgroup,
+          device.limits.maxComputeWorkgroupStorageSize,
+        );
+      } catch (e) {
+        be.destroy();
+        throw e;
+      }
+      be.#matmulLarge = { ...tuned };
+    } else if (choice === "auto") {
       const cached = cachedConfig(be.#adapterKey);
       if (cached !== undefined) {
         be.#matmulLarge = cached;

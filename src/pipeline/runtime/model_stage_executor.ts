@@ -26,7 +26,7 @@
  * @module
  */
 
-import type { Backend, Shape, Tensor } from "../../tensor/mod.ts";
+import type { Backend, MatmulConfig, Shape, Tensor } from "../../tensor/mod.ts";
 import { type BackendKind, createBackend } from "../../tensor/create_backend.ts";
 import type { Layer, LayerSpec, Parameter } from "../../nn/layer.ts";
 import { layerFromSpec } from "../../nn/layer_registry.ts";
@@ -57,6 +57,14 @@ export interface ModelStageOptions {
   readonly chunks: readonly LayerSpec[];
   /** Backend each rank creates (default `"cpu"`). */
   readonly backend?: BackendKind;
+  /**
+   * On WebGPU: the large-matmul variant tuned once for all ranks (e.g. on
+   * the main thread; see `WebGPUBackendOptions.tunedMatmul`), so that no
+   * worker times the candidates itself (workers have no tuning cache) and
+   * every rank runs the same kernels. Absent: each rank tunes (or hits the
+   * cache).
+   */
+  readonly tunedMatmul?: MatmulConfig;
   /** Loss of the last stage: cross-entropy against class ids, or mean squared error. */
   readonly loss: PipelineLoss;
   /** Optimizer of every stage. */
@@ -209,7 +217,10 @@ export class ModelStageExecutor implements StageExecutor {
     const o = init.options as ModelStageOptions;
     checkOptions(o, init.stages);
     for (const m of o.modules ?? []) await import(m);
-    const backend = await createBackend(o.backend ?? "cpu");
+    const backend = await createBackend(
+      o.backend ?? "cpu",
+      o.tunedMatmul === undefined ? {} : { tunedMatmul: o.tunedMatmul },
+    );
     try {
       return new ModelStageExecutor(init, backend);
     } catch (e) {
