@@ -161,3 +161,55 @@ Deno.test("summarizeTimeline: bad ranks and events are refused naming the value"
     assert.throws(fn, (e: Error) => e instanceof type && message.test(e.message), what);
   }
 });
+
+Deno.test("summarizeTimeline steadyFrom: the median period from that iteration on", () => {
+  // One rank, one action of length 2 per iteration; iterations end at
+  // 3, 10, 13, 19, 22 → periods 7, 3, 6, 3.
+  const ends = [3, 10, 13, 19, 22];
+  const events = ends.map((end, i) => ev(0, "F", 0, 0, end - 2, end, i));
+  const at = (steadyFrom: number) => summarizeTimeline(events, 1, { steadyFrom });
+  // From iteration 2: periods 3, 6, 3 → median 3 (the 6 is an outlier, not averaged in).
+  assert.equal(at(2).period, 3);
+  close(at(2).steadyStateBubble, 1 - 2 / 3, "steady-state bubble at period 3");
+  // From iteration 1: 7, 3, 6, 3 → an even count takes the mean of the middle two, (3 + 6) / 2.
+  assert.equal(at(1).period, 4.5);
+  // From the last iteration: the default, the last period alone.
+  assert.equal(at(4).period, 3);
+  assert.equal(summarizeTimeline(events, 1).period, 3);
+  // Everything but the period is as without the option.
+  const { period: _p, steadyStateBubble: _s, ...rest } = at(1);
+  const { period: _q, steadyStateBubble: _t, ...plain } = summarizeTimeline(events, 1);
+  assert.deepEqual(rest, plain);
+  // One iteration: no period, and steadyFrom is not checked against it.
+  assert.equal(summarizeTimeline(events.slice(0, 1), 1, { steadyFrom: 3 }).period, undefined);
+});
+
+Deno.test("summarizeTimeline steadyFrom on simulated runs equals simulate's steady state once periods settle", () => {
+  for (const name of ["1f1b", "zb-h2", "zb-v"]) {
+    const schedule = generateSchedule(name, { ranks: 4, microBatches: 8 });
+    const sim = simulate(schedule, { iterations: 8 });
+    const sum = summarizeTimeline(sim.events, 4, { steadyFrom: 2 });
+    close(sum.period, sim.period!, `${name}: period`);
+    close(sum.steadyStateBubble, sim.steadyStateBubble!, `${name}: steady-state bubble`);
+  }
+});
+
+Deno.test("summarizeTimeline: a bad steadyFrom or options is refused naming the value", () => {
+  const events = [0, 1, 2].map((i) => ev(0, "F", 0, 0, 2 * i, 2 * i + 1, i));
+  assert.throws(
+    () => summarizeTimeline(events, 1, { steadyFrom: 0 }),
+    (e: Error) =>
+      e instanceof RangeError && /steadyFrom must be an integer >= 1 .*got 0/.test(e.message),
+  );
+  assert.throws(() => summarizeTimeline(events, 1, { steadyFrom: 1.5 }), /got 1\.5/);
+  assert.throws(
+    () => summarizeTimeline(events, 1, { steadyFrom: 3 }),
+    (e: Error) =>
+      e instanceof RangeError &&
+      /steadyFrom must be at most iterations - 1 = 2, got 3/.test(e.message),
+  );
+  assert.throws(
+    () => summarizeTimeline(events, 1, null as unknown as { steadyFrom: number }),
+    (e: Error) => e instanceof TypeError && /options must be an object/.test(e.message),
+  );
+});
