@@ -71,7 +71,7 @@ export type {
   RankState,
 } from "./runtime/stage_runner.ts";
 export { runPipelineInProcess, runRank } from "./runtime/stage_runner.ts";
-export type { TimelineSummary } from "./runtime/timeline_summary.ts";
+export type { SummarizeTimelineOptions, TimelineSummary } from "./runtime/timeline_summary.ts";
 export { summarizeTimeline } from "./runtime/timeline_summary.ts";
 export type { PipelineFailure, PipelineFailureKind } from "./runtime/pipeline_worker_error.ts";
 export { PipelineWorkerError } from "./runtime/pipeline_worker_error.ts";
