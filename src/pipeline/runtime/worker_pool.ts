@@ -59,8 +59,12 @@ export interface PipelineWorkerPoolOptions {
   readonly heartbeatIntervalMs?: number;
   /**
    * A rank silent this long (ms) once the pool is ready is declared hung
-   * (default 5000). It must exceed the longest stretch an executor holds
-   * its thread without returning to the event loop (synchronous compute).
+   * (default 5000). Heartbeats come from the worker's event loop, so a
+   * rank inside an action or step (per the status board) that holds its
+   * thread in synchronous compute is silent too: it is not declared hung
+   * while its thread is seen using CPU time (Linux /proc), or at all where
+   * that cannot be seen. A thread blocked without using CPU (a deadlocked
+   * wait) is hung; compute that never ends is left to `stallTimeoutMs`.
    */
   readonly heartbeatTimeoutMs?: number;
   /**
@@ -127,6 +131,23 @@ function positive(value: unknown, what: string, fallback: number): number {
     throw new RangeError(`${what} must be a positive number of ms, got ${value}`);
   }
   return v;
+}
+
+// CPU time (user + system, in clock ticks) of this process's thread `tid`
+// from /proc (Linux); undefined where it cannot be read. A worker held in
+// synchronous compute uses CPU; one blocked in a wait does not.
+function threadCpuTicks(tid: number | undefined): number | undefined {
+  if (tid === undefined) return undefined;
+  try {
+    const stat = Deno.readTextFileSync(`/proc/self/task/${tid}/stat`);
+    // Fields after the parenthesised name: state, ppid, …; utime and stime
+    // are fields 14 and 15 of the line, 12th and 13th after the name.
+    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    const ticks = Number(f[11]) + Number(f[12]);
+    return Number.isFinite(ticks) ? ticks : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /**
@@ -196,6 +217,13 @@ export class PipelineWorkerPool {
   #heartbeatTimeoutMs: number;
   #stallTimeoutMs: number;
   #lastHeartbeat: number[];
+  // Per rank: its worker's OS thread id (where /proc tells it), the CPU time
+  // (clock ticks) last read for it while it was silent, and when that last
+  // grew: a silent rank that computes is not hung.
+  #threadOf: (number | undefined)[];
+  #cpuTicks: (number | undefined)[];
+  #lastCpuAt: number[];
+  #watchMs: number;
   #lastProgress = -1;
   #lastProgressAt = 0;
   #watchdog: ReturnType<typeof setInterval>;
@@ -232,6 +260,10 @@ export class PipelineWorkerPool {
     const module = ex.module === undefined ? undefined : String(ex.module);
     this.#board = new Int32Array(new SharedArrayBuffer(boardLength(p) * 4));
     this.#lastHeartbeat = new Array<number>(p).fill(Infinity);
+    this.#threadOf = new Array<number | undefined>(p).fill(undefined);
+    this.#cpuTicks = new Array<number | undefined>(p).fill(undefined);
+    this.#lastCpuAt = new Array<number>(p).fill(-Infinity);
+    this.#watchMs = Math.max(10, Math.min(hbInterval, 250));
     this.#started = new Promise<void>((resolve, reject) => {
       this.#startResolve = resolve;
       this.#startReject = reject;
@@ -286,7 +318,7 @@ export class PipelineWorkerPool {
         }),
       );
     }, startupMs);
-    this.#watchdog = setInterval(() => this.#check(), Math.max(10, Math.min(hbInterval, 250)));
+    this.#watchdog = setInterval(() => this.#check(), this.#watchMs);
   }
 
   /** Number of ranks (workers). */
@@ -416,6 +448,7 @@ export class PipelineWorkerPool {
     switch (msg.type) {
       case "ready":
         if (msg.thread !== undefined) this.#threads.push(msg.thread);
+        this.#threadOf[rank] = msg.thread;
         if (++this.#ready === this.ranks) {
           clearTimeout(this.#startupTimer);
           // Heartbeats count from here on: the startup timeout covered loading.
@@ -534,12 +567,29 @@ export class PipelineWorkerPool {
     const now = performance.now();
     for (let r = 0; r < this.ranks; r++) {
       const silent = now - this.#lastHeartbeat[r];
-      if (silent > this.#heartbeatTimeoutMs) {
+      if (silent <= this.#watchMs) {
+        this.#cpuTicks[r] = undefined;
+        continue;
+      }
+      const state = Atomics.load(this.#board, SLOT_BASE + r * SLOT_SIZE + STATE);
+      const working = state === STATE_CODES.compute || state === STATE_CODES.step;
+      let cpuSeen = false;
+      if (working) {
+        const ticks = threadCpuTicks(this.#threadOf[r]);
+        if (ticks === undefined) continue; // cannot tell compute from a hang: the stall timeout judges
+        cpuSeen = true;
+        const before = this.#cpuTicks[r];
+        this.#cpuTicks[r] = ticks;
+        if (before !== undefined && ticks > before) this.#lastCpuAt[r] = now;
+      }
+      const quiet = now - Math.max(this.#lastHeartbeat[r], this.#lastCpuAt[r]);
+      if (quiet > this.#heartbeatTimeoutMs) {
         this.#fail(
           this.#blame(
             r,
             "hang",
-            `no heartbeat for ${Math.round(silent)} ms (timeout ${this.#heartbeatTimeoutMs} ms)`,
+            `no heartbeat for ${Math.round(silent)} ms (timeout ${this.#heartbeatTimeoutMs} ms)` +
+              (cpuSeen ? `, its thread using no CPU for ${Math.round(quiet)} ms` : ""),
           ),
         );
         return;

@@ -14,6 +14,7 @@ import { assertFollowsSchedule } from "./_timeline_checks.ts";
 import { referenceTraining } from "./_affine_executor.ts";
 
 const AFFINE = new URL("./_affine_executor.ts", import.meta.url).href;
+const SPIN = new URL("./_spin_executor.ts", import.meta.url).href;
 
 async function withPool<T>(
   options: PipelineWorkerPoolOptions,
@@ -197,6 +198,28 @@ Deno.test("pool: a worker that blocks its thread is caught by the heartbeat time
     error.message,
     /^rank 1 hung in 1B3 \(stage 1, microBatch 3, iteration 0\): no heartbeat/,
   );
+});
+
+Deno.test("pool: an action computing synchronously past the heartbeat timeout is no hang", async () => {
+  const schedule = generateSchedule("1f1b", { ranks: 2, microBatches: 2 });
+  const spinMs = 1500;
+  await withPool({
+    schedule,
+    executor: { module: SPIN, options: { ms: 1, spinAt: "1F0", spinMs } },
+    heartbeatIntervalMs: 100,
+    heartbeatTimeoutMs: 500,
+  }, async (pool) => {
+    const r = await pool.run();
+    assertFollowsSchedule(schedule, r.events);
+    const spun = r.events.find((e) =>
+      e.rank === 1 && e.iteration === r.firstIteration && e.action.kind === "F" &&
+      e.action.microBatch === 0
+    )!;
+    assert.ok(spun.end - spun.start >= spinMs, `1F0 took ${spun.end - spun.start} ms`);
+    // The pool is still usable: nothing was declared hung.
+    assert.equal(pool.failure, null);
+    assert.equal((await pool.run()).events.length, 8);
+  });
 });
 
 Deno.test("pool: a worker awaiting forever is caught by the stall timeout", async () => {
