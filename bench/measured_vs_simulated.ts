@@ -5,19 +5,27 @@
  * printing measured makespan / simulated makespan, the measured bubble
  * beside the simulated one, and over several back-to-back iterations the
  * measured steady-state bubble beside the simulated one (ZB-H2's and ZB-V's
- * reach zero only there).
+ * reach zero only there), then a verdict line against stated bounds.
  *
  * ```sh
  * deno run -A bench/measured_vs_simulated.ts                 # ms = 25 per F, I, W (B = 50)
- * deno run -A bench/measured_vs_simulated.ts --ms 40 --iterations 4 --json
+ * deno run -A bench/measured_vs_simulated.ts --ms 40 --iterations 6 --steady-from 2 --json
  * deno run -A bench/measured_vs_simulated.ts --schedule zb-h2 --schedule 1f1b
  * ```
  *
  * Each single-iteration figure is the median over `--repeats` runs (after
  * one warm-up iteration); the steady-state figures come from one run of
- * `--iterations` iterations. The simulator gets the same per-kind costs and
- * no communication delay, so the ratio shows everything the runtime adds:
- * message latency, timer lateness, scheduling on a shared machine.
+ * `--iterations` iterations (default 8), by `summarizeTimeline`'s
+ * `steadyFrom`: the period is the median time between consecutive
+ * iterations' ends from iteration `--steady-from` (default 2) on, for the
+ * measured and the simulated events alike. One period alone (the last, as
+ * `simulate` reports it) carries whatever the shared machine did during it.
+ * The simulator gets the same per-kind costs and no communication delay, so
+ * the ratio shows everything the runtime adds: message latency, timer
+ * lateness, scheduling on a shared machine.
+ *
+ * Verdict (`VERDICT_BOUNDS`): ZB-H2's measured steady-state bubble at most
+ * 2 % and every makespan ratio (one iteration and back to back) at most 1.10.
  *
  * @module
  */
@@ -27,6 +35,7 @@ import { generateSchedule, SCHEDULE_NAMES } from "../src/pipeline/generate.ts";
 import { simulate } from "../src/pipeline/simulate.ts";
 import { type PipelineRunResult, PipelineWorkerPool } from "../src/pipeline/runtime/worker_pool.ts";
 import { syntheticCosts } from "../src/pipeline/runtime/synthetic_executor.ts";
+import { summarizeTimeline } from "../src/pipeline/runtime/timeline_summary.ts";
 
 /** One row of the table. */
 export interface RuntimeRow {
@@ -41,6 +50,8 @@ export interface RuntimeRow {
   measuredBubble: number;
   simulatedBubble: number;
   iterations: number;
+  /** First iteration whose period counts in the steady-state figures (median period). */
+  steadyFrom: number;
   steadyRatio: number;
   measuredSteadyBubble: number;
   simulatedSteadyBubble: number;
@@ -56,6 +67,7 @@ export async function measureSchedule(
   ms: number,
   repeats: number,
   iterations: number,
+  steadyFrom: number = iterations - 1,
 ): Promise<RuntimeRow> {
   const schedule = generateSchedule(name, { ranks: p, microBatches: m });
   const costs = syntheticCosts(ms);
@@ -71,6 +83,8 @@ export async function measureSchedule(
     const steady = await pool.run({ iterations });
     const sim1 = simulate(schedule, { costs });
     const simK = simulate(schedule, { costs, iterations });
+    const measuredSteady = summarizeTimeline(steady.events, p, { steadyFrom });
+    const simulatedSteady = summarizeTimeline(simK.events, p, { steadyFrom });
     return {
       schedule: name,
       p,
@@ -83,13 +97,49 @@ export async function measureSchedule(
       measuredBubble: single.bubbleFraction,
       simulatedBubble: sim1.bubbleFraction,
       iterations,
+      steadyFrom,
       steadyRatio: steady.makespan / simK.makespan,
-      measuredSteadyBubble: steady.steadyStateBubble ?? NaN,
-      simulatedSteadyBubble: simK.steadyStateBubble ?? NaN,
+      measuredSteadyBubble: measuredSteady.steadyStateBubble ?? NaN,
+      simulatedSteadyBubble: simulatedSteady.steadyStateBubble ?? NaN,
     };
   } finally {
     await pool.dispose();
   }
+}
+
+/** Bounds of the verdict line: the issue's "near zero" and "at most 1.10". */
+export const VERDICT_BOUNDS = { zbH2SteadyBubble: 0.02, makespanRatio: 1.10 } as const;
+
+/**
+ * One line: PASS when ZB-H2's measured steady-state bubble and every
+ * makespan ratio are within {@linkcode VERDICT_BOUNDS}, else FAIL naming
+ * what is over (a figure that is NaN, not measured, fails).
+ */
+export function verdict(rows: readonly RuntimeRow[]): string {
+  const over: string[] = [];
+  const zb = rows.find((r) => r.schedule === "zb-h2");
+  if (zb !== undefined && !(zb.measuredSteadyBubble <= VERDICT_BOUNDS.zbH2SteadyBubble)) {
+    over.push(`zb-h2 steady-state bubble ${(zb.measuredSteadyBubble * 100).toFixed(1)}%`);
+  }
+  let worst = 0;
+  let worstAt = "";
+  for (const r of rows) {
+    for (
+      const [ratio, what] of [[r.ratio, "1 it"], [r.steadyRatio, `${r.iterations} it`]] as const
+    ) {
+      if (ratio > worst) [worst, worstAt] = [ratio, `${r.schedule}, ${what}`];
+      if (!(ratio <= VERDICT_BOUNDS.makespanRatio)) {
+        over.push(`${r.schedule} makespan ratio ${ratio.toFixed(3)} (${what})`);
+      }
+    }
+  }
+  const zbText = zb === undefined
+    ? "zb-h2 not run"
+    : `zb-h2 steady-state bubble ${(zb.measuredSteadyBubble * 100).toFixed(1)}%`;
+  return `verdict: ${over.length === 0 ? "PASS" : "FAIL"} (bounds: zb-h2 steady-state bubble <= ` +
+    `${VERDICT_BOUNDS.zbH2SteadyBubble * 100}%, every makespan ratio <= ` +
+    `${VERDICT_BOUNDS.makespanRatio.toFixed(2)}): ${zbText}, worst ratio ${worst.toFixed(3)} ` +
+    `(${worstAt})${over.length === 0 ? "" : `; over: ${over.join(", ")}`}`;
 }
 
 function table(rows: RuntimeRow[]): string {
@@ -127,7 +177,8 @@ if (import.meta.main) {
       ranks: { type: "string", default: "4" },
       microbatches: { type: "string", default: "8" },
       repeats: { type: "string", default: "3" },
-      iterations: { type: "string", default: "3" },
+      iterations: { type: "string", default: "8" },
+      "steady-from": { type: "string", default: "2" },
       schedule: { type: "string", multiple: true },
       json: { type: "boolean" },
     },
@@ -137,6 +188,7 @@ if (import.meta.main) {
   const m = Number(values.microbatches);
   const repeats = Number(values.repeats);
   const iterations = Number(values.iterations);
+  const steadyFrom = Number(values["steady-from"]);
   if (!(ms > 0)) throw new RangeError(`--ms must be a positive number, got ${values.ms}`);
   if (!Number.isInteger(repeats) || repeats < 1) {
     throw new RangeError(`--repeats must be a positive integer, got ${values.repeats}`);
@@ -144,16 +196,23 @@ if (import.meta.main) {
   if (!Number.isInteger(iterations) || iterations < 2) {
     throw new RangeError(`--iterations must be an integer >= 2, got ${values.iterations}`);
   }
+  if (!Number.isInteger(steadyFrom) || steadyFrom < 1 || steadyFrom > iterations - 1) {
+    throw new RangeError(
+      `--steady-from must be an integer from 1 to iterations - 1 = ${iterations - 1}, ` +
+        `got ${values["steady-from"]}`,
+    );
+  }
   const names = values.schedule ?? [...SCHEDULE_NAMES];
   if (!values.json) {
     console.log(
       `P=${p} m=${m}, synthetic F=I=W=${ms} ms (B=${2 * ms} ms), sleeping workers; ` +
-        `single iteration: median of ${repeats}; steady state over ${iterations} iterations`,
+        `single iteration: median of ${repeats}; steady state: one run of ${iterations} ` +
+        `iterations, median period from iteration ${steadyFrom} on`,
     );
   }
   const rows: RuntimeRow[] = [];
   for (const name of names) {
-    const row = await measureSchedule(name, p, m, ms, repeats, iterations);
+    const row = await measureSchedule(name, p, m, ms, repeats, iterations, steadyFrom);
     rows.push(row);
     if (values.json) console.log(JSON.stringify(row));
   }
@@ -162,4 +221,5 @@ if (import.meta.main) {
     const worst = rows.reduce((a, b) => (b.ratio > a.ratio ? b : a));
     console.log(`worst single-iteration ratio: ${worst.ratio.toFixed(3)} (${worst.schedule})`);
   }
+  console.log(values.json ? JSON.stringify({ verdict: verdict(rows) }) : verdict(rows));
 }

@@ -9,16 +9,22 @@
  * deno bench -A bench/schedules_bench.ts          # simulate benches + the table, printed once
  * deno run -A bench/schedules_bench.ts            # the table only
  * deno run -A bench/schedules_bench.ts --json     # one JSON object per schedule
- * deno run -A bench/schedules_bench.ts --ranks 4 --microbatches 8 --ms 20 --iterations 3
+ * deno run -A bench/schedules_bench.ts --ranks 4 --microbatches 8 --ms 20 --iterations 8 --steady-from 2
  * deno run -A bench/schedules_bench.ts --svg docs/img --simulated-only   # timelines, no workers
  * ```
  *
  * Under `deno bench` the options come from `deno bench -A bench/schedules_bench.ts -- --ms 30`
  * or from the environment: `SCHEDULES_BENCH_RANKS`, `SCHEDULES_BENCH_MICROBATCHES`,
- * `SCHEDULES_BENCH_MS`, `SCHEDULES_BENCH_REPEATS`, `SCHEDULES_BENCH_ITERATIONS`, and
+ * `SCHEDULES_BENCH_MS`, `SCHEDULES_BENCH_REPEATS`, `SCHEDULES_BENCH_ITERATIONS`,
+ * `SCHEDULES_BENCH_STEADY_FROM`, and
  * `SCHEDULES_BENCH_MEASURE=0` to skip the workers. The workers run once, at
  * module load, never inside a timing loop; the Deno.bench groups time the
  * simulator alone.
+ *
+ * The measured steady state is the median period from iteration
+ * `--steady-from` (default 2) of one run of `--iterations` (default 8), as
+ * `bench/measured_vs_simulated.ts` takes it; the simulated periods are all
+ * equal by then, so its figure is `simulate`'s.
  *
  * @module
  */
@@ -27,7 +33,7 @@ import { parseArgs } from "node:util";
 import { generateSchedule, SCHEDULE_NAMES } from "../src/pipeline/generate.ts";
 import { simulate } from "../src/pipeline/simulate.ts";
 import { renderSvg } from "../src/pipeline/render_svg.ts";
-import { measureSchedule } from "./measured_vs_simulated.ts";
+import { measureSchedule, type RuntimeRow, verdict } from "./measured_vs_simulated.ts";
 import {
   formatScheduleTable,
   type ScheduleTableRow,
@@ -61,7 +67,8 @@ const { values } = parseArgs({
     microbatches: { type: "string", default: env("MICROBATCHES") ?? String(BENCH_M) },
     ms: { type: "string", default: env("MS") ?? "20" },
     repeats: { type: "string", default: env("REPEATS") ?? "3" },
-    iterations: { type: "string", default: env("ITERATIONS") ?? "3" },
+    iterations: { type: "string", default: env("ITERATIONS") ?? "8" },
+    "steady-from": { type: "string", default: env("STEADY_FROM") ?? "2" },
     "simulated-only": { type: "boolean", default: env("MEASURE") === "0" },
     json: { type: "boolean", default: false },
     svg: { type: "string" },
@@ -73,6 +80,12 @@ const p = integer("ranks", values.ranks, 1);
 const m = integer("microbatches", values.microbatches, 1);
 const repeats = integer("repeats", values.repeats, 1);
 const iterations = integer("iterations", values.iterations, 2);
+const steadyFrom = integer("steady-from", values["steady-from"], 1);
+if (steadyFrom > iterations - 1) {
+  throw new RangeError(
+    `--steady-from must be at most iterations - 1 = ${iterations - 1}, got ${steadyFrom}`,
+  );
+}
 const ms = Number(values.ms);
 if (!(ms > 0) || !Number.isFinite(ms)) {
   throw new RangeError(`--ms must be a positive number of milliseconds, got "${values.ms}"`);
@@ -99,12 +112,13 @@ if (values.svg !== undefined) {
 }
 
 const t0 = performance.now();
+const runs: RuntimeRow[] = [];
 if (!values["simulated-only"]) {
   const measured: ScheduleTableRow[] = [];
   for (const row of rows) {
-    measured.push(
-      withMeasurement(row, await measureSchedule(row.schedule, p, m, ms, repeats, iterations)),
-    );
+    const run = await measureSchedule(row.schedule, p, m, ms, repeats, iterations, steadyFrom);
+    runs.push(run);
+    measured.push(withMeasurement(row, run));
   }
   rows = measured;
 }
@@ -128,9 +142,10 @@ if (values.json) {
       ? "Measured columns skipped (--simulated-only / SCHEDULES_BENCH_MEASURE=0)."
       : `Measured: one Deno worker per rank, synthetic actions F = I = W = ${ms} ms ` +
         `(B = ${2 * ms} ms, blocking sleep); one iteration: median of ${repeats} runs after ` +
-        `a warm-up; steady state: one run of ${iterations} iterations; ` +
-        `${seconds.toFixed(1)} s in all.\n`,
+        `a warm-up; steady state: one run of ${iterations} iterations, median period from ` +
+        `iteration ${steadyFrom} on; ${seconds.toFixed(1)} s in all.`,
   );
+  if (runs.length > 0) console.log(`${verdict(runs)}\n`);
 }
 
 // The simulator's own speed at p = 4, m = 8, one group per schedule. In

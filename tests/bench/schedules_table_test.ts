@@ -44,6 +44,7 @@ function fakeRun(row: ScheduleTableRow, k: number): RuntimeRow {
     measuredBubble: row.bubble + 0.01,
     simulatedBubble: row.bubble,
     iterations: row.iterations,
+    steadyFrom: row.iterations - 1,
     steadyRatio: 1.02,
     measuredSteadyBubble: 0.0123,
     simulatedSteadyBubble: row.steadyBubble,
