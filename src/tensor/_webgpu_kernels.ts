@@ -36,6 +36,8 @@ import matmulTiled from "../../kernels/matmul_tiled.wgsl" with { type: "text" };
 import permute from "../../kernels/permute.wgsl" with { type: "text" };
 import reduce from "../../kernels/reduce.wgsl" with { type: "text" };
 import scale from "../../kernels/scale.wgsl" with { type: "text" };
+import scaleInPlace from "../../kernels/scale_in_place.wgsl" with { type: "text" };
+import sgd from "../../kernels/sgd.wgsl" with { type: "text" };
 import softmax from "../../kernels/softmax.wgsl" with { type: "text" };
 import softmaxBackward from "../../kernels/softmax_backward.wgsl" with { type: "text" };
 import sumRows from "../../kernels/sum_rows.wgsl" with { type: "text" };
@@ -81,6 +83,10 @@ export const KERNELS = {
   permute: k("permute", permute, "rw"),
   reduce: k("reduce", reduce, "rw"),
   scale: k("scale", scale, "rw"),
+  scaleInPlace: k("scale_in_place", scaleInPlace, "w"),
+  // One source, two layouts: with and without the momentum buffer.
+  sgd: k("sgd", sgd, "wrw"),
+  sgdPlain: k("sgd_plain", sgd, "wr"),
   softmax: k("softmax", softmax, "rw"),
   softmaxBackward: k("softmax_backward", softmaxBackward, "rrw"),
   sumRows: k("sum_rows", sumRows, "rw"),

@@ -66,6 +66,20 @@ export interface AdamWParams {
   readonly step: number;
 }
 
+/**
+ * Hyper-parameters of one SGD update (as PyTorch's `SGD` without dampening
+ * or Nesterov): `d = g + weightDecay·p`; with a momentum buffer
+ * `buf ← momentum·buf + d` and `d = buf`; then `p ← p − lr·d`.
+ */
+export interface SGDParams {
+  /** Learning rate. */
+  readonly lr: number;
+  /** Momentum μ in [0, 1); must be 0 when no momentum buffer is passed. */
+  readonly momentum: number;
+  /** L2 weight decay λ, added to the gradient. */
+  readonly weightDecay: number;
+}
+
 /** Result of a layer norm forward: the output and the per-row statistics. */
 export interface LayerNormResult {
   /** Normalised, scaled and shifted output, same shape as the input. */
@@ -136,6 +150,10 @@ export interface Backend {
   fillInPlace(x: Tensor, value: number): void;
   /** A fresh copy of `x`. */
   copy(x: Tensor): Tensor;
+  /** In place: `dst` becomes a copy of `src` (same shapes, distinct storage). */
+  copyInPlace(dst: Tensor, src: Tensor): void;
+  /** In place: `x ← s * x`. */
+  scaleInPlace(x: Tensor, s: number): void;
 
   /** `max(x, 0)`. */
   relu(x: Tensor): Tensor;
@@ -202,6 +220,11 @@ export interface Backend {
 
   /** In place AdamW update of `param`, with moments `m` and `v` updated too. */
   adamwInPlace(param: Tensor, grad: Tensor, m: Tensor, v: Tensor, hp: AdamWParams): void;
+  /**
+   * In place SGD update of `param` (see {@linkcode SGDParams}); `buf`, when
+   * given, is the momentum buffer and is updated too.
+   */
+  sgdInPlace(param: Tensor, grad: Tensor, buf: Tensor | null, hp: SGDParams): void;
 
   /** Copy of rows `[start, end)` along dimension 0. */
   sliceRows(x: Tensor, start: number, end: number): Tensor;

@@ -12,6 +12,7 @@ import type {
   CrossEntropyResult,
   LayerNormResult,
   MemoryStats,
+  SGDParams,
   Shape,
 } from "./backend.ts";
 import { MemoryTracker } from "./_memory.ts";
@@ -201,6 +202,17 @@ export class CpuBackend implements Backend {
   /** A fresh copy. */
   copy(x: Tensor): Tensor {
     return this.#wrap(x.shape, new Float32Array(data(x)));
+  }
+
+  /** In place `dst ← src`. */
+  copyInPlace(dst: Tensor, src: Tensor): void {
+    data(dst).set(data(src));
+  }
+
+  /** In place `x ← s * x`. */
+  scaleInPlace(x: Tensor, s: number): void {
+    const X = data(x);
+    for (let i = 0; i < X.length; i++) X[i] *= s;
   }
 
   /** `max(x, 0)`. */
@@ -477,6 +489,22 @@ export class CpuBackend implements Backend {
       Vv[i] = vi;
       const p = P[i];
       P[i] = p - lr * ((mi / bc1) / (Math.sqrt(vi / bc2) + eps) + weightDecay * p);
+    }
+  }
+
+  /** SGD with optional momentum buffer and L2 weight decay. */
+  sgdInPlace(param: Tensor, grad: Tensor, buf: Tensor | null, hp: SGDParams): void {
+    const P = data(param), G = data(grad);
+    const { lr, momentum, weightDecay } = hp;
+    if (buf === null) {
+      for (let i = 0; i < P.length; i++) P[i] -= lr * (G[i] + weightDecay * P[i]);
+      return;
+    }
+    const Bf = data(buf);
+    for (let i = 0; i < P.length; i++) {
+      // The stored (f32) buffer drives the step, as in the unfused update.
+      Bf[i] = momentum * Bf[i] + (G[i] + weightDecay * P[i]);
+      P[i] -= lr * Bf[i];
     }
   }
 

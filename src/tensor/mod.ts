@@ -11,6 +11,7 @@ export type {
   CrossEntropyResult,
   LayerNormResult,
   MemoryStats,
+  SGDParams,
   Shape,
 } from "./backend.ts";
 export { checkShape, shapeSize, Tensor } from "./tensor.ts";

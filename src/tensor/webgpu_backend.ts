@@ -26,6 +26,7 @@ import type {
   CrossEntropyResult,
   LayerNormResult,
   MemoryStats,
+  SGDParams,
   Shape,
 } from "./backend.ts";
 import { MemoryTracker } from "./_memory.ts";
@@ -545,6 +546,18 @@ export class WebGPUBackend implements Backend {
     return out;
   }
 
+  /** In place `dst ← src`: one buffer-to-buffer copy, no dispatch. */
+  copyInPlace(dst: Tensor, src: Tensor): void {
+    this.#live();
+    this.#copyBytes(buf(src), 0, buf(dst), 0, src.size * 4);
+  }
+
+  /** In place `x ← s * x`. */
+  scaleInPlace(x: Tensor, s: number): void {
+    this.#live();
+    this.#vec4(KERNELS.scaleInPlace, {}, x.size, [s], [buf(x)]);
+  }
+
   /** `max(x, 0)`. */
   relu(x: Tensor): Tensor {
     return this.#activation(x, 0);
@@ -808,6 +821,21 @@ export class WebGPUBackend implements Backend {
       [lr, beta1, 1 - beta1, beta2, 1 - beta2, eps, weightDecay, bc1, bc2],
       [buf(param), buf(grad), buf(m), buf(v)],
     );
+  }
+
+  /** SGD with optional momentum buffer and L2 weight decay, in one pass. */
+  sgdInPlace(param: Tensor, grad: Tensor, buffer: Tensor | null, hp: SGDParams): void {
+    this.#live();
+    const f32s = [hp.lr, hp.momentum, hp.weightDecay];
+    if (buffer === null) {
+      this.#vec4(KERNELS.sgdPlain, { MOMENTUM: false }, param.size, f32s, [buf(param), buf(grad)]);
+    } else {
+      this.#vec4(KERNELS.sgd, { MOMENTUM: true }, param.size, f32s, [
+        buf(param),
+        buf(grad),
+        buf(buffer),
+      ]);
+    }
   }
 
   // ---- kernels: copies -------------------------------------------------------------

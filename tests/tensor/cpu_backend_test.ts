@@ -214,6 +214,18 @@ Deno.test("elementwise: add, sub, mul, scale, axpy, fill and copy", async () => 
       ops.fillInPlace(y, 3.5);
       assertClose(await read(y), map(() => 3.5), 0, `fill ${w}`);
       assertClose(await a.toArray(), A, 0, `copy left the source unchanged ${w}`);
+      const z = ops.copy(a), live = be.memory.liveBytes;
+      ops.copyInPlace(z, b);
+      assertClose(await z.toArray(), B, 0, `copyInPlace ${w}`);
+      ops.scaleInPlace(z, -2.5);
+      assertClose(await z.toArray(), map((i) => -2.5 * B[i]), t, `scaleInPlace ${w}`);
+      const view = z.reshape(z.shape);
+      ops.copyInPlace(z, view); // a view of itself: unchanged
+      view.dispose();
+      assertClose(await z.toArray(), map((i) => -2.5 * B[i]), t, `copyInPlace onto itself ${w}`);
+      assert.equal(be.memory.liveBytes, live, `in-place ops allocate nothing ${w}`);
+      assertClose(await b.toArray(), B, 0, `copyInPlace left the source unchanged ${w}`);
+      z.dispose();
       a.dispose();
       b.dispose();
     }
@@ -532,6 +544,30 @@ Deno.test("adamwInPlace: three steps equal the bias-corrected, decoupled-decay f
     assertClose(await read(m), Mm, t, `m ${be.name}`);
     assertClose(await read(v), Vv, t, `v ${be.name}`);
     assertClose(await read(p), P, t, `param ${be.name}`);
+  }
+});
+
+Deno.test("sgdInPlace: three steps equal PyTorch's SGD (momentum, weight decay, and plain)", async () => {
+  for (const be of backends) {
+    const n = 37;
+    const P0 = lcgData(n, 31), grads = [32, 33, 34].map((s) => lcgData(n, s, -2, 2));
+    for (const [lr, mu, wd] of [[0.05, 0.9, 0.1], [0.05, 0, 0.1], [0.2, 0.5, 0], [0.3, 0, 0]]) {
+      const p = up(be, P0, [n]), buf = mu === 0 ? null : be.zeros([n]);
+      const P = Float64Array.from(P0), Bf = new Float64Array(n);
+      for (let s = 0; s < 3; s++) {
+        const g = up(be, grads[s], [n]);
+        ops.sgdInPlace(p, g, buf, { lr, momentum: mu, weightDecay: wd });
+        g.dispose();
+        for (let i = 0; i < n; i++) {
+          const d = grads[s][i] + wd * P[i];
+          Bf[i] = s === 0 ? d : mu * Bf[i] + d; // PyTorch: buf = d at the first step
+          P[i] -= lr * (mu === 0 ? d : Bf[i]);
+        }
+      }
+      const t = tol(be) * 10, w = `${be.name} lr ${lr} momentum ${mu} weightDecay ${wd}`;
+      assertClose(await read(p), P, t, `param ${w}`);
+      if (buf !== null) assertClose(await read(buf), Bf, t, `buf ${w}`);
+    }
   }
 });
 

@@ -5,7 +5,7 @@
  */
 
 import assert from "node:assert/strict";
-import type { AdamWParams, Backend, Shape } from "../../src/tensor/backend.ts";
+import type { AdamWParams, Backend, SGDParams, Shape } from "../../src/tensor/backend.ts";
 import { CpuBackend } from "../../src/tensor/cpu_backend.ts";
 import * as ops from "../../src/tensor/ops.ts";
 import type { Tensor } from "../../src/tensor/tensor.ts";
@@ -24,6 +24,9 @@ const KERNELS = [
   "axpyInPlace",
   "fillInPlace",
   "copy",
+  "copyInPlace",
+  "scaleInPlace",
+  "sgdInPlace",
   "relu",
   "reluBackward",
   "gelu",
@@ -97,6 +100,8 @@ const HP: AdamWParams = {
   weightDecay: 0.01,
   step: 1,
 };
+
+const SGD_HP: SGDParams = { lr: 0.1, momentum: 0, weightDecay: 0 };
 
 type Cls = TypeErrorConstructor | RangeErrorConstructor;
 interface BadCase {
@@ -191,6 +196,21 @@ Deno.test("ops: mismatched shapes throw RangeError naming both shapes", async ()
       setup: (be) => () => ops.axpyInPlace(t(be, [2, 2]), 1, t(be, [4])),
       cls: RangeError,
       parts: ["y [2, 2]", "x [4]"],
+    },
+    "copyInPlace": {
+      setup: (be) => () => ops.copyInPlace(t(be, [2, 3]), t(be, [3, 2])),
+      cls: RangeError,
+      parts: ["copyInPlace", "dst [2, 3]", "src [3, 2]"],
+    },
+    "sgdInPlace grad": {
+      setup: (be) => () => ops.sgdInPlace(t(be, [3]), t(be, [1, 3]), null, SGD_HP),
+      cls: RangeError,
+      parts: ["sgdInPlace", "param [3]", "grad [1, 3]"],
+    },
+    "sgdInPlace buf": {
+      setup: (be) => () => ops.sgdInPlace(t(be, [3]), t(be, [3]), t(be, [4]), SGD_HP),
+      cls: RangeError,
+      parts: ["param [3]", "buf [4]"],
     },
     "reluBackward": {
       setup: (be) => () => ops.reluBackward(t(be, [2, 3]), t(be, [3, 2])),
@@ -357,6 +377,48 @@ Deno.test("ops: non-finite or non-number scalars and bad options are refused", a
       setup: (be) => () => ops.axpyInPlace(t(be, [2]), -Infinity, t(be, [2])),
       cls: RangeError,
       parts: ["alpha", "-Infinity"],
+    },
+    "scaleInPlace NaN": {
+      setup: (be) => () => ops.scaleInPlace(t(be, [2]), nan),
+      cls: RangeError,
+      parts: ["scaleInPlace", "s", "NaN"],
+    },
+    "sgd lr negative": {
+      setup: (be) => () => ops.sgdInPlace(t(be, [2]), t(be, [2]), null, { ...SGD_HP, lr: -1 }),
+      cls: RangeError,
+      parts: ["hp.lr", "-1"],
+    },
+    "sgd momentum 1": {
+      setup: (be) => () =>
+        ops.sgdInPlace(t(be, [2]), t(be, [2]), t(be, [2]), { ...SGD_HP, momentum: 1 }),
+      cls: RangeError,
+      parts: ["hp.momentum", "[0, 1)", "got 1"],
+    },
+    "sgd momentum without buf": {
+      setup: (be) => () =>
+        ops.sgdInPlace(t(be, [2]), t(be, [2]), null, { ...SGD_HP, momentum: 0.9 }),
+      cls: RangeError,
+      parts: ["momentum 0.9", "buf null"],
+    },
+    "sgd weightDecay NaN": {
+      setup: (be) => () =>
+        ops.sgdInPlace(t(be, [2]), t(be, [2]), null, { ...SGD_HP, weightDecay: nan }),
+      cls: RangeError,
+      parts: ["hp.weightDecay", "NaN"],
+    },
+    "sgd param aliases buf": {
+      setup: (be) => () => {
+        const p = t(be, [2]);
+        return ops.sgdInPlace(p, t(be, [2]), p.reshape([2]), { ...SGD_HP, momentum: 0.5 });
+      },
+      cls: RangeError,
+      parts: ["param and buf", "share storage"],
+    },
+    "sgd hp missing": {
+      setup: (be) => () =>
+        ops.sgdInPlace(t(be, [2]), t(be, [2]), null, null as unknown as SGDParams),
+      cls: TypeError,
+      parts: ["hp", "SGDParams", "null"],
     },
     "fill NaN": {
       setup: (be) => () => ops.fillInPlace(t(be, [2]), nan),

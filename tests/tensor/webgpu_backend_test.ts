@@ -479,6 +479,45 @@ gpuTest("webgpu adamw: three steps equal the CPU", async () => {
   }
 });
 
+gpuTest("webgpu sgd: three steps equal the CPU, with and without momentum", async () => {
+  for (const shape of [[1], [7], [3, 5], [1030]]) {
+    for (const [momentum, weightDecay] of [[0.9, 0.1], [0, 0.1], [0.5, 0], [0, 0]]) {
+      const [cp, gp] = pair(shape);
+      const [cb, gb] = momentum === 0 ? [null, null] : [cpu.zeros(shape), gpu.zeros(shape)];
+      for (let step = 1; step <= 3; step++) {
+        const hp = { lr: 0.05, momentum, weightDecay };
+        const [cg, gg] = pair(shape);
+        ops.sgdInPlace(cp, cg, cb, hp);
+        ops.sgdInPlace(gp, gg, gb, hp);
+      }
+      const what = `sgd momentum ${momentum} weightDecay ${weightDecay} [${shape}]`;
+      let [got, want] = await both(cp, gp);
+      assertNear(got, want, `${what} param`);
+      if (cb !== null) {
+        [got, want] = await both(cb, gb!);
+        assertNear(got, want, `${what} buf`);
+      }
+    }
+  }
+});
+
+gpuTest("webgpu copyInPlace equals the CPU exactly; scaleInPlace within tolerance", async () => {
+  for (const shape of [[1], [5], [3, 7], [1030]]) {
+    const [cd, gd] = pair(shape), [cs, gs] = pair(shape);
+    ops.copyInPlace(cd, cs);
+    ops.copyInPlace(gd, gs);
+    let [got, want] = await both(cd, gd);
+    assertExact(got, want, `copyInPlace [${shape}]`);
+    ops.scaleInPlace(cd, -0.37);
+    ops.scaleInPlace(gd, -0.37);
+    [got, want] = await both(cd, gd);
+    assertNear(got, want, `scaleInPlace [${shape}]`);
+    // The source is untouched by both.
+    [got, want] = await both(cs, gs);
+    assertExact(got, want, `copyInPlace source [${shape}]`);
+  }
+});
+
 gpuTest("webgpu copies: sliceRows, concatRows and permute equal the CPU exactly", async () => {
   const [cx, gx] = pair([7, 3, 2]);
   let [got, want] = await both(ops.sliceRows(cx, 2, 5), ops.sliceRows(gx, 2, 5));
