@@ -59,13 +59,7 @@ export function scaleGradsInPlace(params: readonly Parameter[], factor: number):
   if (typeof factor !== "number" || !Number.isFinite(factor)) {
     throw new RangeError(`scaleGradsInPlace: factor must be a finite number, got ${factor}`);
   }
-  for (const p of params) {
-    // No in-place scale op: g ← 0 + 1·(c g), which is exact.
-    const scaled = ops.scale(p.grad, factor);
-    ops.fillInPlace(p.grad, 0);
-    ops.axpyInPlace(p.grad, 1, scaled);
-    scaled.dispose();
-  }
+  for (const p of params) ops.scaleInPlace(p.grad, factor);
 }
 
 /**

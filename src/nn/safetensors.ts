@@ -377,9 +377,7 @@ export function loadSafetensors(
   });
   for (const [value, data] of staged) {
     const t = value.backend.fromData(data, value.shape);
-    // No write-into op exists: v ← 0 + 1·t is exact.
-    ops.fillInPlace(value, 0);
-    ops.axpyInPlace(value, 1, t);
+    ops.copyInPlace(value, t);
     t.dispose();
   }
 }

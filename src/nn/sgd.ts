@@ -69,32 +69,21 @@ export class SGD implements Optimizer {
   step(): void {
     checkGroups("SGD", this.groups);
     this.#step++;
+    const momentum = this.momentum;
     for (const g of this.groups) {
+      const hp = { lr: g.lr, momentum, weightDecay: g.weightDecay };
       for (const p of g.params) {
-        let d = p.grad;
-        let owned = false;
-        if (g.weightDecay !== 0) {
-          d = ops.scale(p.value, g.weightDecay); // λ p
-          ops.axpyInPlace(d, 1, p.grad); // g + λ p
-          owned = true;
-        }
-        if (this.momentum !== 0) {
-          const old = this.#buf.get(p.value);
-          let buf: Tensor;
-          if (old === undefined) {
-            buf = ops.copy(d);
-          } else {
-            buf = ops.scale(old, this.momentum); // μ buf
-            ops.axpyInPlace(buf, 1, d); // μ buf + d
-            old.dispose();
+        let buf: Tensor | null = null;
+        if (momentum !== 0) {
+          buf = this.#buf.get(p.value) ?? null;
+          if (buf === null) {
+            // Zeros make the fused step's μ·buf + d exactly PyTorch's first `buf = d`.
+            buf = p.value.backend.zeros(p.value.shape);
+            this.#buf.set(p.value, buf);
           }
-          this.#buf.set(p.value, buf);
-          if (owned) d.dispose();
-          d = buf;
-          owned = false;
         }
-        ops.axpyInPlace(p.value, -g.lr, d);
-        if (owned) d.dispose();
+        // One fused pass; the buffer is updated in place, never reallocated.
+        ops.sgdInPlace(p.value, p.grad, buf, hp);
       }
     }
   }

@@ -152,8 +152,7 @@ export async function profileLayerCosts(
     for (const l of layers) l.dropState(key);
     for (let i = 1; i < inputs.length; i++) inputs[i].dispose();
     for (const { p, g } of saved) {
-      ops.fillInPlace(p.grad, 0);
-      ops.axpyInPlace(p.grad, 1, g);
+      ops.copyInPlace(p.grad, g);
       g.dispose();
     }
   }

@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
 import { CpuBackend } from "../../src/tensor/cpu_backend.ts";
+import type { Tensor } from "../../src/tensor/mod.ts";
+import * as ops from "../../src/tensor/ops.ts";
 import { SGD } from "../../src/nn/sgd.ts";
 import { assertThrowsWith } from "../tensor/_helpers.ts";
 import { label, testBackends } from "../tensor/_backends.ts";
@@ -86,3 +88,66 @@ Deno.test("SGD: bad hyper-parameters and groups are refused with the values", ()
   assertThrowsWith(() => opt.step(), RangeError, ["lr", "-1"]);
   assert.equal(opt.stepCount, 0);
 });
+
+/** The unfused update SGD ran before the fused kernel: scale, axpys and a fresh buffer per step. */
+function unfusedStep(
+  p: { value: Tensor; grad: Tensor },
+  bufs: Map<Tensor, Tensor>,
+  lr: number,
+  mu: number,
+  wd: number,
+): void {
+  let d = p.grad, owned = false;
+  if (wd !== 0) {
+    d = ops.scale(p.value, wd);
+    ops.axpyInPlace(d, 1, p.grad);
+    owned = true;
+  }
+  if (mu !== 0) {
+    const old = bufs.get(p.value);
+    let buf: Tensor;
+    if (old === undefined) buf = ops.copy(d);
+    else {
+      buf = ops.scale(old, mu);
+      ops.axpyInPlace(buf, 1, d);
+      old.dispose();
+    }
+    bufs.set(p.value, buf);
+    if (owned) d.dispose();
+    d = buf;
+    owned = false;
+  }
+  ops.axpyInPlace(p.value, -lr, d);
+  if (owned) d.dispose();
+}
+
+for (const be of backends) {
+  Deno.test(`SGD: the fused step equals the previous unfused ops over 5 steps, with no per-step allocation (${label(be)}, tol 1e-6)`, async () => {
+    for (const [mu, wd] of [[0.9, 0.05], [0, 0.05], [0.5, 0], [0, 0]]) {
+      const fused = param(be, "p", 300, 4), old = param(be, "p", 300, 4);
+      const bufs = new Map<Tensor, Tensor>();
+      const opt = new SGD([fused], { lr: 0.05, momentum: mu, weightDecay: wd });
+      opt.step(); // allocates the momentum buffer, if any
+      unfusedStep(old, bufs, 0.05, mu, wd);
+      const live = be.memory.liveBytes;
+      for (let s = 1; s < 5; s++) {
+        opt.step();
+        unfusedStep(old, bufs, 0.05, mu, wd);
+        await be.sync();
+      }
+      const w = `momentum ${mu} weightDecay ${wd}`;
+      assertNear(await fused.value.toArray(), await old.value.toArray(), 1e-6, `param ${w}`);
+      for (const b of bufs.values()) b.dispose();
+      assert.equal(
+        be.memory.liveBytes,
+        live - (mu === 0 ? 0 : 300 * 4),
+        `SGD steps allocate nothing (${w})`,
+      );
+      opt.dispose();
+      for (const p of [fused, old]) {
+        p.value.dispose();
+        p.grad.dispose();
+      }
+    }
+  });
+}
