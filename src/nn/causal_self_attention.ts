@@ -13,7 +13,7 @@ import { Linear } from "./linear.ts";
 
 /** @internal What the layer keeps between its passes. */
 interface AttentionState {
-  q?: Tensor; // [B·H, T, D]
+  q?: Tensor; // [B·H, T, D], already scaled by 1/√D
   k?: Tensor; // [B·H, T, D]
   v?: Tensor; // [B·H, T, D]
   p?: Tensor; // [B·H, T, T] attention probabilities
@@ -121,9 +121,11 @@ export class CausalSelfAttention extends LayerBase<AttentionState> {
     const k = moveReshape(ops.sliceRows(heads, 1, 2), [bh, t, d]); // [BH, T, D]
     const v = moveReshape(ops.sliceRows(heads, 2, 3), [bh, t, d]); // [BH, T, D]
     heads.dispose();
-    const raw = ops.matmul(q, k, { transB: true }); // [BH, T, D]·[BH, T, D]ᵀ = [BH, T, T]
-    const scores = ops.scale(raw, 1 / Math.sqrt(d)); // [BH, T, T]
-    raw.dispose();
+    // 1/√D goes into q ([BH, T, D], a fresh copy) rather than the [BH, T, T]
+    // scores: (q/√D) kᵀ = q kᵀ/√D, a T×D pass instead of a T×T one. The
+    // scaled q is what backward keeps.
+    ops.scaleInPlace(q, 1 / Math.sqrt(d));
+    const scores = ops.matmul(q, k, { transB: true }); // [BH, T, D]·[BH, T, D]ᵀ = [BH, T, T]
     const p = ops.softmax(scores, { causal: true }); // [BH, T, T], zero above the diagonal
     scores.dispose();
     const ctx = ops.matmul(p, v); // [BH, T, T]·[BH, T, D] = [BH, T, D]
@@ -153,11 +155,12 @@ export class CausalSelfAttention extends LayerBase<AttentionState> {
     const dv = ops.matmul(p, dctx, { transA: true }); // [BH, T, T]ᵀ·[BH, T, D] = [BH, T, D]
     const dp = ops.matmul(dctx, v, { transB: true }); // [BH, T, D]·[BH, T, D]ᵀ = [BH, T, T]
     dctx.dispose();
-    const dscoresRaw = ops.softmaxBackward(p, dp); // [BH, T, T]
+    const dscores = ops.softmaxBackward(p, dp); // [BH, T, T], gradient of (q/√D) kᵀ
     dp.dispose();
-    const dscores = ops.scale(dscoresRaw, 1 / Math.sqrt(d)); // [BH, T, T]
-    dscoresRaw.dispose();
+    // With s = (q/√D) kᵀ: dq = (ds k)/√D, scaled on [BH, T, D]; dk = dsᵀ (q/√D),
+    // and q is kept already scaled.
     const dq = ops.matmul(dscores, k); // [BH, T, T]·[BH, T, D] = [BH, T, D]
+    ops.scaleInPlace(dq, 1 / Math.sqrt(d));
     const dk = ops.matmul(dscores, q, { transA: true }); // [BH, T, T]ᵀ·[BH, T, D] = [BH, T, D]
     dscores.dispose();
     const parts = [dq, dk, dv].map((g) => moveReshape(g, [1, b, h, t, d])); // each [1, B, H, T, D]
