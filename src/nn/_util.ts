@@ -3,7 +3,7 @@
 
 import type { Shape, Tensor } from "../tensor/mod.ts";
 import { Rng } from "../tensor/random.ts";
-import type { InitOptions, StateKey } from "./layer.ts";
+import type { BackwardOptions, InitOptions, StateKey } from "./layer.ts";
 
 /** `[2, 3]` — shapes in error messages. */
 export function fmtShape(shape: Shape): string {
@@ -20,6 +20,20 @@ export function checkKey(where: string, key: unknown): void {
   if (typeof key !== "string" && !(typeof key === "number" && Number.isFinite(key))) {
     throw new TypeError(`${where}: key must be a string or a finite number, got ${String(key)}`);
   }
+}
+
+/** `opts.needInputGrad` (default true); a TypeError for anything but a boolean. */
+export function needInputGrad(where: string, opts: BackwardOptions | undefined): boolean {
+  if (opts === undefined) return true;
+  if (opts === null || typeof opts !== "object") {
+    throw new TypeError(`${where}: backward options must be an object, got ${String(opts)}`);
+  }
+  const v = opts.needInputGrad;
+  if (v === undefined) return true;
+  if (typeof v !== "boolean") {
+    throw new TypeError(`${where}: needInputGrad must be a boolean, got ${String(v)}`);
+  }
+  return v;
 }
 
 /** Throws a RangeError unless `value` is a positive integer. */

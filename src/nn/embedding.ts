@@ -96,9 +96,15 @@ export class Embedding extends LayerBase<EmbeddingState> {
   }
 
   /** @ignore */
-  protected backwardInputImpl(dy: Tensor, s: EmbeddingState): Tensor {
+  protected backwardInputImpl(
+    dy: Tensor,
+    s: EmbeddingState,
+    _key: unknown,
+    needInputGrad: boolean,
+  ): Tensor | null {
     s.dy = retain(dy);
-    return this.backend.zeros(s.ids!.shape); // ids are not differentiable
+    // ids are not differentiable: dx is zeros, allocated only when asked for.
+    return needInputGrad ? this.backend.zeros(s.ids!.shape) : null;
   }
 
   /** @ignore */

@@ -37,6 +37,19 @@ export interface ForwardOptions {
   readonly save?: boolean;
 }
 
+/** Options of {@linkcode Layer.backwardInput} and {@linkcode Layer.backward}. */
+export interface BackwardOptions {
+  /**
+   * Whether the caller needs `dx` (default `true`). With `false` (the first
+   * stage of a pipeline, whose input is data) a layer that can skip the
+   * input gradient does so and returns `null`; the built-in layers all
+   * return `null`, skipping the work where they can (`Linear`, `Embedding`,
+   * `TokenPositionEmbedding`, and the first layer of a `Sequential` or
+   * `CheckpointedChunk`). The weight gradients are the same either way.
+   */
+  readonly needInputGrad?: boolean;
+}
+
 /**
  * A trainable tensor and its gradient accumulator (same shape). `name` is a
  * stable dotted path (e.g. `"3.attn.qkv.weight"`) used by safetensors I/O.
@@ -90,10 +103,17 @@ export interface Layer {
    * and keeps only what {@linkcode Layer.backwardWeight} needs.
    */
   backwardInput(dy: Tensor, key?: StateKey): Tensor;
+  /**
+   * B as above; with `needInputGrad: false` returns `null` where the layer
+   * skips `dx` (a layer that cannot returns `dx`, which the caller disposes).
+   */
+  backwardInput(dy: Tensor, key: StateKey | undefined, opts: BackwardOptions): Tensor | null;
   /** W: adds the parameter gradients of the pass under `key`, then frees its state. */
   backwardWeight(key?: StateKey): void;
   /** B then W; returns `dx`. */
   backward(dy: Tensor, key?: StateKey): Tensor;
+  /** B then W, with the options of {@linkcode Layer.backwardInput}. */
+  backward(dy: Tensor, key: StateKey | undefined, opts: BackwardOptions): Tensor | null;
   /** Frees whatever is kept under `key` (no-op when nothing is). */
   dropState(key?: StateKey): void;
   /** Keys that currently hold state (for leak checks and the pipeline runtime). */

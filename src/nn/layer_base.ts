@@ -8,8 +8,9 @@
 
 import type { Backend, Shape, Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
-import { checkKey, fmtKey, fmtShape, sameShape } from "./_util.ts";
+import { checkKey, fmtKey, fmtShape, needInputGrad, sameShape } from "./_util.ts";
 import {
+  type BackwardOptions,
   DEFAULT_KEY,
   type ForwardOptions,
   type Layer,
@@ -134,8 +135,17 @@ export abstract class LayerBase<S extends object = Record<string, Tensor>> imple
     key: StateKey,
     save: boolean,
   ): { y: Tensor; state?: S };
-  /** Computes `dx`; disposes (and removes) the fields W does not need. */
-  protected abstract backwardInputImpl(dy: Tensor, state: S, key: StateKey): Tensor;
+  /**
+   * Computes `dx`; disposes (and removes) the fields W does not need. When
+   * `needInputGrad` is false it may skip `dx` and return `null` (a returned
+   * `dx` is then disposed for it).
+   */
+  protected abstract backwardInputImpl(
+    dy: Tensor,
+    state: S,
+    key: StateKey,
+    needInputGrad: boolean,
+  ): Tensor | null;
   /** Accumulates parameter gradients from what B left in the state. */
   protected abstract backwardWeightImpl(state: S, key: StateKey): void;
 
@@ -188,9 +198,17 @@ export abstract class LayerBase<S extends object = Record<string, Tensor>> imple
   }
 
   /** B: returns `dx` and keeps only what W needs. */
-  backwardInput(dy: Tensor, key: StateKey = DEFAULT_KEY): Tensor {
+  backwardInput(dy: Tensor, key?: StateKey): Tensor;
+  /** B; with `needInputGrad: false` skips `dx` where the layer can, and returns `null`. */
+  backwardInput(dy: Tensor, key: StateKey | undefined, opts: BackwardOptions): Tensor | null;
+  backwardInput(
+    dy: Tensor,
+    key: StateKey = DEFAULT_KEY,
+    opts?: BackwardOptions,
+  ): Tensor | null {
     this.#checkAlive();
     this.#checkTensor("dy", dy);
+    const need = needInputGrad(this.kind, opts);
     const rec = this.#states.get(key);
     if (rec === undefined) {
       throw new Error(
@@ -207,8 +225,13 @@ export abstract class LayerBase<S extends object = Record<string, Tensor>> imple
         } (key ${fmtKey(key)})`,
       );
     }
-    const dx = this.backwardInputImpl(dy, rec.state, key);
+    const dx = this.backwardInputImpl(dy, rec.state, key, need);
     rec.phase = "input";
+    if (!need) {
+      dx?.dispose();
+      return null;
+    }
+    if (dx === null) throw new Error(`${this.kind}: backwardInputImpl returned no dx`);
     return dx;
   }
 
@@ -227,8 +250,11 @@ export abstract class LayerBase<S extends object = Record<string, Tensor>> imple
   }
 
   /** B then W; returns `dx`. */
-  backward(dy: Tensor, key: StateKey = DEFAULT_KEY): Tensor {
-    const dx = this.backwardInput(dy, key);
+  backward(dy: Tensor, key?: StateKey): Tensor;
+  /** B then W; with `needInputGrad: false` returns `null` (see `backwardInput`). */
+  backward(dy: Tensor, key: StateKey | undefined, opts: BackwardOptions): Tensor | null;
+  backward(dy: Tensor, key: StateKey = DEFAULT_KEY, opts?: BackwardOptions): Tensor | null {
+    const dx = this.backwardInput(dy, key, opts ?? {});
     this.backwardWeight(key);
     return dx;
   }

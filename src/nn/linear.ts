@@ -126,9 +126,18 @@ export class Linear extends LayerBase<LinearState> {
   }
 
   /** @ignore */
-  protected backwardInputImpl(dy: Tensor, state: LinearState): Tensor {
+  protected backwardInputImpl(
+    dy: Tensor,
+    state: LinearState,
+    _key: unknown,
+    needInputGrad: boolean,
+  ): Tensor | null {
     const rows = rowsOf(dy.shape);
     const dy2 = dy.reshape([rows, this.outFeatures]); // [R, out]
+    if (!needInputGrad) {
+      state.dy = dy2; // W still needs dy and x; the dx matmul is skipped
+      return null;
+    }
     const dx2 = ops.matmul(dy2, this.weight); // [R, out]·[out, in] = [R, in]
     state.dy = dy2; // W needs dy and x
     const dx = dx2.reshape([...dy.shape.slice(0, -1), this.inFeatures]); // [..., in]

@@ -7,6 +7,7 @@
 export { DEFAULT_KEY } from "./layer.ts";
 export { LayerBase } from "./layer_base.ts";
 export type {
+  BackwardOptions,
   ForwardOptions,
   InitOptions,
   Layer,

@@ -6,8 +6,9 @@
  */
 
 import type { Shape, Tensor } from "../tensor/mod.ts";
-import { checkKey, fmtKey, fmtShape } from "./_util.ts";
+import { checkKey, fmtKey, fmtShape, needInputGrad } from "./_util.ts";
 import {
+  type BackwardOptions,
   DEFAULT_KEY,
   type ForwardOptions,
   type Layer,
@@ -192,22 +193,45 @@ export class Sequential implements Layer {
     return h;
   }
 
-  backwardInput(dy: Tensor, key: StateKey = DEFAULT_KEY): Tensor {
+  /** B through every layer, last to first; returns `dx`. */
+  backwardInput(dy: Tensor, key?: StateKey): Tensor;
+  /**
+   * B; with `needInputGrad: false` the first layer skips `dx` where it can
+   * (the others' input gradients are needed) and `null` is returned.
+   */
+  backwardInput(dy: Tensor, key: StateKey | undefined, opts: BackwardOptions): Tensor | null;
+  backwardInput(
+    dy: Tensor,
+    key: StateKey = DEFAULT_KEY,
+    opts?: BackwardOptions,
+  ): Tensor | null {
+    const need = needInputGrad(this.kind, opts);
     let g = dy;
-    for (let i = this.layers.length - 1; i >= 0; i--) {
+    for (let i = this.layers.length - 1; i >= 1; i--) {
       const next = this.layers[i].backwardInput(g, key);
       if (g !== dy) g.dispose();
       g = next;
     }
-    return g;
+    const dx = this.layers[0].backwardInput(g, key, { needInputGrad: need });
+    if (g !== dy) g.dispose();
+    if (!need) {
+      dx?.dispose(); // a layer that cannot skip dx computed it anyway
+      return null;
+    }
+    if (dx === null) throw new Error(`Sequential: layer ${this.names[0]} returned no dx`);
+    return dx;
   }
 
   backwardWeight(key: StateKey = DEFAULT_KEY): void {
     for (let i = this.layers.length - 1; i >= 0; i--) this.layers[i].backwardWeight(key);
   }
 
-  backward(dy: Tensor, key: StateKey = DEFAULT_KEY): Tensor {
-    const dx = this.backwardInput(dy, key);
+  /** B then W; returns `dx`. */
+  backward(dy: Tensor, key?: StateKey): Tensor;
+  /** B then W; with `needInputGrad: false` returns `null` (see `backwardInput`). */
+  backward(dy: Tensor, key: StateKey | undefined, opts: BackwardOptions): Tensor | null;
+  backward(dy: Tensor, key: StateKey = DEFAULT_KEY, opts?: BackwardOptions): Tensor | null {
+    const dx = this.backwardInput(dy, key, opts ?? {});
     this.backwardWeight(key);
     return dx;
   }

@@ -140,9 +140,15 @@ export class TokenPositionEmbedding extends LayerBase<TokenPositionEmbeddingStat
   }
 
   /** @ignore */
-  protected backwardInputImpl(dy: Tensor, s: TokenPositionEmbeddingState): Tensor {
+  protected backwardInputImpl(
+    dy: Tensor,
+    s: TokenPositionEmbeddingState,
+    _key: unknown,
+    needInputGrad: boolean,
+  ): Tensor | null {
     s.dy = retain(dy);
-    return this.backend.zeros(s.ids!.shape); // ids are not differentiable
+    // ids are not differentiable: dx is zeros, allocated only when asked for.
+    return needInputGrad ? this.backend.zeros(s.ids!.shape) : null;
   }
 
   /** @ignore */

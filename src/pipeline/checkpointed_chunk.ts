@@ -7,7 +7,13 @@
  * @module
  */
 
-import { DEFAULT_KEY, type ForwardOptions, type Layer, type LayerCost } from "../nn/layer.ts";
+import {
+  type BackwardOptions,
+  DEFAULT_KEY,
+  type ForwardOptions,
+  type Layer,
+  type LayerCost,
+} from "../nn/layer.ts";
 import type { Parameter, StateKey } from "../nn/layer.ts";
 import { Sequential } from "../nn/sequential.ts";
 import type { Shape, Tensor } from "../tensor/mod.ts";
@@ -26,6 +32,16 @@ interface ChunkState {
   readonly inputs: Map<number, Tensor>;
   /** Layer index → its stored output (a recompute starting point). */
   readonly outputs: Map<number, Tensor>;
+}
+
+/** `opts.needInputGrad` (default true); a TypeError for anything but a boolean. */
+function needInputGrad(opts: BackwardOptions | undefined): boolean {
+  const v = opts?.needInputGrad;
+  if (v === undefined) return true;
+  if (typeof v !== "boolean") {
+    throw new TypeError(`CheckpointedChunk: needInputGrad must be a boolean, got ${String(v)}`);
+  }
+  return v;
 }
 
 function fmtKey(key: StateKey): string {
@@ -181,8 +197,18 @@ export class CheckpointedChunk implements Layer {
   }
 
   /** B: recomputes each segment from this key's stored tensors, then runs its B passes. */
-  backwardInput(dy: Tensor, key: StateKey = DEFAULT_KEY): Tensor {
-    return this.#backward(dy, key, false);
+  backwardInput(dy: Tensor, key?: StateKey): Tensor;
+  /**
+   * B; with `needInputGrad: false` the first layer skips `dx` where it can
+   * and `null` is returned.
+   */
+  backwardInput(dy: Tensor, key: StateKey | undefined, opts: BackwardOptions): Tensor | null;
+  backwardInput(
+    dy: Tensor,
+    key: StateKey = DEFAULT_KEY,
+    opts?: BackwardOptions,
+  ): Tensor | null {
+    return this.#backward(dy, key, false, needInputGrad(opts));
   }
 
   /** W: every layer's weight-gradient pass for `key`; frees the key's state. */
@@ -198,8 +224,11 @@ export class CheckpointedChunk implements Layer {
   }
 
   /** B and W fused per layer (W right after each layer's B); returns `dx`. */
-  backward(dy: Tensor, key: StateKey = DEFAULT_KEY): Tensor {
-    return this.#backward(dy, key, true);
+  backward(dy: Tensor, key?: StateKey): Tensor;
+  /** B and W fused per layer; with `needInputGrad: false` returns `null`. */
+  backward(dy: Tensor, key: StateKey | undefined, opts: BackwardOptions): Tensor | null;
+  backward(dy: Tensor, key: StateKey = DEFAULT_KEY, opts?: BackwardOptions): Tensor | null {
+    return this.#backward(dy, key, true, needInputGrad(opts));
   }
 
   dropState(key: StateKey = DEFAULT_KEY): void {
@@ -229,7 +258,7 @@ export class CheckpointedChunk implements Layer {
     this.sequential.dispose();
   }
 
-  #backward(dy: Tensor, key: StateKey, fused: boolean): Tensor {
+  #backward(dy: Tensor, key: StateKey, fused: boolean, need: boolean): Tensor | null {
     const state = this.#states.get(key);
     if (state === undefined) {
       throw new Error(
@@ -248,17 +277,25 @@ export class CheckpointedChunk implements Layer {
         } (key ${fmtKey(key)})`,
       );
     }
-    let g = dy;
+    let g: Tensor | null = dy;
     for (let i = this.#layers.length - 1; i >= 0; i--) {
       const seg = this.#segmentByLast.get(i);
       if (seg !== undefined) this.#recompute(seg, state, key);
-      const next = this.#layers[i].backwardInput(g, key);
-      if (g !== dy) g.dispose();
+      // Only the first layer may skip its input gradient (null then).
+      const next: Tensor | null = i > 0
+        ? this.#layers[i].backwardInput(g!, key)
+        : this.#layers[i].backwardInput(g!, key, { needInputGrad: need });
+      if (g !== dy) g!.dispose();
       g = next;
       if (fused) this.#layers[i].backwardWeight(key);
     }
     state.phase = "input";
     if (fused) this.#states.delete(key);
+    if (!need) {
+      g?.dispose(); // a layer that cannot skip dx computed it anyway
+      return null;
+    }
+    if (g === null) throw new Error("CheckpointedChunk: the first layer returned no dx");
     return g;
   }
 

@@ -1,12 +1,16 @@
 import assert from "node:assert/strict";
 import type { Backend, Tensor } from "../../src/tensor/mod.ts";
 import { CpuBackend } from "../../src/tensor/cpu_backend.ts";
-import { DEFAULT_KEY } from "../../src/nn/layer.ts";
+import { DEFAULT_KEY, type Layer } from "../../src/nn/layer.ts";
+import { Embedding } from "../../src/nn/embedding.ts";
+import { Sequential } from "../../src/nn/sequential.ts";
+import { TokenPositionEmbedding } from "../../src/nn/token_position_embedding.ts";
+import { Rng } from "../../src/tensor/random.ts";
 import { Linear } from "../../src/nn/linear.ts";
 import { Tanh } from "../../src/nn/tanh.ts";
 import { TransformerBlock } from "../../src/nn/transformer_block.ts";
 import { assertThrowsWith } from "../tensor/_helpers.ts";
-import { gradCheck, uniform } from "./_layer_checks.ts";
+import { gradCheck, ids, uniform } from "./_layer_checks.ts";
 
 // A layer whose B forgets the (1 − y²) factor: the finite-difference check must catch it.
 class WrongTanh extends Tanh {
@@ -112,4 +116,107 @@ Deno.test("Layer contract: zeroGrad clears what W accumulated; W adds up over mi
   l.zeroGrad();
   for (const p of l.parameters()) assert.ok((await p.grad.toArray()).every((v) => v === 0));
   l.dispose();
+});
+
+/**
+ * Runs F, then B (or fused B+W) with `needInputGrad` as given, then W, on a
+ * fresh layer; returns what B returned (read, then disposed), the gradients,
+ * and the live bytes left beyond the parameters.
+ */
+async function runNeed(
+  make: (be: Backend) => Layer,
+  input: (be: Backend) => Tensor,
+  need: boolean | undefined,
+  fused: boolean,
+): Promise<{ dx: Float32Array | null; grads: Float32Array[]; leaked: number }> {
+  const be = new CpuBackend();
+  const layer = make(be);
+  const base = be.memory.liveBytes;
+  const x = input(be);
+  const y = layer.forward(x, { key: "mb0" });
+  x.dispose();
+  const dy = uniform(be, [...y.shape], 9);
+  y.dispose();
+  const opts = need === undefined ? {} : { needInputGrad: need };
+  const dx = fused ? layer.backward(dy, "mb0", opts) : layer.backwardInput(dy, "mb0", opts);
+  dy.dispose();
+  if (!fused) layer.backwardWeight("mb0");
+  const dxa = dx === null ? null : await dx.toArray();
+  dx?.dispose();
+  const grads = await Promise.all(layer.parameters().map((p) => p.grad.toArray()));
+  const leaked = be.memory.liveBytes - base;
+  layer.dispose();
+  return { dx: dxa, grads, leaked };
+}
+
+Deno.test("Layer contract: needInputGrad false returns null and leaves every weight gradient identical", async () => {
+  const tokens = (be: Backend) => ids(be, [2, 5], 11, 3);
+  const feats = (be: Backend) => uniform(be, [2, 5, 6], 4);
+  const cases: [string, (be: Backend) => Layer, (be: Backend) => Tensor][] = [
+    ["Linear", (be) => new Linear(be, 6, 4, { seed: 1 }), feats],
+    ["Embedding", (be) => new Embedding(be, 11, 6, { seed: 1 }), tokens],
+    [
+      "TokenPositionEmbedding",
+      (be) => new TokenPositionEmbedding(be, 11, 5, 6, { seed: 1 }),
+      tokens,
+    ],
+    ["Tanh (LayerBase default)", (be) => new Tanh(be), feats],
+    [
+      "TransformerBlock (LayerBase default)",
+      (be) => new TransformerBlock(be, 6, 2, { seed: 1 }),
+      feats,
+    ],
+    [
+      "Sequential from tokens",
+      (be) => {
+        const rng = new Rng(5);
+        return new Sequential([
+          new TokenPositionEmbedding(be, 11, 5, 6, { rng }),
+          new Tanh(be),
+          new Linear(be, 6, 3, { rng }),
+        ]);
+      },
+      tokens,
+    ],
+    [
+      "Sequential from a Linear",
+      (be) => {
+        const rng = new Rng(6);
+        return new Sequential([
+          new Linear(be, 6, 4, { rng }),
+          new Tanh(be),
+          new Linear(be, 4, 3, { rng }),
+        ]);
+      },
+      feats,
+    ],
+  ];
+  for (const [name, make, input] of cases) {
+    for (const fused of [false, true]) {
+      const w = `${name}${fused ? " (fused backward)" : ""}`;
+      const full = await runNeed(make, input, undefined, fused);
+      const asked = await runNeed(make, input, true, fused);
+      const skipped = await runNeed(make, input, false, fused);
+      assert.notEqual(full.dx, null, `${w}: dx by default`);
+      assert.deepEqual(asked.dx, full.dx, `${w}: needInputGrad true is the default`);
+      assert.equal(skipped.dx, null, `${w}: null with needInputGrad false`);
+      assert.deepEqual(skipped.grads, full.grads, `${w}: identical weight gradients`);
+      assert.equal(skipped.leaked, full.leaked, `${w}: nothing left behind`);
+    }
+  }
+});
+
+Deno.test("Layer contract: a non-boolean needInputGrad is refused before any work", () => {
+  const be = new CpuBackend();
+  for (const l of [new Linear(be, 3, 2, { seed: 1 }), new Sequential([new Tanh(be)])]) {
+    const x = uniform(be, [4, 3], 1);
+    const y = l.forward(x, { key: 1 });
+    const bad = { needInputGrad: "no" as unknown as boolean };
+    assertThrowsWith(() => l.backwardInput(y, 1, bad), TypeError, ["needInputGrad", "no"]);
+    // The state is untouched: B still runs afterwards.
+    const dx = l.backwardInput(y, 1);
+    l.backwardWeight(1);
+    for (const t of [x, y, dx]) t.dispose();
+    l.dispose();
+  }
 });

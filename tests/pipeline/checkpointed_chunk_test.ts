@@ -320,3 +320,43 @@ Deno.test("misuse errors name the key and shapes", () => {
     chunk.dispose();
   }
 });
+
+Deno.test("needInputGrad false: null from B and fused B+W, gradients bitwise identical, every strategy", async () => {
+  for (const cfg of [CONFIGS[0], CONFIGS[1], CONFIGS[3], CONFIGS[6]]) {
+    for (const fused of [false, true]) {
+      const run = async (need: boolean) => {
+        const be = new CpuBackend();
+        const chunk = new CheckpointedChunk(buildModel(be), cfg);
+        const base = be.memory.liveBytes;
+        let dxSeen: Tensor | null = null;
+        for (const mb of [0, 1]) {
+          const x = ids(be, 100 + mb);
+          chunk.forward(x, { key: mb }).dispose();
+          x.dispose();
+        }
+        for (const mb of [1, 0]) {
+          const dy = randomTensor(be, [B, T, VOCAB], new Rng(200 + mb));
+          const opts = { needInputGrad: need };
+          const dx = fused ? chunk.backward(dy, mb, opts) : chunk.backwardInput(dy, mb, opts);
+          dy.dispose();
+          if (!fused) chunk.backwardWeight(mb);
+          if (dx !== null) {
+            dxSeen = dx;
+            dx.dispose();
+          }
+        }
+        const grads = await Promise.all(chunk.parameters().map((p) => p.grad.toArray()));
+        const leaked = be.memory.liveBytes - base;
+        assert.deepEqual(chunk.heldKeys(), []);
+        chunk.dispose();
+        return { dxSeen, grads, leaked };
+      };
+      const full = await run(true), skipped = await run(false);
+      const w = `${JSON.stringify(cfg)} ${fused ? "fused" : "split"}`;
+      assert.notEqual(full.dxSeen, null, `${w}: dx when asked`);
+      assert.equal(skipped.dxSeen, null, `${w}: null with needInputGrad false`);
+      assert.deepEqual(skipped.grads, full.grads, `${w}: identical gradients`);
+      assert.equal(skipped.leaked, full.leaked, `${w}: nothing left behind`);
+    }
+  }
+});

@@ -469,17 +469,20 @@ export class ModelStageExecutor implements StageExecutor {
       dy = this.backend.fromData(gradOutput, shape);
     }
     const chunk = this.#chunk(s);
-    let dx: Tensor;
+    // Stage 0's input is data: its chunk skips the input gradient.
+    const opts = { needInputGrad: !ctx.isFirstStage };
+    let dx: Tensor | null;
     try {
-      dx = full ? chunk.backward(dy, key) : chunk.backwardInput(dy, key);
+      dx = full ? chunk.backward(dy, key, opts) : chunk.backwardInput(dy, key, opts);
     } finally {
       dy.dispose();
     }
     if (ctx.isFirstStage) {
-      dx.dispose();
+      dx?.dispose();
       this.backend.flush();
       return null;
     }
+    if (dx === null) throw new Error(`${formatAction(ctx.action)}: the chunk returned no dx`);
     return this.#send(dx);
   }
 
