@@ -11,6 +11,7 @@ async function play(
   size: number,
   scenario: string,
   onControl?: (m: ControlMessage, from: number) => void,
+  beforeClose?: () => Promise<void>,
 ): Promise<Record<string, unknown>[]> {
   await controlPlaneSettled();
   const runId = crypto.randomUUID();
@@ -40,6 +41,9 @@ async function play(
     await control.rendezvous();
     const out = await Promise.all(results);
     assert.ok(heartbeats.every((n) => n >= 1), `every rank said hello: ${heartbeats}`);
+    // Control messages to the main thread may still be in flight: closing the
+    // channel now would drop them.
+    await beforeClose?.();
     return out;
   } finally {
     for (const w of workers) w.terminate();
@@ -86,9 +90,21 @@ Deno.test("WorkerBackend: abort rejects the peers' pending recvs, naming rank an
 
 Deno.test("WorkerBackend: control messages reach the other ranks and the main thread", async () => {
   const main: string[] = [];
-  const out = await play(3, "control", (m, from) => main.push(`${m.type} from ${from}`));
+  let arrived!: () => void;
+  const atMain = new Promise<void>((resolve) => arrived = resolve);
+  const out = await play(3, "control", (m, from) => {
+    main.push(`${m.type} from ${from}`);
+    arrived();
+  }, async () => {
+    // The control plane and the workers' result messages travel separately;
+    // wait (bounded) for the main thread's copy before the channel closes.
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([
+      atMain,
+      new Promise<void>((resolve) => timer = setTimeout(resolve, 10_000)),
+    ]);
+    clearTimeout(timer);
+  });
   for (const r of out) if (r.rank !== 0) assert.equal(r.seen, "ping from 0");
-  // The control plane and the worker's result message travel separately.
-  for (let i = 0; i < 200 && main.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
   assert.deepEqual(main, ["ping from 0"]);
 });
