@@ -11,6 +11,7 @@ import type { Backend, Tensor } from "../../src/tensor/mod.ts";
 import { CpuBackend } from "../../src/tensor/cpu_backend.ts";
 import type { Layer } from "../../src/nn/layer.ts";
 import { lcgData } from "../tensor/_helpers.ts";
+import { label, testBackends } from "../tensor/_backends.ts";
 
 /** Builds the layer under test on a backend (same seed → same weights). */
 export type LayerFactory = (be: Backend) => Layer;
@@ -251,4 +252,47 @@ export function ids(be: Backend, shape: number[], vocab: number, seed: number): 
   const n = shape.reduce((a, b) => a * b, 1);
   const raw = lcgData(n, seed, 0, vocab - 0.01); // stays below vocab after f32 rounding
   return be.fromData(raw.map(Math.floor), shape);
+}
+
+/**
+ * Registers the tests every parameter-free elementwise activation layer
+ * (ReLU, GELU, Tanh) gets: finite differences, B/W split versus fused, every
+ * backend against the CPU, and the no-parameters / shape / state contract.
+ */
+export async function registerActivationTests(
+  name: string,
+  make: LayerFactory,
+  input: InputFactory,
+): Promise<void> {
+  const backends = await testBackends();
+
+  Deno.test(`${name}: B matches central finite differences (eps 1e-2, rtol 2e-2, atol 2e-3)`, async () => {
+    const worst = await gradCheck(make, input, { maxProbes: 12 });
+    assert.ok(worst < 2e-3, `worst error ${worst}`);
+  });
+
+  Deno.test(`${name}: B then W equals the fused backward bitwise over interleaved micro-batches`, async () => {
+    await checkSplitEqualsFused(make, input);
+  });
+
+  for (const be of backends) {
+    Deno.test(`${name}: ${label(be)} matches the CPU reference (tol 1e-5)`, async () => {
+      await checkAgainstCpu(be, make, input, 1e-5);
+    });
+  }
+
+  Deno.test(`${name}: no parameters, shape kept, state freed by W`, () => {
+    const be = new CpuBackend();
+    const l = make(be);
+    assert.deepEqual(l.parameters(), []);
+    assert.deepEqual(l.outputShape([2, 3, 4]), [2, 3, 4]);
+    assert.equal(l.cost([2, 3]).params, 0);
+    const x = be.zeros([2, 3]);
+    const y = l.forward(x, { key: "a" });
+    assert.deepEqual(l.heldKeys(), ["a"]);
+    const dx = l.backward(y, "a");
+    assert.deepEqual(l.heldKeys(), []);
+    for (const t of [x, y, dx]) t.dispose();
+    assert.equal(be.memory.liveBytes, 0, "every tensor released");
+  });
 }
