@@ -117,6 +117,12 @@ export interface Backend {
   zeros(shape: Shape): Tensor;
   /** Copies a tensor's contents out. Waits for pending work on it. */
   read(t: Tensor): Promise<Float32Array>;
+  /**
+   * Copies a tensor's contents out synchronously, where the data already
+   * lives in host memory (the CPU backend). Absent on device backends, whose
+   * data comes back only through `read`.
+   */
+  readSync?(t: Tensor): Float32Array;
   /** Releases the storage behind a tensor (called by `Tensor.dispose`). */
   release(storage: unknown, bytes: number): void;
   /** Submits queued GPU work now (a no-op on the CPU). */

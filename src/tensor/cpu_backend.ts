@@ -83,7 +83,12 @@ export class CpuBackend implements Backend {
 
   /** Copies a tensor's contents out. */
   read(t: Tensor): Promise<Float32Array> {
-    return Promise.resolve(new Float32Array(data(t)));
+    return Promise.resolve(this.readSync(t));
+  }
+
+  /** Copies a tensor's contents out now (the data is in host memory). */
+  readSync(t: Tensor): Float32Array {
+    return new Float32Array(data(t));
   }
 
   /** Releases storage (called by `Tensor.dispose`). */

@@ -132,6 +132,16 @@ export class Tensor {
     return this.backend.read(this);
   }
 
+  /**
+   * Copies the data out now where the backend holds it in host memory (the
+   * CPU backend); null where it can only come back asynchronously
+   * (`toArray()`, e.g. a GPU read-back).
+   */
+  tryToArraySync(): Float32Array | null {
+    this.#shared();
+    return this.backend.readSync?.(this) ?? null;
+  }
+
   /** Releases this handle; storage is freed once no view uses it. Idempotent. */
   dispose(): void {
     const s = this.#storage;

@@ -486,8 +486,21 @@ export class ModelStageExecutor implements StageExecutor {
     return this.#send(dx);
   }
 
-  // The read-back runs while the runtime goes on with the next action.
+  // Data in host memory (CPU) is handed over at once, so the runtime posts
+  // it before the next action starts; a device read-back (WebGPU) runs while
+  // the runtime goes on with the next action and is sent when it resolves.
   #send(t: Tensor): StageOutput {
+    let now: Float32Array | null;
+    try {
+      now = t.tryToArraySync();
+    } catch (e) {
+      t.dispose();
+      throw e;
+    }
+    if (now !== null) {
+      t.dispose();
+      return now;
+    }
     return { pending: t.toArray().finally(() => t.dispose()) };
   }
 
