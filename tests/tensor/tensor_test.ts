@@ -10,7 +10,7 @@
 
 import assert from "node:assert/strict";
 import { CpuBackend } from "../../src/tensor/cpu_backend.ts";
-import { checkShape, shapeSize, type Tensor } from "../../src/tensor/tensor.ts";
+import { checkShape, shapeSize, Tensor } from "../../src/tensor/tensor.ts";
 import type { Shape } from "../../src/tensor/backend.ts";
 
 /** The CPU backend, recording every storage it is handed back. */
@@ -160,4 +160,19 @@ Deno.test("Tensor.rows is the product of all dimensions but the last, also when 
   assert.equal(u.rows, 0);
   t.dispose();
   u.dispose();
+});
+
+Deno.test("Tensor.tryToArraySync: a copy now on the CPU, null where only toArray can read", async () => {
+  const be = new CpuBackend();
+  const t = be.fromData(new Float32Array([1, 2, 3]), [3]);
+  const now = t.tryToArraySync();
+  assert.deepEqual(now, new Float32Array([1, 2, 3]));
+  now![0] = 9; // a copy: the tensor is unchanged
+  assert.deepEqual(await t.toArray(), new Float32Array([1, 2, 3]));
+  // A backend without readSync (a device backend) gives null.
+  const device = Object.assign(Object.create(be), { readSync: undefined });
+  const d = new Tensor(device, [1], new Float32Array([5]), 4);
+  assert.equal(d.tryToArraySync(), null);
+  t.dispose();
+  assert.throws(() => t.tryToArraySync(), /used after dispose/);
 });

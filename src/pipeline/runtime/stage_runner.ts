@@ -16,11 +16,14 @@ import { CommAbortedError, type CommBackend } from "../comm/backend.ts";
 import { InProcessBackend } from "../comm/in_process.ts";
 import { makeTag } from "../comm/tag.ts";
 import type {
+  PendingOutput,
   StageContext,
   StageExecutor,
   StageExecutorFactory,
   StageOutput,
 } from "./stage_executor.ts";
+import { type DeviceFailure, DeviceTimeline } from "./_device_timeline.ts";
+import { createEventLoopTurn } from "./_event_loop_turn.ts";
 import { PipelineWorkerError } from "./pipeline_worker_error.ts";
 import { summarizeTimeline, type TimelineSummary } from "./timeline_summary.ts";
 import { stagesOf } from "./_placement.ts";
@@ -66,6 +69,14 @@ export interface RankRunResult {
 
 /**
  * Runs `rank`'s list of the schedule for the given iterations.
+ *
+ * Hand-over: an output the executor returns as a ready array is posted to
+ * its neighbour before the next action starts; a pending one (a GPU
+ * read-back) is posted as soon as it resolves, while the rank goes on with
+ * its next actions. Before each action the rank lets its event loop turn
+ * once (a few microseconds), so that outputs settled in promise chains go
+ * out, arrived messages come in and an abort is seen even when every
+ * action computes synchronously.
  *
  * Event times: an action's work is done when its call settles or, where
  * `executor.deviceDone()` gives a promise after it (queued device work, as
@@ -125,159 +136,107 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
     if (a.kind !== "F") lastBackward.set(a.stage, i);
   });
 
-  const events: TimedEvent[] = [];
+  const timeline = new DeviceTimeline(rank, clock);
   const reports: unknown[] = [];
   const sends = new Set<Promise<void>>();
-  let sendError: unknown = null;
-  // Device timing (see the documentation above): `deviceEnd` is when the
-  // rank's device finished the latest work timed so far; `timing` settles
-  // once every earlier action's end is known (null: nothing outstanding).
-  let deviceEnd = -Infinity;
-  let timing: Promise<void> | null = null;
-  let deviceError: unknown = null;
-  const settle = (start: number, end: number, at: number) => {
-    const s = Math.max(start, deviceEnd);
-    deviceEnd = Math.max(end, s);
-    if (at >= 0) events[at] = { ...events[at], start: s, end: deviceEnd };
-  };
-  // Times the work of action `a` (or, unless `event`, of the step after it)
-  // called at `start`; the call returned at `returned`.
-  const timeWork = (
-    start: number,
-    returned: number,
-    a: Action,
-    it: number,
-    event: boolean,
-    out: StageOutput | void,
-  ) => {
-    const done = executor.deviceDone?.();
-    const at = event ? events.length : -1;
-    if (event) events.push({ rank, action: a, iteration: it, start, end: returned });
-    if (done === undefined && timing === null) {
-      settle(start, returned, at);
-      return;
-    }
-    const failed = (e: unknown) => {
-      deviceError ??= { action: a, iteration: it, cause: e };
-      return returned;
-    };
-    const ends: Promise<number>[] = [
-      done === undefined
-        ? Promise.resolve(returned)
-        : Promise.resolve(done).then(() => clock(), failed),
-    ];
-    const pending = out !== null && out !== undefined && !(out instanceof Float32Array)
-      ? out.pending
-      : undefined;
-    // A failed read-back is the send's error; here it only gives no time.
-    if (pending !== undefined) {
-      ends.push(Promise.resolve(pending).then(() => clock(), () => new Promise<number>(() => {})));
-    }
-    const link: Promise<void> = Promise.all([timing, Promise.race(ends)]).then(([, t]) => {
-      settle(start, t, at);
-      if (timing === link) timing = null;
-    });
-    timing = link;
-  };
+  let sendFailure: DeviceFailure | null = null;
   const fail = (a: Action, iteration: number, cause: unknown): never => {
     if (cause instanceof CommAbortedError || cause instanceof PipelineWorkerError) throw cause;
     const detail = cause instanceof Error ? cause.message : String(cause);
     throw new PipelineWorkerError({ rank, kind: "error", action: a, iteration, detail });
   };
-  const forward = (a: Action, it: number, peer: number, tag: string, out: StageOutput) => {
+  const throwIfFailed = () => {
+    const f = sendFailure ?? timeline.failure;
+    if (f !== null) fail(f.action, f.iteration, f.cause);
+  };
+  // Runs one piece of work (an action when `event`, else an optimizer step) and dates it.
+  const run = async <T>(a: Action, it: number, event: boolean, work: () => T | Promise<T>) => {
+    const start = clock();
+    const out = await work();
+    const pending = out !== null && typeof out === "object" && "pending" in out
+      ? (out as PendingOutput).pending
+      : undefined;
+    timeline.add(a, it, start, clock(), event, executor.deviceDone?.(), pending);
+    return out;
+  };
+  // Hands `out` to `peer`: a ready array is posted before this returns.
+  const handOver = (a: Action, it: number, peer: number, tag: string, out: StageOutput) => {
     if (out === null || out === undefined) {
       fail(a, it, new TypeError(`${formatAction(a)} returned no output for rank ${peer}`));
     }
-    const data = out instanceof Float32Array ? out : (out as { pending: PromiseLike<Float32Array> })
-      .pending;
-    const p: Promise<void> = comm.send(peer, tag, data, { transfer: true }).catch((e) => {
-      sendError ??= { action: a, iteration: it, cause: e };
+    const data = out instanceof Float32Array ? out : (out as PendingOutput).pending;
+    const p: Promise<void> = comm.send(peer, tag, data, { transfer: true }).catch((cause) => {
+      sendFailure ??= { action: a, iteration: it, cause };
     }).finally(() => sends.delete(p));
     sends.add(p);
   };
+  const tag = (space: "activation" | "gradient", chunk: number, mb: number, it: number) =>
+    makeTag({ space, microBatch: mb, chunk, iteration: it });
 
-  for (let it = first; it < first + iterations; it++) {
-    onState("idle", -1, it);
-    await executor.beginIteration?.(it, options.payloads?.[it - first]);
-    for (let i = 0; i < list.length; i++) {
-      for (const err of [sendError, deviceError]) {
-        if (err === null) continue;
-        const e = err as { action: Action; iteration: number; cause: unknown };
-        fail(e.action, e.iteration, e.cause);
-      }
-      const a = list[i];
-      const s = a.stage;
-      const mb = a.microBatch;
-      const ctx: StageContext = {
-        rank,
-        action: a,
-        iteration: it,
-        isFirstStage: s === 0,
-        isLastStage: s === numStages - 1,
-        forwardOnly,
-      };
-      try {
-        onState("recv", i, it);
-        if (a.kind === "F") {
-          const input = s === 0 ? null : await comm.recv(
-            where[s - 1],
-            makeTag({ space: "activation", microBatch: mb, chunk: s, iteration: it }),
-          );
-          onState("compute", i, it);
-          const start = clock();
-          const out = await executor.forward(ctx, input);
-          timeWork(start, clock(), a, it, true, out);
-          if (s < numStages - 1) {
-            const tag = makeTag({
-              space: "activation",
-              microBatch: mb,
-              chunk: s + 1,
-              iteration: it,
-            });
-            forward(a, it, where[s + 1], tag, out);
+  const loop = createEventLoopTurn();
+  try {
+    for (let it = first; it < first + iterations; it++) {
+      onState("idle", -1, it);
+      await executor.beginIteration?.(it, options.payloads?.[it - first]);
+      for (let i = 0; i < list.length; i++) {
+        await loop.turn();
+        throwIfFailed();
+        const a = list[i];
+        const s = a.stage;
+        const mb = a.microBatch;
+        const ctx: StageContext = {
+          rank,
+          action: a,
+          iteration: it,
+          isFirstStage: s === 0,
+          isLastStage: s === numStages - 1,
+          forwardOnly,
+        };
+        try {
+          onState("recv", i, it);
+          if (a.kind === "F") {
+            const input = s === 0
+              ? null
+              : await comm.recv(where[s - 1], tag("activation", s, mb, it));
+            onState("compute", i, it);
+            const out = await run(a, it, true, () => executor.forward(ctx, input));
+            if (s < numStages - 1) {
+              handOver(a, it, where[s + 1], tag("activation", s + 1, mb, it), out);
+            }
+          } else if (a.kind === "W") {
+            onState("compute", i, it);
+            await run(a, it, true, () => executor.backwardWeight(ctx));
+          } else {
+            const grad = s === numStages - 1
+              ? null
+              : await comm.recv(where[s + 1], tag("gradient", s, mb, it));
+            onState("compute", i, it);
+            const out = await run(
+              a,
+              it,
+              true,
+              () => a.kind === "B" ? executor.backward(ctx, grad) : executor.backwardInput(ctx, grad),
+            );
+            if (s > 0) handOver(a, it, where[s - 1], tag("gradient", s - 1, mb, it), out);
           }
-        } else if (a.kind === "W") {
-          onState("compute", i, it);
-          const start = clock();
-          await executor.backwardWeight(ctx);
-          timeWork(start, clock(), a, it, true, undefined);
-        } else {
-          const grad = s === numStages - 1 ? null : await comm.recv(
-            where[s + 1],
-            makeTag({ space: "gradient", microBatch: mb, chunk: s, iteration: it }),
-          );
-          onState("compute", i, it);
-          const start = clock();
-          const out = a.kind === "B"
-            ? await executor.backward(ctx, grad)
-            : await executor.backwardInput(ctx, grad);
-          timeWork(start, clock(), a, it, true, out);
-          if (s > 0) {
-            const tag = makeTag({ space: "gradient", microBatch: mb, chunk: s - 1, iteration: it });
-            forward(a, it, where[s - 1], tag, out);
+          if (!forwardOnly && lastBackward.get(s) === i) {
+            onState("step", i, it);
+            await run(a, it, false, () => executor.step(s, it));
           }
+        } catch (e) {
+          fail(a, it, e);
         }
-        if (!forwardOnly && lastBackward.get(s) === i) {
-          onState("step", i, it);
-          const start = clock();
-          await executor.step(s, it);
-          timeWork(start, clock(), a, it, false, undefined);
-        }
-      } catch (e) {
-        fail(a, it, e);
       }
+      reports.push(await executor.endIteration?.(it));
     }
-    reports.push(await executor.endIteration?.(it));
-  }
-  while (sends.size > 0) await Promise.all([...sends]);
-  await timing;
-  for (const err of [sendError, deviceError]) {
-    if (err === null) continue;
-    const e = err as { action: Action; iteration: number; cause: unknown };
-    fail(e.action, e.iteration, e.cause);
+    while (sends.size > 0) await Promise.all([...sends]);
+    await timeline.settled();
+    throwIfFailed();
+  } finally {
+    loop.close();
   }
   onState("done", list.length, first + iterations - 1);
-  return { events, reports };
+  return { events: timeline.events, reports };
 }
 
 /** Options of {@linkcode runPipelineInProcess}. */

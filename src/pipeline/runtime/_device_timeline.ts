@@ -1,0 +1,98 @@
+// Device timing of one rank's actions, for runRank. Not exported from the
+// package.
+//
+// An action's work is done when its call settles or, where the executor's
+// `deviceDone()` gives a promise after it (work queued on a device, as on
+// WebGPU, whose calls only record commands), when that promise settles or,
+// earlier, when the action's pending output has been read back (the
+// read-back follows the action's kernels in the device's queue). A rank's
+// device runs its work in order, so no work begins before the previous
+// work (action or optimizer step) ended: an event starts at
+// max(call, previous end) and ends when its work is done, never before it
+// starts. On the CPU that is simply the call and its return.
+
+import type { Action } from "../action.ts";
+import type { TimedEvent } from "../schedule.ts";
+
+/** A device failure, kept until the rank can report it against its action. */
+export interface DeviceFailure {
+  /** The action whose device work failed. */
+  readonly action: Action;
+  /** Its iteration. */
+  readonly iteration: number;
+  /** What the device reported. */
+  readonly cause: unknown;
+}
+
+/** Collects one rank's timed events as their device work settles. */
+export class DeviceTimeline {
+  /** Every action timed so far, in list order; times are final once `settled()` resolves. */
+  readonly events: TimedEvent[] = [];
+  /** The first device failure, if any. */
+  failure: DeviceFailure | null = null;
+  readonly #rank: number;
+  readonly #clock: () => number;
+  // When the rank's device finished the latest work dated so far.
+  #deviceEnd = -Infinity;
+  // Settles once every earlier piece of work is dated (null: none outstanding).
+  #pending: Promise<void> | null = null;
+
+  constructor(rank: number, clock: () => number) {
+    this.#rank = rank;
+    this.#clock = clock;
+  }
+
+  /**
+   * Dates work called at `start` whose call returned at `returned`: an event
+   * for `action` when `event`, else (an optimizer step) device time only.
+   * `done` is the executor's `deviceDone()` after the call; `output` a
+   * pending read-back of the action's output, if any.
+   */
+  add(
+    action: Action,
+    iteration: number,
+    start: number,
+    returned: number,
+    event: boolean,
+    done: PromiseLike<void> | undefined,
+    output: PromiseLike<unknown> | undefined,
+  ): void {
+    const at = event ? this.events.length : -1;
+    if (event) this.events.push({ rank: this.#rank, action, iteration, start, end: returned });
+    if (done === undefined && this.#pending === null) {
+      this.#settle(start, returned, at);
+      return;
+    }
+    const ends: Promise<number>[] = [
+      done === undefined ? Promise.resolve(returned) : Promise.resolve(done).then(
+        () => this.#clock(),
+        (cause) => {
+          this.failure ??= { action, iteration, cause };
+          return returned;
+        },
+      ),
+    ];
+    // A failed read-back is the send's error; here it only gives no time.
+    if (output !== undefined) {
+      ends.push(Promise.resolve(output).then(() => this.#clock(), () => new Promise(() => {})));
+    }
+    const link: Promise<void> = Promise.all([this.#pending, Promise.race(ends)]).then(
+      ([, t]) => {
+        this.#settle(start, t, at);
+        if (this.#pending === link) this.#pending = null;
+      },
+    );
+    this.#pending = link;
+  }
+
+  /** Resolves once every event added so far has its final times. */
+  async settled(): Promise<void> {
+    while (this.#pending !== null) await this.#pending;
+  }
+
+  #settle(start: number, end: number, at: number): void {
+    const s = Math.max(start, this.#deviceEnd);
+    this.#deviceEnd = Math.max(end, s);
+    if (at >= 0) this.events[at] = { ...this.events[at], start: s, end: this.#deviceEnd };
+  }
+}
