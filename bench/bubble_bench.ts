@@ -1,7 +1,7 @@
 /**
  * Deno.bench groups over the schedules: generating a schedule and simulating
  * two back-to-back iterations (single and steady-state bubble), one group per
- * schedule, one bench per (p, m) of the grid. These
+ * schedule ("simulator speed: NAME"), one bench per (p, m) of the grid. These
  * measure the simulator's own speed; the bubble fractions and peak memory
  * they produce are printed by `deno run -A bench/bubble_table.ts`.
  *
@@ -34,7 +34,7 @@ for (const name of SCHEDULE_NAMES) {
     if (!canGenerate(name, p, m)) continue;
     Deno.bench({
       name: `${name} p=${p} m=${m}`,
-      group: name,
+      group: `simulator speed: ${name}`,
       baseline: first,
       fn() {
         simulate(generateSchedule(name, { ranks: p, microBatches: m }), { iterations: 2 });

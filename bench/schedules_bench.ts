@@ -6,20 +6,19 @@
  * the core count), printed as one Markdown table.
  *
  * ```sh
- * deno bench -A bench/schedules_bench.ts          # simulate benches + the table, printed once
- * deno run -A bench/schedules_bench.ts            # the table only
+ * deno run -A bench/schedules_bench.ts            # the table
+ * deno bench -A bench/schedules_bench.ts          # the simulator's own speed (no table)
  * deno run -A bench/schedules_bench.ts --json     # one JSON object per schedule
  * deno run -A bench/schedules_bench.ts --ranks 4 --microbatches 8 --ms 20 --iterations 8 --steady-from 2
  * deno run -A bench/schedules_bench.ts --svg docs/img --simulated-only   # timelines, no workers
  * ```
  *
- * Under `deno bench` the options come from `deno bench -A bench/schedules_bench.ts -- --ms 30`
- * or from the environment: `SCHEDULES_BENCH_RANKS`, `SCHEDULES_BENCH_MICROBATCHES`,
- * `SCHEDULES_BENCH_MS`, `SCHEDULES_BENCH_REPEATS`, `SCHEDULES_BENCH_ITERATIONS`,
- * `SCHEDULES_BENCH_STEADY_FROM`, and
- * `SCHEDULES_BENCH_MEASURE=0` to skip the workers. The workers run once, at
- * module load, never inside a timing loop; the Deno.bench groups time the
- * simulator alone.
+ * Options also come from the environment: `SCHEDULES_BENCH_RANKS`,
+ * `SCHEDULES_BENCH_MICROBATCHES`, `SCHEDULES_BENCH_MS`, `SCHEDULES_BENCH_REPEATS`,
+ * `SCHEDULES_BENCH_ITERATIONS`, `SCHEDULES_BENCH_STEADY_FROM`, and
+ * `SCHEDULES_BENCH_MEASURE=0` to skip the workers. Under `deno bench` this
+ * file only times the simulator ("simulator speed" groups); the schedules'
+ * own speed, real compute and fixed-time, is `bench/pipeline_steps_bench.ts`.
  *
  * The measured steady state is the median period from iteration
  * `--steady-from` (default 2) of one run of `--iterations` (default 8), as
@@ -91,61 +90,64 @@ if (!(ms > 0) || !Number.isFinite(ms)) {
   throw new RangeError(`--ms must be a positive number of milliseconds, got "${values.ms}"`);
 }
 
-let rows: ScheduleTableRow[] = simulatedTableRows(p, m, iterations);
+// The table: `deno run` only (under `deno bench`, import.meta.main is false).
+if (import.meta.main) {
+  let rows: ScheduleTableRow[] = simulatedTableRows(p, m, iterations);
 
-if (values.svg !== undefined) {
-  await Deno.mkdir(values.svg, { recursive: true });
-  for (const row of rows) {
-    const schedule = generateSchedule(row.schedule, { ranks: p, microBatches: m });
-    const sim = simulate(schedule);
-    const path = `${values.svg}/${row.schedule}.svg`;
-    await Deno.writeTextFile(
-      path,
-      renderSvg(sim.events, {
-        title: `${row.schedule}: p=${p}, m=${m}, V=${row.v}, simulated (F = I = W = 1, B = 2)`,
-        bubbleFraction: sim.bubbleFraction,
-        ranks: p,
-      }),
+  if (values.svg !== undefined) {
+    await Deno.mkdir(values.svg, { recursive: true });
+    for (const row of rows) {
+      const schedule = generateSchedule(row.schedule, { ranks: p, microBatches: m });
+      const sim = simulate(schedule);
+      const path = `${values.svg}/${row.schedule}.svg`;
+      await Deno.writeTextFile(
+        path,
+        renderSvg(sim.events, {
+          title: `${row.schedule}: p=${p}, m=${m}, V=${row.v}, simulated (F = I = W = 1, B = 2)`,
+          bubbleFraction: sim.bubbleFraction,
+          ranks: p,
+        }),
+      );
+      if (!values.json) console.error(`wrote ${path}`);
+    }
+  }
+
+  const t0 = performance.now();
+  const runs: RuntimeRow[] = [];
+  if (!values["simulated-only"]) {
+    const measured: ScheduleTableRow[] = [];
+    for (const row of rows) {
+      const run = await measureSchedule(row.schedule, p, m, ms, repeats, iterations, steadyFrom);
+      runs.push(run);
+      measured.push(withMeasurement(row, run));
+    }
+    rows = measured;
+  }
+  const seconds = (performance.now() - t0) / 1000;
+
+  if (values.json) {
+    for (const r of rows) console.log(JSON.stringify(r));
+  } else {
+    console.log(
+      `\nSchedules at p=${p}, m=${m}. Simulated: F = I = W = 1, B = 2, no communication delay; ` +
+        `steady state over ${iterations} back-to-back iterations.\n`,
     );
-    if (!values.json) console.error(`wrote ${path}`);
+    console.log(formatScheduleTable(rows));
+    console.log(
+      "\nformula: estimateBubbleFraction (zb-h2, zb-v: the steady-state figure; — where none). " +
+        "Peak activations: in flight on rank 0, in chunk-micro-batches and in full-stage units " +
+        "(chunks / V).",
+    );
+    console.log(
+      values["simulated-only"]
+        ? "Measured columns skipped (--simulated-only / SCHEDULES_BENCH_MEASURE=0)."
+        : `Measured: one Deno worker per rank, synthetic actions F = I = W = ${ms} ms ` +
+          `(B = ${2 * ms} ms, blocking sleep); one iteration: median of ${repeats} runs after ` +
+          `a warm-up; steady state: one run of ${iterations} iterations, median period from ` +
+          `iteration ${steadyFrom} on; ${seconds.toFixed(1)} s in all.`,
+    );
+    if (runs.length > 0) console.log(`${verdict(runs)}\n`);
   }
-}
-
-const t0 = performance.now();
-const runs: RuntimeRow[] = [];
-if (!values["simulated-only"]) {
-  const measured: ScheduleTableRow[] = [];
-  for (const row of rows) {
-    const run = await measureSchedule(row.schedule, p, m, ms, repeats, iterations, steadyFrom);
-    runs.push(run);
-    measured.push(withMeasurement(row, run));
-  }
-  rows = measured;
-}
-const seconds = (performance.now() - t0) / 1000;
-
-if (values.json) {
-  for (const r of rows) console.log(JSON.stringify(r));
-} else {
-  console.log(
-    `\nSchedules at p=${p}, m=${m}. Simulated: F = I = W = 1, B = 2, no communication delay; ` +
-      `steady state over ${iterations} back-to-back iterations.\n`,
-  );
-  console.log(formatScheduleTable(rows));
-  console.log(
-    "\nformula: estimateBubbleFraction (zb-h2, zb-v: the steady-state figure; — where none). " +
-      "Peak activations: in flight on rank 0, in chunk-micro-batches and in full-stage units " +
-      "(chunks / V).",
-  );
-  console.log(
-    values["simulated-only"]
-      ? "Measured columns skipped (--simulated-only / SCHEDULES_BENCH_MEASURE=0)."
-      : `Measured: one Deno worker per rank, synthetic actions F = I = W = ${ms} ms ` +
-        `(B = ${2 * ms} ms, blocking sleep); one iteration: median of ${repeats} runs after ` +
-        `a warm-up; steady state: one run of ${iterations} iterations, median period from ` +
-        `iteration ${steadyFrom} on; ${seconds.toFixed(1)} s in all.`,
-  );
-  if (runs.length > 0) console.log(`${verdict(runs)}\n`);
 }
 
 // The simulator's own speed at p = 4, m = 8, one group per schedule. In
@@ -158,7 +160,7 @@ for (const name of SCHEDULE_NAMES) {
     if (err instanceof RangeError) continue;
     throw err;
   }
-  const group = `${name} p=${BENCH_P} m=${BENCH_M}`;
+  const group = `simulator speed: ${name} p=${BENCH_P} m=${BENCH_M}`;
   Deno.bench({
     name: `${name} generate`,
     group,

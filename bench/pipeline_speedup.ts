@@ -1,0 +1,248 @@
+/**
+ * Real-compute pipeline speedup: the tiny GPT (dim 128, 6 blocks, a 16 × 64
+ * batch, m = 8) trained on the CPU backend, every schedule at P = 2 ranks in
+ * workers against the same model on P = 1, printed as a Markdown table.
+ *
+ * ```sh
+ * deno run -A bench/pipeline_speedup.ts                 # the table, then a verdict line
+ * deno run -A bench/pipeline_speedup.ts --json          # one JSON object per row
+ * deno run -A bench/pipeline_speedup.ts --backend webgpu --schedule 1f1b --schedule zb-h1
+ * LP_NUM_THREADS=1 deno run -A bench/pipeline_speedup.ts --backend webgpu   # llvmpipe threads
+ * ```
+ *
+ * Each configuration runs `--warmup` steps (JIT and caches warm), then
+ * `--steps` steps back to back in one `train` call. `stepMs` is the median
+ * period (time between the ends of consecutive steps) from the second
+ * measured step on; `bubbleMeasured` the steady-state bubble over the same
+ * periods; `bubbleSimulated` is `simulate`'s with the per-action costs
+ * measured in the same run (the median duration of each kind of action per
+ * stage) and the same number of steps; `idealSpeedup` = P · (1 −
+ * bubbleSimulated), what the schedule allows with these costs; `speedup` =
+ * P = 1's stepMs over this row's.
+ *
+ * The verdict line checks issue 10's targets on 2 cores: speedup ≥ 1.6 for
+ * gpipe and 1f1b, ≥ 1.75 for zb-h1, zb-h2 and zb-v, each ≥ 90% of its
+ * idealSpeedup, and the measured bubble within 5 points of the simulated.
+ *
+ * @module
+ */
+
+import { parseArgs } from "node:util";
+import { SCHEDULE_NAMES } from "../src/pipeline/generate.ts";
+import { simulate } from "../src/pipeline/simulate.ts";
+import { summarizeTimeline } from "../src/pipeline/runtime/timeline_summary.ts";
+import {
+  createRealPipeline,
+  measuredCosts,
+  REAL_COMPUTE,
+  realBatches,
+  type RealComputeConfig,
+} from "./_real_compute.ts";
+
+/** One row of the table (`--json` prints it as is). */
+export interface SpeedupRow {
+  readonly schedule: string;
+  readonly ranks: number;
+  readonly microBatches: number;
+  readonly backend: string;
+  readonly stepMs: number;
+  readonly speedup: number;
+  readonly bubbleMeasured: number;
+  readonly bubbleSimulated: number;
+  readonly idealSpeedup: number;
+}
+
+/** Issue 10's targets. */
+export const SPEEDUP_TARGETS: Readonly<Record<string, number>> = {
+  "gpipe": 1.6,
+  "1f1b": 1.6,
+  "zb-h1": 1.75,
+  "zb-h2": 1.75,
+  "zb-v": 1.75,
+};
+
+interface Measured {
+  readonly stepMs: number;
+  readonly bubbleMeasured: number;
+  readonly bubbleSimulated: number;
+}
+
+/** Trains `schedule` at `ranks` and measures its steady state (see the module doc). */
+export async function measureRealSchedule(
+  cfg: RealComputeConfig,
+  schedule: string,
+  ranks: number,
+  warmup: number,
+  steps: number,
+): Promise<Measured> {
+  const model = await createRealPipeline(cfg, schedule, ranks);
+  try {
+    if (warmup > 0) await model.train(realBatches(cfg, warmup, 100));
+    const r = await model.train(realBatches(cfg, steps, 200));
+    const measured = summarizeTimeline(r.events, ranks, { steadyFrom: 1 });
+    const costs = measuredCosts(r.events, model.schedule.stageToRank.length);
+    const sim = simulate(model.schedule, { costs, iterations: steps });
+    const simulated = summarizeTimeline(sim.events, ranks, { steadyFrom: 1 });
+    return {
+      stepMs: measured.period!,
+      bubbleMeasured: measured.steadyStateBubble!,
+      bubbleSimulated: simulated.steadyStateBubble!,
+    };
+  } finally {
+    await model.dispose();
+  }
+}
+
+function pct(x: number): string {
+  return `${(100 * x).toFixed(1)}%`;
+}
+
+/** The rows as a Markdown table. */
+export function speedupTable(rows: readonly SpeedupRow[]): string {
+  const head = [
+    "schedule",
+    "P",
+    "m",
+    "backend",
+    "step ms",
+    "speedup",
+    "ideal",
+    "of ideal",
+    "bubble measured",
+    "bubble simulated",
+  ];
+  const body = rows.map((r) => [
+    r.schedule,
+    String(r.ranks),
+    String(r.microBatches),
+    r.backend,
+    r.stepMs.toFixed(0),
+    `${r.speedup.toFixed(2)}x`,
+    `${r.idealSpeedup.toFixed(2)}x`,
+    r.ranks === 1 ? "—" : pct(r.speedup / r.idealSpeedup),
+    pct(r.bubbleMeasured),
+    pct(r.bubbleSimulated),
+  ]);
+  const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i].length)));
+  const line = (cells: string[]) =>
+    `| ${
+      cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join(" | ")
+    } |`;
+  const rule = `| ${
+    widths.map((w, i) => (i === 0 ? ":" + "-".repeat(w - 1) : "-".repeat(w - 1) + ":")).join(" | ")
+  } |`;
+  return [line(head), rule, ...body.map(line)].join("\n");
+}
+
+/** PASS when every row with a target meets it (see the module doc), else FAIL naming the misses. */
+export function speedupVerdict(rows: readonly SpeedupRow[]): string {
+  const misses: string[] = [];
+  for (const r of rows) {
+    const target = SPEEDUP_TARGETS[r.schedule];
+    if (r.ranks === 1 || target === undefined) continue;
+    if (!(r.speedup >= target)) misses.push(`${r.schedule} ${r.speedup.toFixed(2)}x < ${target}x`);
+    if (!(r.speedup >= 0.9 * r.idealSpeedup)) {
+      misses.push(`${r.schedule} ${pct(r.speedup / r.idealSpeedup)} of ideal < 90%`);
+    }
+    if (!(Math.abs(r.bubbleMeasured - r.bubbleSimulated) <= 0.05)) {
+      misses.push(
+        `${r.schedule} bubble ${pct(r.bubbleMeasured)} vs simulated ${pct(r.bubbleSimulated)}`,
+      );
+    }
+  }
+  return `verdict: ${
+    misses.length === 0 ? "PASS" : "FAIL"
+  } (targets: speedup >= 1.6x gpipe/1f1b, ` +
+    `>= 1.75x zb-h1/zb-h2/zb-v, >= 90% of ideal, bubble within 5 points of simulated)` +
+    (misses.length === 0 ? "" : `: ${misses.join("; ")}`);
+}
+
+function positive(flag: string, text: string, min = 1): number {
+  const v = Number(text);
+  if (!Number.isInteger(v) || v < min) {
+    throw new RangeError(`--${flag} must be an integer >= ${min}, got "${text}"`);
+  }
+  return v;
+}
+
+if (import.meta.main) {
+  const { values } = parseArgs({
+    args: Deno.args,
+    options: {
+      ranks: { type: "string", default: "2" },
+      microbatches: { type: "string", default: String(REAL_COMPUTE.microBatches) },
+      batch: { type: "string", default: String(REAL_COMPUTE.batch) },
+      "seq-len": { type: "string", default: String(REAL_COMPUTE.seqLen) },
+      dim: { type: "string", default: String(REAL_COMPUTE.dim) },
+      layers: { type: "string", default: String(REAL_COMPUTE.layers) },
+      heads: { type: "string", default: String(REAL_COMPUTE.heads) },
+      backend: { type: "string", default: REAL_COMPUTE.backend },
+      warmup: { type: "string", default: "1" },
+      steps: { type: "string", default: "4" },
+      schedule: { type: "string", multiple: true },
+      json: { type: "boolean", default: false },
+    },
+    strict: true,
+    allowPositionals: false,
+  });
+  if (values.backend !== "cpu" && values.backend !== "webgpu") {
+    throw new RangeError(`--backend must be cpu or webgpu, got "${values.backend}"`);
+  }
+  const cfg: RealComputeConfig = {
+    ...REAL_COMPUTE,
+    microBatches: positive("microbatches", values.microbatches),
+    batch: positive("batch", values.batch),
+    seqLen: positive("seq-len", values["seq-len"]),
+    dim: positive("dim", values.dim),
+    layers: positive("layers", values.layers),
+    heads: positive("heads", values.heads),
+    backend: values.backend,
+  };
+  const ranks = positive("ranks", values.ranks, 2);
+  const warmup = positive("warmup", values.warmup, 0);
+  const steps = positive("steps", values.steps, 2);
+  const names = values.schedule ?? [...SCHEDULE_NAMES];
+  for (const n of names) {
+    if (!(SCHEDULE_NAMES as readonly string[]).includes(n)) {
+      throw new RangeError(`--schedule must be one of ${SCHEDULE_NAMES.join(", ")}, got "${n}"`);
+    }
+  }
+  const rows: SpeedupRow[] = [];
+  const emit = (r: SpeedupRow) => {
+    rows.push(r);
+    if (values.json) console.log(JSON.stringify(r));
+    else console.error(`  ${r.schedule} P=${r.ranks}: ${r.stepMs.toFixed(0)} ms per step`);
+  };
+  const one = await measureRealSchedule(cfg, "1f1b", 1, warmup, steps);
+  emit({
+    schedule: "single rank",
+    ranks: 1,
+    microBatches: cfg.microBatches,
+    backend: cfg.backend,
+    ...one,
+    speedup: 1,
+    idealSpeedup: 1,
+  });
+  for (const name of names) {
+    const r = await measureRealSchedule(cfg, name, ranks, warmup, steps);
+    emit({
+      schedule: name,
+      ranks,
+      microBatches: cfg.microBatches,
+      backend: cfg.backend,
+      ...r,
+      speedup: one.stepMs / r.stepMs,
+      idealSpeedup: ranks * (1 - r.bubbleSimulated),
+    });
+  }
+  if (!values.json) {
+    console.log(
+      `tiny GPT dim ${cfg.dim}, ${cfg.layers} blocks, batch ${cfg.batch} × ${cfg.seqLen}, ` +
+        `m = ${cfg.microBatches}, backend ${cfg.backend}, ${navigator.hardwareConcurrency} cores; ` +
+        `${warmup} warm-up + ${steps} measured steps per row\n`,
+    );
+    console.log(speedupTable(rows));
+    console.log();
+    console.log(speedupVerdict(rows));
+  }
+}
