@@ -9,13 +9,13 @@ import { createTinyGPT } from "../src/nn/gpt.ts";
 import { sampleBatch } from "../src/nn/sample_batch.ts";
 import { Rng } from "../src/tensor/random.ts";
 import { CpuBackend } from "../src/tensor/cpu_backend.ts";
-import type { ActionKind } from "../src/pipeline/action.ts";
-import type { TimedEvent } from "../src/pipeline/schedule.ts";
-import type { ActionCosts } from "../src/pipeline/simulate.ts";
+import type { ActionKind } from "../src/pipeline/schedule/action.ts";
+import type { TimedEvent } from "../src/pipeline/schedule/schedule.ts";
+import type { ActionCosts } from "../src/pipeline/analysis/simulate.ts";
 import {
   PipelineParallelModel,
   type TrainingBatch,
-} from "../src/pipeline/pipeline_parallel_model.ts";
+} from "../src/pipeline/model/pipeline_parallel_model.ts";
 
 /** The model and batch of a real-compute run. */
 export interface RealComputeConfig {

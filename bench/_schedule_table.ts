@@ -8,7 +8,7 @@
  * @module
  */
 
-import type { ScheduleName } from "../src/pipeline/generate.ts";
+import type { ScheduleName } from "../src/pipeline/schedule/generate.ts";
 import { bubbleRows } from "./bubble_table.ts";
 import type { RuntimeRow } from "./measured_vs_simulated.ts";
 

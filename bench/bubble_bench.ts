@@ -12,8 +12,8 @@
  * @module
  */
 
-import { generateSchedule, SCHEDULE_NAMES } from "../src/pipeline/generate.ts";
-import { simulate } from "../src/pipeline/simulate.ts";
+import { generateSchedule, SCHEDULE_NAMES } from "../src/pipeline/schedule/generate.ts";
+import { simulate } from "../src/pipeline/analysis/simulate.ts";
 
 const GRID: readonly [number, number][] = [[4, 8], [4, 32], [8, 16], [8, 64]];
 

@@ -19,8 +19,8 @@ import {
   generateSchedule,
   SCHEDULE_NAMES,
   type ScheduleName,
-} from "../src/pipeline/generate.ts";
-import { simulate } from "../src/pipeline/simulate.ts";
+} from "../src/pipeline/schedule/generate.ts";
+import { simulate } from "../src/pipeline/analysis/simulate.ts";
 
 /** One row of the table. Peaks are in chunk-micro-batches on rank 0. */
 export interface BubbleRow {

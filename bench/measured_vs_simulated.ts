@@ -31,11 +31,11 @@
  */
 
 import { parseArgs } from "node:util";
-import { generateSchedule, SCHEDULE_NAMES } from "../src/pipeline/generate.ts";
-import { simulate } from "../src/pipeline/simulate.ts";
+import { generateSchedule, SCHEDULE_NAMES } from "../src/pipeline/schedule/generate.ts";
+import { simulate } from "../src/pipeline/analysis/simulate.ts";
 import { type PipelineRunResult, PipelineWorkerPool } from "../src/pipeline/runtime/worker_pool.ts";
-import { syntheticCosts } from "../src/pipeline/runtime/synthetic_executor.ts";
-import { summarizeTimeline } from "../src/pipeline/runtime/timeline_summary.ts";
+import { syntheticCosts } from "../src/pipeline/testing/synthetic_executor.ts";
+import { summarizeTimeline } from "../src/pipeline/analysis/timeline_summary.ts";
 
 /** One row of the table. */
 export interface RuntimeRow {

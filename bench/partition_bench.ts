@@ -17,13 +17,13 @@ import { Linear } from "../src/nn/linear.ts";
 import { Sequential } from "../src/nn/sequential.ts";
 import { TokenPositionEmbedding } from "../src/nn/token_position_embedding.ts";
 import { TransformerBlock } from "../src/nn/transformer_block.ts";
-import { layerCosts, profileLayerCosts } from "../src/pipeline/layer_costs.ts";
+import { layerCosts, profileLayerCosts } from "../src/pipeline/partition/layer_costs.ts";
 import {
   type CostedLayer,
   LoadBalancedPartition,
   type PartitionResult,
   UniformPartition,
-} from "../src/pipeline/partition.ts";
+} from "../src/pipeline/partition/partition.ts";
 import { CpuBackend } from "../src/tensor/cpu_backend.ts";
 
 function randomCosts(n: number, seed: number): number[] {

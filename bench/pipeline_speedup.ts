@@ -28,9 +28,9 @@
  */
 
 import { parseArgs } from "node:util";
-import { SCHEDULE_NAMES } from "../src/pipeline/generate.ts";
-import { simulate } from "../src/pipeline/simulate.ts";
-import { summarizeTimeline } from "../src/pipeline/runtime/timeline_summary.ts";
+import { SCHEDULE_NAMES } from "../src/pipeline/schedule/generate.ts";
+import { simulate } from "../src/pipeline/analysis/simulate.ts";
+import { summarizeTimeline } from "../src/pipeline/analysis/timeline_summary.ts";
 import {
   createRealPipeline,
   measuredCosts,

@@ -28,13 +28,13 @@
  * @module
  */
 
-import { generateSchedule, SCHEDULE_NAMES } from "../src/pipeline/generate.ts";
-import type { Schedule, TimedEvent } from "../src/pipeline/schedule.ts";
-import { simulate } from "../src/pipeline/simulate.ts";
-import { summarizeTimeline } from "../src/pipeline/runtime/timeline_summary.ts";
+import { generateSchedule, SCHEDULE_NAMES } from "../src/pipeline/schedule/generate.ts";
+import type { Schedule, TimedEvent } from "../src/pipeline/schedule/schedule.ts";
+import { simulate } from "../src/pipeline/analysis/simulate.ts";
+import { summarizeTimeline } from "../src/pipeline/analysis/timeline_summary.ts";
 import { PipelineWorkerPool } from "../src/pipeline/runtime/worker_pool.ts";
-import { syntheticCosts } from "../src/pipeline/runtime/synthetic_executor.ts";
-import type { PipelineParallelModel } from "../src/pipeline/pipeline_parallel_model.ts";
+import { syntheticCosts } from "../src/pipeline/testing/synthetic_executor.ts";
+import type { PipelineParallelModel } from "../src/pipeline/model/pipeline_parallel_model.ts";
 import { createRealPipeline, measuredCosts, REAL_COMPUTE, realBatches } from "./_real_compute.ts";
 
 const STEPS_PER_CALL = 2;

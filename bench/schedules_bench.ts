@@ -29,9 +29,9 @@
  */
 
 import { parseArgs } from "node:util";
-import { generateSchedule, SCHEDULE_NAMES } from "../src/pipeline/generate.ts";
-import { simulate } from "../src/pipeline/simulate.ts";
-import { renderSvg } from "../src/pipeline/render_svg.ts";
+import { generateSchedule, SCHEDULE_NAMES } from "../src/pipeline/schedule/generate.ts";
+import { simulate } from "../src/pipeline/analysis/simulate.ts";
+import { renderSvg } from "../src/pipeline/render/render_svg.ts";
 import { measureSchedule, type RuntimeRow, verdict } from "./measured_vs_simulated.ts";
 import {
   formatScheduleTable,

@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { main } from "../cli.ts";
-import { generateSchedule, SCHEDULE_NAMES } from "../src/pipeline/generate.ts";
-import { scheduleFromCsv } from "../src/pipeline/schedule_csv.ts";
-import { simulate } from "../src/pipeline/simulate.ts";
+import { generateSchedule, SCHEDULE_NAMES } from "../src/pipeline/schedule/generate.ts";
+import { scheduleFromCsv } from "../src/pipeline/schedule/schedule_csv.ts";
+import { simulate } from "../src/pipeline/analysis/simulate.ts";
 import { allElements, parseXml } from "./pipeline/_xml.ts";
 
 interface Run {

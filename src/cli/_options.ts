@@ -2,9 +2,9 @@
 // the package.
 
 import { parseArgs } from "node:util";
-import type { Schedule } from "../pipeline/schedule.ts";
-import type { ActionCosts } from "../pipeline/simulate.ts";
-import { generateSchedule, SCHEDULE_NAMES } from "../pipeline/generate.ts";
+import type { Schedule } from "../pipeline/schedule/schedule.ts";
+import type { ActionCosts } from "../pipeline/analysis/simulate.ts";
+import { generateSchedule, SCHEDULE_NAMES } from "../pipeline/schedule/generate.ts";
 import { UsageError } from "./command.ts";
 
 /** A parseArgs option table: every flag takes a string value or is a boolean. */

@@ -6,12 +6,12 @@
  * @module
  */
 
-import { renderAscii } from "../pipeline/render_ascii.ts";
-import { renderSvg } from "../pipeline/render_svg.ts";
-import { toChromeTrace } from "../pipeline/chrome_trace.ts";
-import { scheduleToCsv } from "../pipeline/schedule_csv.ts";
-import type { Schedule } from "../pipeline/schedule.ts";
-import { simulate } from "../pipeline/simulate.ts";
+import { renderAscii } from "../pipeline/render/render_ascii.ts";
+import { renderSvg } from "../pipeline/render/render_svg.ts";
+import { toChromeTrace } from "../pipeline/render/chrome_trace.ts";
+import { scheduleToCsv } from "../pipeline/schedule/schedule_csv.ts";
+import type { Schedule } from "../pipeline/schedule/schedule.ts";
+import { simulate } from "../pipeline/analysis/simulate.ts";
 import type { CliCommand, CliIo } from "./command.ts";
 import { UsageError } from "./command.ts";
 import {

@@ -7,8 +7,8 @@
  * @module
  */
 
-import { renderAscii } from "../pipeline/render_ascii.ts";
-import { simulate } from "../pipeline/simulate.ts";
+import { renderAscii } from "../pipeline/render/render_ascii.ts";
+import { simulate } from "../pipeline/analysis/simulate.ts";
 import type { CliCommand, CliIo } from "./command.ts";
 import {
   buildSchedule,

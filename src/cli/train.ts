@@ -23,7 +23,7 @@ import {
   PipelineParallelModel,
   type StepResult,
   type TrainingBatch,
-} from "../pipeline/pipeline_parallel_model.ts";
+} from "../pipeline/model/pipeline_parallel_model.ts";
 import type { CliCommand, CliIo } from "./command.ts";
 import { UsageError } from "./command.ts";
 import {

@@ -5,16 +5,16 @@
  * @module
  */
 
-export type { Action, ActionKind, RankActions } from "./action.ts";
-export { formatAction, parseAction } from "./action.ts";
-export type { Schedule, TimedEvent } from "./schedule.ts";
-export type { AsciiOptions } from "./render_ascii.ts";
-export { renderAscii } from "./render_ascii.ts";
-export type { SvgOptions } from "./render_svg.ts";
-export { renderSvg } from "./render_svg.ts";
-export type { ChromeTrace, ChromeTraceEvent, ChromeTraceOptions } from "./chrome_trace.ts";
-export { toChromeTrace } from "./chrome_trace.ts";
-export { scheduleFromCsv, scheduleToCsv } from "./schedule_csv.ts";
+export type { Action, ActionKind, RankActions } from "./schedule/action.ts";
+export { formatAction, parseAction } from "./schedule/action.ts";
+export type { Schedule, TimedEvent } from "./schedule/schedule.ts";
+export type { AsciiOptions } from "./render/render_ascii.ts";
+export { renderAscii } from "./render/render_ascii.ts";
+export type { SvgOptions } from "./render/render_svg.ts";
+export { renderSvg } from "./render/render_svg.ts";
+export type { ChromeTrace, ChromeTraceEvent, ChromeTraceOptions } from "./render/chrome_trace.ts";
+export { toChromeTrace } from "./render/chrome_trace.ts";
+export { scheduleFromCsv, scheduleToCsv } from "./schedule/schedule_csv.ts";
 export type {
   CostedLayer,
   PartitionInput,
@@ -22,30 +22,30 @@ export type {
   PartitionResult,
   PartitionStrategy,
   UniformPartitionOptions,
-} from "./partition.ts";
+} from "./partition/partition.ts";
 export {
   evaluatePartition,
   FixedPartition,
   LoadBalancedPartition,
   UniformPartition,
   validatePartition,
-} from "./partition.ts";
+} from "./partition/partition.ts";
 export type {
   ActivationCheckpointOptions,
   CheckpointSegment,
   ChunkCheckpointPlan,
   RecomputePolicy,
-} from "./checkpoint.ts";
-export { ActivationCheckpointConfig, DEFAULT_EXPENSIVE_KINDS } from "./checkpoint.ts";
-export type { ActionCosts, CostValue, SimulateOptions, SimulationResult } from "./simulate.ts";
-export { simulate } from "./simulate.ts";
-export type { GenerateOptions, ScheduleName } from "./generate.ts";
-export { estimateBubbleFraction, generateSchedule, SCHEDULE_NAMES } from "./generate.ts";
-export type { ScheduleProblem, ScheduleProblemKind, ScheduleStall } from "./validate.ts";
-export { checkSchedule, ScheduleDeadlockError, validateSchedule } from "./validate.ts";
-export type { CostSource, ProfileOptions } from "./layer_costs.ts";
-export { layerCosts, profileLayerCosts } from "./layer_costs.ts";
-export { CheckpointedChunk } from "./checkpointed_chunk.ts";
+} from "./checkpoint/checkpoint.ts";
+export { ActivationCheckpointConfig, DEFAULT_EXPENSIVE_KINDS } from "./checkpoint/checkpoint.ts";
+export type { ActionCosts, CostValue, SimulateOptions, SimulationResult } from "./analysis/simulate.ts";
+export { simulate } from "./analysis/simulate.ts";
+export type { GenerateOptions, ScheduleName } from "./schedule/generate.ts";
+export { estimateBubbleFraction, generateSchedule, SCHEDULE_NAMES } from "./schedule/generate.ts";
+export type { ScheduleProblem, ScheduleProblemKind, ScheduleStall } from "./analysis/validate.ts";
+export { checkSchedule, ScheduleDeadlockError, validateSchedule } from "./analysis/validate.ts";
+export type { CostSource, ProfileOptions } from "./partition/layer_costs.ts";
+export { layerCosts, profileLayerCosts } from "./partition/layer_costs.ts";
+export { CheckpointedChunk } from "./checkpoint/checkpointed_chunk.ts";
 export type { CommBackend, ControlHandler, ControlMessage, SendOptions } from "./comm/backend.ts";
 export { CommAbortedError } from "./comm/backend.ts";
 export type { TagFields, TagSpace } from "./comm/tag.ts";
@@ -61,8 +61,8 @@ export type {
   StageExecutorInit,
   StageOutput,
 } from "./runtime/stage_executor.ts";
-export type { SyntheticCosts, SyntheticExecutorOptions } from "./runtime/synthetic_executor.ts";
-export { createSyntheticExecutor, syntheticCosts } from "./runtime/synthetic_executor.ts";
+export type { SyntheticCosts, SyntheticExecutorOptions } from "./testing/synthetic_executor.ts";
+export { createSyntheticExecutor, syntheticCosts } from "./testing/synthetic_executor.ts";
 export type {
   InProcessRunOptions,
   InProcessRunResult,
@@ -71,8 +71,8 @@ export type {
   RankState,
 } from "./runtime/stage_runner.ts";
 export { runPipelineInProcess, runRank } from "./runtime/stage_runner.ts";
-export type { SummarizeTimelineOptions, TimelineSummary } from "./runtime/timeline_summary.ts";
-export { summarizeTimeline } from "./runtime/timeline_summary.ts";
+export type { SummarizeTimelineOptions, TimelineSummary } from "./analysis/timeline_summary.ts";
+export { summarizeTimeline } from "./analysis/timeline_summary.ts";
 export type { PipelineFailure, PipelineFailureKind } from "./runtime/pipeline_worker_error.ts";
 export { PipelineWorkerError } from "./runtime/pipeline_worker_error.ts";
 export type {
@@ -82,8 +82,8 @@ export type {
   PipelineWorkerPoolOptions,
 } from "./runtime/worker_pool.ts";
 export { liveWorkerCount, PipelineWorkerPool } from "./runtime/worker_pool.ts";
-export type { AdamWSpec, OptimizerSpec, SGDSpec } from "./optimizer_spec.ts";
-export { checkOptimizerSpec, createOptimizer } from "./optimizer_spec.ts";
+export type { AdamWSpec, OptimizerSpec, SGDSpec } from "../nn/optimizer_spec.ts";
+export { checkOptimizerSpec, createOptimizer } from "../nn/optimizer_spec.ts";
 export type {
   ModelStageOptions,
   ModelStagePayload,
@@ -91,8 +91,8 @@ export type {
   ParameterStats,
   PipelineLoss,
   PredictArgs,
-} from "./runtime/model_stage_executor.ts";
-export { createModelStageExecutor } from "./runtime/model_stage_executor.ts";
+} from "./model/model_stage_executor.ts";
+export { createModelStageExecutor } from "./model/model_stage_executor.ts";
 export type {
   FaultInjection,
   PipelineParallelModelOptions,
@@ -101,5 +101,5 @@ export type {
   StepResult,
   TrainingBatch,
   TrainResult,
-} from "./pipeline_parallel_model.ts";
-export { PipelineParallelModel } from "./pipeline_parallel_model.ts";
+} from "./model/pipeline_parallel_model.ts";
+export { PipelineParallelModel } from "./model/pipeline_parallel_model.ts";

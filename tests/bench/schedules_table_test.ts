@@ -3,8 +3,8 @@ import {
   estimateBubbleFraction,
   generateSchedule,
   SCHEDULE_NAMES,
-} from "../../src/pipeline/generate.ts";
-import { simulate } from "../../src/pipeline/simulate.ts";
+} from "../../src/pipeline/schedule/generate.ts";
+import { simulate } from "../../src/pipeline/analysis/simulate.ts";
 import {
   formatScheduleTable,
   MISSING,

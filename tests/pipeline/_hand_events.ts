@@ -1,7 +1,7 @@
 // Hand-built timelines for renderer tests, independent of the simulator.
 
-import type { Action, ActionKind } from "../../src/pipeline/action.ts";
-import type { TimedEvent } from "../../src/pipeline/schedule.ts";
+import type { Action, ActionKind } from "../../src/pipeline/schedule/action.ts";
+import type { TimedEvent } from "../../src/pipeline/schedule/schedule.ts";
 
 /** Shorthand: event on `rank` running `kind` of (stage, micro-batch) over [start, end). */
 export function ev(

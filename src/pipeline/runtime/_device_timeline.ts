@@ -11,8 +11,8 @@
 // max(call, previous end) and ends when its work is done, never before it
 // starts. On the CPU that is simply the call and its return.
 
-import type { Action } from "../action.ts";
-import type { TimedEvent } from "../schedule.ts";
+import type { Action } from "../schedule/action.ts";
+import type { TimedEvent } from "../schedule/schedule.ts";
 
 /** A device failure, kept until the rank can report it against its action. */
 export interface DeviceFailure {

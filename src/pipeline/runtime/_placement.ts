@@ -1,6 +1,6 @@
 // Placement helpers shared by the runner, the worker and the pool.
 
-import type { Schedule } from "../schedule.ts";
+import type { Schedule } from "../schedule/schedule.ts";
 
 /** Global stages placed on `rank`, ascending. */
 export function stagesOf(schedule: Schedule, rank: number): number[] {

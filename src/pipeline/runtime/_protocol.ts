@@ -1,8 +1,8 @@
 // Messages between the worker pool (main thread) and a stage worker, and the
 // layout of the shared status board. Not exported from the package.
 
-import type { Action } from "../action.ts";
-import type { Schedule, TimedEvent } from "../schedule.ts";
+import type { Action } from "../schedule/action.ts";
+import type { Schedule, TimedEvent } from "../schedule/schedule.ts";
 
 /** Status board layout: Int32Array over a SharedArrayBuffer. */
 export const ABORT_INDEX = 0;

@@ -6,7 +6,7 @@
  * @module
  */
 
-import { type Action, formatAction } from "../action.ts";
+import { type Action, formatAction } from "../schedule/action.ts";
 
 /** Why a rank brought the run down. */
 export type PipelineFailureKind = "error" | "hang" | "stall" | "startup" | "exit";

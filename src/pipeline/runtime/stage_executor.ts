@@ -8,7 +8,7 @@
  * @module
  */
 
-import type { Action } from "../action.ts";
+import type { Action } from "../schedule/action.ts";
 import type { CommBackend } from "../comm/backend.ts";
 
 /** Where an action runs and what it works on. */

@@ -9,9 +9,9 @@
  * @module
  */
 
-import { type Action, formatAction } from "../action.ts";
-import type { Schedule, TimedEvent } from "../schedule.ts";
-import { validateSchedule } from "../validate.ts";
+import { type Action, formatAction } from "../schedule/action.ts";
+import type { Schedule, TimedEvent } from "../schedule/schedule.ts";
+import { validateSchedule } from "../analysis/validate.ts";
 import { CommAbortedError, type CommBackend } from "../comm/backend.ts";
 import { InProcessBackend } from "../comm/in_process.ts";
 import { makeTag } from "../comm/tag.ts";
@@ -25,7 +25,7 @@ import type {
 import { type DeviceFailure, DeviceTimeline } from "./_device_timeline.ts";
 import { createEventLoopTurn } from "./_event_loop_turn.ts";
 import { PipelineWorkerError } from "./pipeline_worker_error.ts";
-import { summarizeTimeline, type TimelineSummary } from "./timeline_summary.ts";
+import { summarizeTimeline, type TimelineSummary } from "../analysis/timeline_summary.ts";
 import { stagesOf } from "./_placement.ts";
 
 /** What a rank is doing, as reported to `onState`. */

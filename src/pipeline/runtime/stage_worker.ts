@@ -14,11 +14,11 @@
 
 import { CommAbortedError } from "../comm/backend.ts";
 import { WorkerBackend } from "../comm/worker_backend.ts";
-import type { Schedule } from "../schedule.ts";
+import type { Schedule } from "../schedule/schedule.ts";
 import { PipelineWorkerError } from "./pipeline_worker_error.ts";
 import type { StageExecutor, StageExecutorFactory } from "./stage_executor.ts";
 import { runRank } from "./stage_runner.ts";
-import { createSyntheticExecutor } from "./synthetic_executor.ts";
+import { createSyntheticExecutor } from "../testing/synthetic_executor.ts";
 import { stagesOf } from "./_placement.ts";
 import {
   ABORT_INDEX,

@@ -6,13 +6,13 @@
  * @module
  */
 
-import { formatAction } from "../action.ts";
-import type { Schedule, TimedEvent } from "../schedule.ts";
-import { validateSchedule } from "../validate.ts";
+import { formatAction } from "../schedule/action.ts";
+import type { Schedule, TimedEvent } from "../schedule/schedule.ts";
+import { validateSchedule } from "../analysis/validate.ts";
 import { createPortMesh } from "../comm/worker_backend.ts";
 import { ControlPlane, controlPlaneSettled } from "../comm/_control_plane.ts";
 import { type PipelineFailure, PipelineWorkerError } from "./pipeline_worker_error.ts";
-import { summarizeTimeline, type TimelineSummary } from "./timeline_summary.ts";
+import { summarizeTimeline, type TimelineSummary } from "../analysis/timeline_summary.ts";
 import {
   liveCount,
   startWorker,

@@ -2,13 +2,13 @@
 // by `options.spinAt` (text form, e.g. "1F0") first computes synchronously
 // (a busy loop, holding the thread and a core) for `options.spinMs`.
 
-import { formatAction } from "../../../src/pipeline/action.ts";
+import { formatAction } from "../../../src/pipeline/schedule/action.ts";
 import type {
   StageContext,
   StageExecutor,
   StageExecutorInit,
 } from "../../../src/pipeline/runtime/stage_executor.ts";
-import { createSyntheticExecutor } from "../../../src/pipeline/runtime/synthetic_executor.ts";
+import { createSyntheticExecutor } from "../../../src/pipeline/testing/synthetic_executor.ts";
 
 export function createStageExecutor(init: StageExecutorInit): StageExecutor {
   const { spinAt, spinMs } = init.options as { spinAt: string; spinMs: number };

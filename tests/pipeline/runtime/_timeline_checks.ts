@@ -2,8 +2,8 @@
 // order, no overlap, and every data dependency (independent of the runtime).
 
 import assert from "node:assert/strict";
-import { type Action, formatAction } from "../../../src/pipeline/action.ts";
-import type { Schedule, TimedEvent } from "../../../src/pipeline/schedule.ts";
+import { type Action, formatAction } from "../../../src/pipeline/schedule/action.ts";
+import type { Schedule, TimedEvent } from "../../../src/pipeline/schedule/schedule.ts";
 
 const key = (kind: string, stage: number, mb: number, it: number) => `${it}:${kind}${stage}/${mb}`;
 

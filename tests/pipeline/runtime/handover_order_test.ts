@@ -3,13 +3,13 @@
 // the order of events through shared memory, not by a clock.
 
 import assert from "node:assert/strict";
-import { generateSchedule } from "../../../src/pipeline/generate.ts";
-import type { Schedule } from "../../../src/pipeline/schedule.ts";
+import { generateSchedule } from "../../../src/pipeline/schedule/generate.ts";
+import type { Schedule } from "../../../src/pipeline/schedule/schedule.ts";
 import { liveWorkerCount, PipelineWorkerPool } from "../../../src/pipeline/runtime/worker_pool.ts";
 import { runRank } from "../../../src/pipeline/runtime/stage_runner.ts";
 import { InProcessBackend } from "../../../src/pipeline/comm/in_process.ts";
 import type { CommBackend } from "../../../src/pipeline/comm/backend.ts";
-import { formatAction } from "../../../src/pipeline/action.ts";
+import { formatAction } from "../../../src/pipeline/schedule/action.ts";
 import type { StageExecutor } from "../../../src/pipeline/runtime/stage_executor.ts";
 import { createStageExecutor, type HandoverOptions } from "./_handover_executor.ts";
 

@@ -1,17 +1,17 @@
 import assert from "node:assert/strict";
-import { generateSchedule, SCHEDULE_NAMES } from "../../../src/pipeline/generate.ts";
-import type { Schedule } from "../../../src/pipeline/schedule.ts";
+import { generateSchedule, SCHEDULE_NAMES } from "../../../src/pipeline/schedule/generate.ts";
+import type { Schedule } from "../../../src/pipeline/schedule/schedule.ts";
 import { runPipelineInProcess, runRank } from "../../../src/pipeline/runtime/stage_runner.ts";
-import { createSyntheticExecutor } from "../../../src/pipeline/runtime/synthetic_executor.ts";
+import { createSyntheticExecutor } from "../../../src/pipeline/testing/synthetic_executor.ts";
 import { PipelineWorkerError } from "../../../src/pipeline/runtime/pipeline_worker_error.ts";
-import { ScheduleDeadlockError } from "../../../src/pipeline/validate.ts";
+import { ScheduleDeadlockError } from "../../../src/pipeline/analysis/validate.ts";
 import type {
   StageContext,
   StageExecutor,
   StageOutput,
 } from "../../../src/pipeline/runtime/stage_executor.ts";
 import { InProcessBackend } from "../../../src/pipeline/comm/in_process.ts";
-import { formatAction } from "../../../src/pipeline/action.ts";
+import { formatAction } from "../../../src/pipeline/schedule/action.ts";
 import { WebGPUBackend } from "../../../src/tensor/webgpu_backend.ts";
 import * as ops from "../../../src/tensor/ops.ts";
 import { assertFollowsSchedule } from "./_timeline_checks.ts";

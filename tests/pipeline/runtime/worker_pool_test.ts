@@ -1,15 +1,15 @@
 import assert from "node:assert/strict";
-import { generateSchedule, SCHEDULE_NAMES } from "../../../src/pipeline/generate.ts";
-import type { Schedule } from "../../../src/pipeline/schedule.ts";
-import { simulate } from "../../../src/pipeline/simulate.ts";
-import { ScheduleDeadlockError } from "../../../src/pipeline/validate.ts";
+import { generateSchedule, SCHEDULE_NAMES } from "../../../src/pipeline/schedule/generate.ts";
+import type { Schedule } from "../../../src/pipeline/schedule/schedule.ts";
+import { simulate } from "../../../src/pipeline/analysis/simulate.ts";
+import { ScheduleDeadlockError } from "../../../src/pipeline/analysis/validate.ts";
 import {
   liveWorkerCount,
   PipelineWorkerPool,
   type PipelineWorkerPoolOptions,
 } from "../../../src/pipeline/runtime/worker_pool.ts";
 import { PipelineWorkerError } from "../../../src/pipeline/runtime/pipeline_worker_error.ts";
-import { syntheticCosts } from "../../../src/pipeline/runtime/synthetic_executor.ts";
+import { syntheticCosts } from "../../../src/pipeline/testing/synthetic_executor.ts";
 import { assertFollowsSchedule } from "./_timeline_checks.ts";
 import { referenceTraining } from "./_affine_executor.ts";
 

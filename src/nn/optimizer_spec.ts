@@ -1,0 +1,100 @@
+/**
+ * Optimizers as data: `{ kind: "adamw" | "sgd", ...hyper-parameters }`, so
+ * that every pipeline worker can build its stage's optimizer from the same
+ * structured-cloneable description.
+ *
+ * @module
+ */
+
+import { AdamW, type AdamWOptions } from "./adamw.ts";
+import type { Parameter } from "./layer.ts";
+import type { Optimizer } from "./optimizer.ts";
+import { SGD, type SGDOptions } from "./sgd.ts";
+
+/** AdamW with its options (defaults as {@linkcode AdamW}). */
+export interface AdamWSpec extends AdamWOptions {
+  /** Selects AdamW. */
+  readonly kind: "adamw";
+}
+
+/** SGD with momentum with its options (defaults as {@linkcode SGD}). */
+export interface SGDSpec extends SGDOptions {
+  /** Selects SGD. */
+  readonly kind: "sgd";
+}
+
+/** An optimizer and its hyper-parameters, as plain data. */
+export type OptimizerSpec = AdamWSpec | SGDSpec;
+
+const KEYS: Readonly<Record<OptimizerSpec["kind"], readonly string[]>> = {
+  adamw: ["kind", "lr", "beta1", "beta2", "eps", "weightDecay"],
+  sgd: ["kind", "lr", "momentum", "weightDecay"],
+};
+
+/**
+ * Checks an optimizer spec before any work: the kind (TypeError listing the
+ * kinds), unknown keys (TypeError naming them), and every value, by the
+ * optimizer's own rules (RangeError naming the value). Returns a plain copy.
+ *
+ * @example
+ * ```ts
+ * import { checkOptimizerSpec } from "@conveyor/core";
+ * console.log(checkOptimizerSpec({ kind: "sgd", lr: 0.1 })); // { kind: "sgd", lr: 0.1 }
+ * ```
+ */
+export function checkOptimizerSpec(spec: OptimizerSpec): OptimizerSpec {
+  if (spec === null || typeof spec !== "object") {
+    throw new TypeError(
+      `optimizer must be an object { kind: "adamw" | "sgd", ... }, got ${String(spec)}`,
+    );
+  }
+  const keys = KEYS[spec.kind as OptimizerSpec["kind"]];
+  if (keys === undefined) {
+    throw new TypeError(
+      `optimizer.kind must be "adamw" or "sgd", got ${JSON.stringify(spec.kind) ?? "undefined"}`,
+    );
+  }
+  for (const k of Object.keys(spec)) {
+    if (!keys.includes(k)) {
+      throw new TypeError(
+        `unknown ${spec.kind} option ${JSON.stringify(k)}; known: ${keys.slice(1).join(", ")}`,
+      );
+    }
+  }
+  // The constructors validate every hyper-parameter; an empty parameter list builds nothing.
+  createOptimizer(spec, []).dispose();
+  return { ...spec };
+}
+
+/**
+ * Builds the optimizer `spec` describes over `params`.
+ *
+ * @example
+ * ```ts
+ * import { CpuBackend, createOptimizer, Linear } from "@conveyor/core";
+ * const lin = new Linear(new CpuBackend(), 2, 2);
+ * const opt = createOptimizer({ kind: "adamw", lr: 1e-3, weightDecay: 0 }, lin.parameters());
+ * opt.step();
+ * console.log(opt.stepCount); // 1
+ * opt.dispose();
+ * lin.dispose();
+ * ```
+ */
+export function createOptimizer(spec: OptimizerSpec, params: readonly Parameter[]): Optimizer {
+  switch (spec?.kind) {
+    case "adamw": {
+      const { kind: _, ...o } = spec;
+      return new AdamW(params, o);
+    }
+    case "sgd": {
+      const { kind: _, ...o } = spec;
+      return new SGD(params, o);
+    }
+    default:
+      throw new TypeError(
+        `optimizer.kind must be "adamw" or "sgd", got ${
+          JSON.stringify((spec as { kind?: unknown })?.kind) ?? "undefined"
+        }`,
+      );
+  }
+}

@@ -1,0 +1,156 @@
+/**
+ * Schedule simulator: runs each rank's action list with given costs and a
+ * communication delay, every action as early as its inputs allow, and
+ * reports makespan, busy and idle time, the bubble fraction, peak in-flight
+ * activations and the timed events.
+ *
+ * @module
+ */
+
+import type { Schedule, TimedEvent } from "../schedule/schedule.ts";
+import { checkComm, resolveCosts } from "../schedule/costs.ts";
+import { peakActivations, runSchedule } from "../schedule/engine.ts";
+import { checkStructure, structureError } from "./_structure.ts";
+import { ScheduleDeadlockError } from "./validate.ts";
+
+/** One cost for every stage, or one cost per global stage (chunk). */
+export type CostValue = number | readonly number[];
+
+/**
+ * Time of one pass of one chunk over one micro-batch, per action kind:
+ * F forward, I input gradient, W weight gradient, B full backward.
+ * Defaults: F = I = W = 1; when B is given and I is not, I = B − W;
+ * B defaults to I + W. So the default is the Zero Bubble paper's equal-cost
+ * convention T_F = T_B(I) = T_W with a full backward of 2.
+ */
+export interface ActionCosts {
+  /** Forward. */
+  readonly F?: CostValue;
+  /** Full backward (input and weight gradients in one pass). */
+  readonly B?: CostValue;
+  /** Input-gradient pass (the paper's B). */
+  readonly I?: CostValue;
+  /** Weight-gradient pass. */
+  readonly W?: CostValue;
+}
+
+/** Options of {@linkcode simulate}. */
+export interface SimulateOptions {
+  /** Costs per action kind (see {@linkcode ActionCosts}); defaults F = I = W = 1, B = 2. */
+  readonly costs?: ActionCosts;
+  /** Delay added when a result crosses to another rank (default 0). */
+  readonly comm?: number;
+  /**
+   * Iterations run back to back (default 1). Each rank starts its list again
+   * right after its own last action: every stage steps its optimizer after
+   * its own last backward, with no global barrier.
+   */
+  readonly iterations?: number;
+}
+
+/** What {@linkcode simulate} reports. Times are in the unit of the costs. */
+export interface SimulationResult {
+  /** Iterations simulated. */
+  readonly iterations: number;
+  /** End of the last action over all ranks and iterations (all ranks start at 0). */
+  readonly makespan: number;
+  /** Time each rank spends computing, over all iterations. */
+  readonly busy: readonly number[];
+  /** `makespan − busy` per rank. */
+  readonly idle: readonly number[];
+  /**
+   * `1 − Σ busy / (ranks · makespan)`: the idle share of the ranks' time.
+   * With equal work on every rank this is the Zero Bubble paper's
+   * `(cost − m(T_F+T_B+T_W)) / cost`. Over all iterations when there are several.
+   */
+  readonly bubbleFraction: number;
+  /**
+   * With 2 or more iterations: `1 − (Σ busy / iterations) / (ranks · period)`,
+   * the bubble of one period of the steady state.
+   */
+  readonly steadyStateBubble?: number;
+  /**
+   * With 2 or more iterations: the time between the ends of the last two
+   * iterations, where an iteration ends when its last action (over all
+   * ranks) ends.
+   */
+  readonly period?: number;
+  /**
+   * Peak in-flight activations per rank, in chunk-micro-batches: +1 when an
+   * F starts, −1 when the pass that last needs them ends (a B, or the W after
+   * an I/W split: W still reads the stored layer inputs).
+   */
+  readonly peakActivations: readonly number[];
+  /** Every action with its start and end, sorted by start, then rank. */
+  readonly events: readonly TimedEvent[];
+}
+
+/**
+ * Simulates a schedule. Each rank runs its actions in list order, one at a
+ * time, each as early as its inputs allow: F(s, mb) needs F(s−1, mb);
+ * B or I(s, mb) needs F(s, mb) and the input gradient of B or I(s+1, mb);
+ * W(s, mb) needs I(s, mb). A result that crosses ranks arrives `comm`
+ * later. Receives block and sends do not. Throws as `validateSchedule` does
+ * for a malformed schedule and a {@linkcode ScheduleDeadlockError} when
+ * the order deadlocks.
+ *
+ * @example
+ * ```ts
+ * import { generateSchedule, simulate } from "@conveyor/core";
+ * const r = simulate(generateSchedule("1f1b", { ranks: 4, microBatches: 8 }));
+ * console.log(r.makespan, r.bubbleFraction.toFixed(3)); // 33 0.273
+ * ```
+ */
+export function simulate(schedule: Schedule, options: SimulateOptions = {}): SimulationResult {
+  if (options === null || typeof options !== "object") {
+    throw new TypeError(`options must be an object, got ${options}`);
+  }
+  const iterations = options.iterations ?? 1;
+  if (!Number.isInteger(iterations) || iterations < 1) {
+    throw new RangeError(`iterations must be a positive integer, got ${iterations}`);
+  }
+  const comm = checkComm(options.comm);
+  const structure = checkStructure(schedule);
+  if (structure.length > 0) throw structureError(structure);
+  const costs = resolveCosts(options.costs, schedule.stageToRank.length);
+  const run = runSchedule(schedule, costs, comm, iterations);
+  if (run.stalls.length > 0) throw new ScheduleDeadlockError(run.stalls);
+
+  const p = schedule.ranks;
+  const events: TimedEvent[] = [];
+  const busy = new Array<number>(p).fill(0);
+  const iterEnd = new Array<number>(iterations).fill(0);
+  let makespan = 0;
+  for (let r = 0; r < p; r++) {
+    const list = schedule.actions[r];
+    const L = list.length;
+    const { starts, ends } = run;
+    for (let i = 0; i < L * iterations; i++) {
+      const it = Math.floor(i / L);
+      const start = starts[r][i];
+      const end = ends[r][i];
+      busy[r] += end - start;
+      if (end > makespan) makespan = end;
+      if (end > iterEnd[it]) iterEnd[it] = end;
+      events.push({ rank: r, action: list[i - it * L], iteration: it, start, end });
+    }
+  }
+  events.sort((a, b) => a.start - b.start || a.rank - b.rank);
+  const totalBusy = busy.reduce((a, b) => a + b, 0);
+  const bubble = (work: number, span: number) => span > 0 ? Math.max(0, 1 - work / (p * span)) : 0;
+  let steady: { steadyStateBubble: number; period: number } | Record<string, never> = {};
+  if (iterations > 1) {
+    const period = iterEnd[iterations - 1] - iterEnd[iterations - 2];
+    steady = { steadyStateBubble: bubble(totalBusy / iterations, period), period };
+  }
+  return {
+    iterations,
+    makespan,
+    busy,
+    idle: busy.map((b) => makespan - b),
+    bubbleFraction: bubble(totalBusy, makespan),
+    ...steady,
+    peakActivations: peakActivations(schedule),
+    events,
+  };
+}

@@ -1,0 +1,569 @@
+/**
+ * The {@linkcode StageExecutor} of a real model: each rank builds its
+ * chunks of a `Sequential` from their {@linkcode LayerSpec}s on its own
+ * backend (CPU or WebGPU, created in the worker), runs F, B, I and W on
+ * them with state per (micro-batch, chunk, iteration), computes the loss on
+ * the last stage, accumulates gradients and steps each stage's optimizer
+ * right after that stage's last backward. `PipelineParallelModel` drives it;
+ * a worker loads this module by URL and calls {@linkcode createStageExecutor}.
+ *
+ * Gradient accounting: the last stage calls the loss with `totalRows` = the
+ * rows of the whole batch, so each micro-batch's loss and gradient are its
+ * share of the full-batch mean (see the losses' micro-batch rule) and the
+ * accumulated gradients equal the full batch's, for any micro-batch sizes.
+ *
+ * Global-norm clipping (`clipGradNorm`): the one place ranks synchronise
+ * beyond the schedule's sends. When a rank has run the last backward of all
+ * of its stages, it computes the sum of squared gradients of its stages,
+ * sends it to every other rank over `init.comm` (tag `norm/<iteration>`)
+ * and waits for theirs; every rank adds the p sums in rank
+ * order (identical bits everywhere), scales its gradients by
+ * `maxNorm / (norm + 1e-6)` when the norm exceeds `maxNorm` (as
+ * `clipGradNorm`), then steps its stages. That is a barrier at the end of
+ * each iteration, so consecutive iterations no longer interlock. Without
+ * clipping there is none: each stage steps on its own.
+ *
+ * @module
+ */
+
+import type { Backend, MatmulConfig, Shape, Tensor } from "../../tensor/mod.ts";
+import { type BackendKind, createBackend } from "../../tensor/create_backend.ts";
+import type { Layer, LayerSpec, Parameter } from "../../nn/layer.ts";
+import { layerFromSpec } from "../../nn/layer_registry.ts";
+import { Sequential } from "../../nn/sequential.ts";
+import { crossEntropyLoss, type LossResult, mseLoss } from "../../nn/losses.ts";
+import type { Optimizer } from "../../nn/optimizer.ts";
+import { gradNormSquared, scaleGradsInPlace } from "../../nn/clip_grad_norm.ts";
+import { loadSafetensors, saveSafetensors } from "../../nn/safetensors.ts";
+import { formatAction } from "../schedule/action.ts";
+import type { ActivationCheckpointOptions } from "../checkpoint/checkpoint.ts";
+import { CheckpointedChunk } from "../checkpoint/checkpointed_chunk.ts";
+import { createOptimizer, type OptimizerSpec } from "../../nn/optimizer_spec.ts";
+import type {
+  StageContext,
+  StageExecutor,
+  StageExecutorInit,
+  StageOutput,
+} from "../runtime/stage_executor.ts";
+import type { CommBackend } from "../comm/backend.ts";
+import { allSum } from "./_norm_exchange.ts";
+
+/** The losses a model stage computes on the last stage. */
+export type PipelineLoss = "cross-entropy" | "mse";
+
+/** `init.options` of the model stage executor (structured-cloneable). */
+export interface ModelStageOptions {
+  /** One spec per global stage: the chunk as a `Sequential` (names as in the whole model). */
+  readonly chunks: readonly LayerSpec[];
+  /** Backend each rank creates (default `"cpu"`). */
+  readonly backend?: BackendKind;
+  /**
+   * On WebGPU: the large-matmul variant tuned once for all ranks (e.g. on
+   * the main thread; see `WebGPUBackendOptions.tunedMatmul`), so that no
+   * worker times the candidates itself (workers have no tuning cache) and
+   * every rank runs the same kernels. Absent: each rank tunes (or hits the
+   * cache).
+   */
+  readonly tunedMatmul?: MatmulConfig;
+  /** Loss of the last stage: cross-entropy against class ids, or mean squared error. */
+  readonly loss: PipelineLoss;
+  /** Optimizer of every stage. */
+  readonly optimizer: OptimizerSpec;
+  /** Activation checkpointing of every chunk (absent: plain chunks). */
+  readonly checkpoint?: ActivationCheckpointOptions;
+  /** Clip by the global gradient norm before stepping (see the module documentation). */
+  readonly clipGradNorm?: number;
+  /** Module URLs to import before building the chunks (they register custom layers). */
+  readonly modules?: readonly string[];
+  /** Throw when this action (text form, e.g. `"2F5"`) starts: failure injection for tests. */
+  readonly failAt?: string;
+  /** Block the thread when this action starts (until the run is aborted): hang injection. */
+  readonly hangAt?: string;
+  /** Iteration in which `failAt` / `hangAt` apply (default 0). */
+  readonly faultIteration?: number;
+}
+
+/** What a rank needs for one iteration (`beginIteration`'s payload). */
+export interface ModelStagePayload {
+  /** Rows (dim 0) of each micro-batch. */
+  readonly rows: readonly number[];
+  /** Rows of the whole batch's prediction (product of all dims but the last): the loss's N. */
+  readonly totalRows: number;
+  /** Per global stage: its input shape without dim 0. */
+  readonly inputTails: readonly (readonly number[])[];
+  /** The targets' shape without dim 0 (unused in forward-only runs). */
+  readonly targetTail: readonly number[];
+  /** Inputs per micro-batch (on the rank holding stage 0). */
+  readonly inputs?: readonly Float32Array[];
+  /** Targets per micro-batch (on the rank holding the last stage). */
+  readonly targets?: readonly Float32Array[];
+}
+
+/** What a rank reports at the end of each iteration. */
+export interface ModelStageReport {
+  /** The iteration. */
+  readonly iteration: number;
+  /** Sum of the micro-batch losses (the full-batch loss) on the last stage's rank, else null. */
+  readonly loss: number | null;
+  /**
+   * Peak bytes on this rank's backend above its parameters, gradients and
+   * optimizer state during the iteration (activations, kept state,
+   * temporaries), measured with `backend.memory`.
+   */
+  readonly peakActivationBytes: number;
+  /** The global gradient norm before clipping, when clipping is on. */
+  readonly gradNorm?: number;
+  /**
+   * Forward-only runs (prediction), on the last stage's rank: the model's
+   * output per micro-batch, in micro-batch order.
+   */
+  readonly outputs?: readonly { readonly data: Float32Array; readonly shape: number[] }[];
+}
+
+/** `call("predict", …)` arguments: one stage's forward, nothing kept. */
+export interface PredictArgs {
+  /** Global stage. */
+  readonly stage: number;
+  /** Input data. */
+  readonly data: Float32Array;
+  /** Input shape. */
+  readonly shape: readonly number[];
+}
+
+/** Sum, sum of squares (f64) and count of a set of parameters. */
+export interface ParameterStats {
+  /** Σ values. */
+  readonly sum: number;
+  /** Σ values². */
+  readonly sumSq: number;
+  /** Number of scalars. */
+  readonly count: number;
+}
+
+function checkOptions(o: ModelStageOptions, stages: readonly number[]): void {
+  if (o === null || typeof o !== "object") {
+    throw new TypeError(`model stage options must be an object, got ${String(o)}`);
+  }
+  if (!Array.isArray(o.chunks)) {
+    throw new TypeError("model stage options.chunks must be an array of layer specs");
+  }
+  for (const s of stages) {
+    if (o.chunks[s] === undefined) {
+      throw new RangeError(`model stage options.chunks has no spec for stage ${s}`);
+    }
+  }
+  if (o.loss !== "cross-entropy" && o.loss !== "mse") {
+    throw new TypeError(`loss must be "cross-entropy" or "mse", got ${JSON.stringify(o.loss)}`);
+  }
+}
+
+/** The model stage of one rank (exported for in-process pipelines; workers use the factory). */
+export class ModelStageExecutor implements StageExecutor {
+  /** The rank's backend. */
+  readonly backend: Backend;
+  readonly #init: StageExecutorInit;
+  readonly #o: ModelStageOptions;
+  readonly #stages: readonly number[];
+  readonly #chunks = new Map<number, Layer>();
+  readonly #optimizers = new Map<number, Optimizer>();
+  #comm: CommBackend;
+  readonly #lossGrad = new Map<string, Tensor>();
+  readonly #outShape = new Map<string, Shape>();
+  #losses: Promise<number>[] = [];
+  #outputs: { mb: number; shape: number[]; data: Promise<Float32Array> }[] = [];
+  #plan: ModelStagePayload | null = null;
+  #stepped = new Set<number>();
+  #gradNorm: number | undefined;
+  #base: number;
+  #actPeak = 0;
+  #abortFlag: Int32Array;
+
+  private constructor(init: StageExecutorInit, backend: Backend) {
+    this.#init = init;
+    this.#o = init.options as ModelStageOptions;
+    this.#stages = [...init.stages];
+    this.#abortFlag = init.abortFlag;
+    this.backend = backend;
+    try {
+      for (const s of this.#stages) {
+        const built = layerFromSpec(this.#o.chunks[s], backend);
+        if (!(built instanceof Sequential)) {
+          built.dispose();
+          throw new TypeError(
+            `chunk spec of stage ${s} must be a Sequential, got ${this.#o.chunks[s].kind}`,
+          );
+        }
+        const chunk = this.#o.checkpoint === undefined
+          ? built
+          : new CheckpointedChunk(built, this.#o.checkpoint);
+        this.#chunks.set(s, chunk);
+        this.#optimizers.set(s, createOptimizer(this.#o.optimizer, chunk.parameters()));
+      }
+    } catch (e) {
+      for (const c of this.#chunks.values()) c.dispose();
+      for (const opt of this.#optimizers.values()) opt.dispose();
+      throw e;
+    }
+    this.#comm = init.comm;
+    this.#base = backend.memory.liveBytes;
+  }
+
+  /**
+   * Imports `options.modules`, creates the backend and builds the rank's
+   * chunks and optimizers (weights as initialised by the specs' factories;
+   * the model then loads its own with `call("load")`).
+   */
+  static async create(init: StageExecutorInit): Promise<ModelStageExecutor> {
+    const o = init.options as ModelStageOptions;
+    checkOptions(o, init.stages);
+    for (const m of o.modules ?? []) await import(m);
+    const backend = await createBackend(
+      o.backend ?? "cpu",
+      o.tunedMatmul === undefined ? {} : { tunedMatmul: o.tunedMatmul },
+    );
+    try {
+      return new ModelStageExecutor(init, backend);
+    } catch (e) {
+      backend.destroy();
+      throw e;
+    }
+  }
+
+  /** Re-binds the transport and abort flag (each in-process run brings its own). */
+  bindRun(comm: CommBackend, abortFlag: Int32Array): void {
+    this.#comm = comm;
+    this.#abortFlag = abortFlag;
+  }
+
+  /** All parameters of the rank's chunks, in stage order (names as in the whole model). */
+  parameters(): Parameter[] {
+    return this.#stages.flatMap((s) => this.#chunks.get(s)!.parameters());
+  }
+
+  beginIteration(_iteration: number, payload: unknown): void {
+    this.#plan = (payload ?? null) as ModelStagePayload | null;
+    this.#losses = [];
+    this.#outputs = [];
+    this.#gradNorm = undefined;
+    this.backend.memory.resetPeak();
+    this.#actPeak = 0;
+  }
+
+  forward(ctx: StageContext, input: Float32Array | null): StageOutput {
+    this.#fault(ctx);
+    const plan = this.#needPlan(ctx);
+    const { stage: s, microBatch: mb } = ctx.action;
+    const key = this.#key(ctx);
+    const rows = plan.rows[mb];
+    const data = ctx.isFirstStage ? plan.inputs?.[mb] : input;
+    if (data === undefined || data === null) {
+      throw new TypeError(`${formatAction(ctx.action)}: no input data for micro-batch ${mb}`);
+    }
+    const x = this.backend.fromData(data, [rows, ...plan.inputTails[s]]);
+    let y: Tensor;
+    try {
+      // A forward-only run (prediction) keeps nothing for a backward.
+      y = this.#chunk(s).forward(x, ctx.forwardOnly ? { save: false } : { key });
+    } finally {
+      x.dispose();
+    }
+    if (ctx.forwardOnly) {
+      if (!ctx.isLastStage) return this.#send(y);
+      const out = y;
+      this.#outputs.push({
+        mb,
+        shape: [...out.shape],
+        data: out.toArray().finally(() => out.dispose()),
+      });
+      return null;
+    }
+    if (!ctx.isLastStage) {
+      this.#outShape.set(`${s}/${key}`, y.shape);
+      return this.#send(y);
+    }
+    const tData = plan.targets?.[mb];
+    if (tData === undefined) {
+      y.dispose();
+      throw new TypeError(`${formatAction(ctx.action)}: no targets for micro-batch ${mb}`);
+    }
+    const t = this.backend.fromData(tData, [rows, ...plan.targetTail]);
+    let r: LossResult;
+    try {
+      const opts = { totalRows: plan.totalRows };
+      r = this.#o.loss === "mse" ? mseLoss(y, t, opts) : crossEntropyLoss(y, t, opts);
+    } finally {
+      t.dispose();
+      y.dispose();
+    }
+    this.#lossGrad.set(`${s}/${key}`, r.grad);
+    const loss = r.loss;
+    this.#losses.push(loss.toArray().then((a) => a[0]).finally(() => loss.dispose()));
+    return null;
+  }
+
+  backward(ctx: StageContext, gradOutput: Float32Array | null): StageOutput {
+    return this.#backward(ctx, gradOutput, true);
+  }
+
+  backwardInput(ctx: StageContext, gradOutput: Float32Array | null): StageOutput {
+    return this.#backward(ctx, gradOutput, false);
+  }
+
+  backwardWeight(ctx: StageContext): void {
+    this.#fault(ctx);
+    this.#chunk(ctx.action.stage).backwardWeight(this.#key(ctx));
+    // Nothing is read back after W: submit its work now rather than with the next action.
+    this.backend.flush();
+  }
+
+  /**
+   * On WebGPU, where the actions only record commands: submits them and
+   * settles when the device has run them; on the CPU the work is done
+   * already (undefined).
+   */
+  deviceDone(): Promise<void> | undefined {
+    return this.backend.name === "cpu" ? undefined : this.backend.sync();
+  }
+
+  async step(stage: number, iteration: number): Promise<void> {
+    const mem = this.backend.memory;
+    this.#actPeak = Math.max(this.#actPeak, mem.peakBytes - this.#base);
+    const act = mem.liveBytes - this.#base;
+    if (this.#o.clipGradNorm === undefined) {
+      this.#optimizers.get(stage)!.step();
+      this.#chunk(stage).zeroGrad();
+    } else {
+      this.#stepped.add(stage);
+      if (this.#stepped.size < this.#stages.length) return;
+      this.#stepped.clear();
+      const params = this.parameters();
+      const total = await allSum(this.#comm, iteration, await gradNormSquared(params));
+      const norm = Math.sqrt(total);
+      const max = this.#o.clipGradNorm!;
+      if (norm > max) scaleGradsInPlace(params, max / (norm + 1e-6));
+      this.#gradNorm = norm;
+      for (const s of this.#stages) {
+        this.#optimizers.get(s)!.step();
+        this.#chunk(s).zeroGrad();
+      }
+    }
+    // The step may allocate optimizer state (moments at the first step): it
+    // joins the baseline; its temporaries do not count as activations.
+    this.#base = mem.liveBytes - act;
+    mem.resetPeak();
+  }
+
+  async endIteration(iteration: number): Promise<ModelStageReport> {
+    const losses = await Promise.all(this.#losses);
+    this.#losses = [];
+    const pending = this.#outputs.sort((a, b) => a.mb - b.mb);
+    this.#outputs = [];
+    const datas = await Promise.all(pending.map((o) => o.data));
+    const mem = this.backend.memory;
+    this.#actPeak = Math.max(this.#actPeak, mem.peakBytes - this.#base);
+    const last = this.#stages.includes(this.#init.numStages - 1);
+    let loss: number | null = null;
+    if (last && pending.length === 0) {
+      loss = 0;
+      for (const l of losses) loss += l;
+    }
+    const report: ModelStageReport = {
+      iteration,
+      loss,
+      peakActivationBytes: this.#actPeak,
+      ...(this.#gradNorm === undefined ? {} : { gradNorm: this.#gradNorm }),
+      ...(pending.length === 0
+        ? {}
+        : { outputs: pending.map((o, i) => ({ data: datas[i], shape: o.shape })) }),
+    };
+    return report;
+  }
+
+  async call(method: string, args: unknown): Promise<unknown> {
+    switch (method) {
+      case "load": {
+        const bytes = (args as { bytes: Uint8Array }).bytes;
+        loadSafetensors(this.parameters(), bytes, { allowExtra: true });
+        return null;
+      }
+      case "save":
+        return await saveSafetensors(this.parameters());
+      case "predict": {
+        const a = args as PredictArgs;
+        const x = this.backend.fromData(a.data, [...a.shape]);
+        try {
+          const y = this.#chunk(a.stage).forward(x, { save: false });
+          const data = await y.toArray().finally(() => y.dispose());
+          return { data, shape: [...y.shape] };
+        } finally {
+          x.dispose();
+        }
+      }
+      case "parameterStats": {
+        const params = this.parameters();
+        const datas = await Promise.all(params.map((p) => p.value.toArray()));
+        let sum = 0, sumSq = 0, count = 0;
+        for (const d of datas) {
+          for (let i = 0; i < d.length; i++) {
+            sum += d[i];
+            sumSq += d[i] * d[i];
+          }
+          count += d.length;
+        }
+        return { sum, sumSq, count } satisfies ParameterStats;
+      }
+      case "info":
+        return {
+          rank: this.#init.rank,
+          stages: this.#stages,
+          backend: this.backend.name,
+          heldKeys: this.#stages.flatMap((s) => this.#chunk(s).heldKeys().map(String)),
+          liveBytes: this.backend.memory.liveBytes,
+        };
+      default:
+        throw new TypeError(
+          `model stage: unknown call ${
+            JSON.stringify(method)
+          }; known: load, save, predict, parameterStats, info`,
+        );
+    }
+  }
+
+  async dispose(): Promise<void> {
+    for (const t of this.#lossGrad.values()) t.dispose();
+    this.#lossGrad.clear();
+    for (const opt of this.#optimizers.values()) opt.dispose();
+    for (const c of this.#chunks.values()) c.dispose();
+    this.#optimizers.clear();
+    this.#chunks.clear();
+    // A WebGPU device is lost asynchronously after destroy(); the worker
+    // acknowledges its dispose only once the GPU has no work left.
+    const device = "device" in this.backend ? (this.backend.device as GPUDevice) : undefined;
+    if (device !== undefined) {
+      this.backend.flush();
+      await device.queue.onSubmittedWorkDone();
+    }
+    this.backend.destroy();
+    if (device !== undefined) await device.lost;
+  }
+
+  #backward(ctx: StageContext, gradOutput: Float32Array | null, full: boolean): StageOutput {
+    this.#fault(ctx);
+    const s = ctx.action.stage;
+    const key = this.#key(ctx);
+    const id = `${s}/${key}`;
+    let dy: Tensor;
+    if (ctx.isLastStage) {
+      const g = this.#lossGrad.get(id);
+      if (g === undefined) {
+        throw new Error(`${formatAction(ctx.action)}: no loss gradient (did its forward run?)`);
+      }
+      this.#lossGrad.delete(id);
+      dy = g;
+    } else {
+      const shape = this.#outShape.get(id);
+      if (shape === undefined || gradOutput === null) {
+        throw new Error(`${formatAction(ctx.action)}: no forward output or no incoming gradient`);
+      }
+      this.#outShape.delete(id);
+      dy = this.backend.fromData(gradOutput, shape);
+    }
+    const chunk = this.#chunk(s);
+    // Stage 0's input is data: its chunk skips the input gradient.
+    const opts = { needInputGrad: !ctx.isFirstStage };
+    let dx: Tensor | null;
+    try {
+      dx = full ? chunk.backward(dy, key, opts) : chunk.backwardInput(dy, key, opts);
+    } finally {
+      dy.dispose();
+    }
+    if (ctx.isFirstStage) {
+      dx?.dispose();
+      this.backend.flush();
+      return null;
+    }
+    if (dx === null) throw new Error(`${formatAction(ctx.action)}: the chunk returned no dx`);
+    return this.#send(dx);
+  }
+
+  // Data in host memory (CPU) is handed over at once, so the runtime posts
+  // it before the next action starts; a device read-back (WebGPU) runs while
+  // the runtime goes on with the next action and is sent when it resolves.
+  #send(t: Tensor): StageOutput {
+    let now: Float32Array | null;
+    try {
+      now = t.tryToArraySync();
+    } catch (e) {
+      t.dispose();
+      throw e;
+    }
+    if (now !== null) {
+      t.dispose();
+      return now;
+    }
+    return { pending: t.toArray().finally(() => t.dispose()) };
+  }
+
+  #chunk(stage: number): Layer {
+    const c = this.#chunks.get(stage);
+    if (c === undefined) {
+      throw new RangeError(
+        `rank ${this.#init.rank} holds stages ${this.#stages.join(", ")}, not stage ${stage}`,
+      );
+    }
+    return c;
+  }
+
+  #key(ctx: StageContext): string {
+    return `i${ctx.iteration}m${ctx.action.microBatch}`;
+  }
+
+  #needPlan(ctx: StageContext): ModelStagePayload {
+    if (this.#plan === null) {
+      throw new TypeError(
+        `${formatAction(ctx.action)}: iteration ${ctx.iteration} has no batch payload`,
+      );
+    }
+    return this.#plan;
+  }
+
+  #fault(ctx: StageContext): void {
+    const o = this.#o;
+    if ((o.faultIteration ?? 0) !== ctx.iteration) return;
+    const text = formatAction(ctx.action);
+    if (o.failAt === text) throw new Error(`injected failure at ${text}`);
+    if (o.hangAt === text) {
+      Atomics.wait(this.#abortFlag, 0, 0);
+      throw new Error(`injected hang at ${text} ended by abort`);
+    }
+  }
+}
+
+/**
+ * Builds rank `init.rank`'s model stage from `init.options`
+ * ({@linkcode ModelStageOptions}): the worker-side entry point. Usually
+ * driven by `PipelineParallelModel`.
+ *
+ * @example
+ * ```ts
+ * import { createModelStageExecutor, CpuBackend, InProcessBackend, Linear, Sequential } from "@conveyor/core";
+ * const model = new Sequential([new Linear(new CpuBackend(), 2, 1)]);
+ * const [comm] = InProcessBackend.createGroup(1);
+ * const stage = await createModelStageExecutor({
+ *   rank: 0, ranks: 1, stages: [0], numStages: 1, microBatches: 1,
+ *   options: { chunks: [model.spec()], loss: "mse", optimizer: { kind: "sgd", lr: 0.1 } },
+ *   abortFlag: new Int32Array(1), signal: new AbortController().signal, comm,
+ * });
+ * console.log(await stage.call?.("parameterStats", null)); // { sum: …, sumSq: …, count: 3 }
+ * await stage.dispose?.();
+ * comm.close();
+ * model.dispose();
+ * ```
+ */
+export async function createModelStageExecutor(init: StageExecutorInit): Promise<StageExecutor> {
+  return await ModelStageExecutor.create(init);
+}
+
+/** The executor-module entry point: same as {@linkcode createModelStageExecutor}. */
+export const createStageExecutor: (init: StageExecutorInit) => Promise<StageExecutor> =
+  createModelStageExecutor;

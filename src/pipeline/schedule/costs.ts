@@ -1,0 +1,87 @@
+// Resolution of per-kind action costs into per-stage tables. Not exported
+// from the package: `simulate.ts` documents the rules.
+
+import type { ActionCosts, CostValue } from "../analysis/simulate.ts";
+
+/** Per-stage costs of each action kind, all finite and non-negative. */
+export interface StageCosts {
+  readonly F: Float64Array;
+  readonly B: Float64Array;
+  readonly I: Float64Array;
+  readonly W: Float64Array;
+}
+
+function table(value: CostValue | undefined, name: string, stages: number): Float64Array | null {
+  if (value === undefined) return null;
+  const out = new Float64Array(stages);
+  if (typeof value === "number") {
+    if (!Number.isFinite(value) || value < 0) {
+      throw new RangeError(`costs.${name} must be a finite number >= 0, got ${value}`);
+    }
+    out.fill(value);
+    return out;
+  }
+  if (!Array.isArray(value)) {
+    throw new TypeError(
+      `costs.${name} must be a number or an array of one number per stage, got ${typeof value}`,
+    );
+  }
+  if (value.length !== stages) {
+    throw new RangeError(
+      `costs.${name} must have one entry per stage (${stages}), got ${value.length}`,
+    );
+  }
+  for (let s = 0; s < stages; s++) {
+    const v = value[s];
+    if (typeof v !== "number" || !Number.isFinite(v) || v < 0) {
+      throw new RangeError(`costs.${name}[${s}] must be a finite number >= 0, got ${v}`);
+    }
+    out[s] = v;
+  }
+  return out;
+}
+
+/**
+ * Resolves costs: F, I and W default to 1; when B is given and I is not,
+ * I = B − W; B (full backward) defaults to I + W.
+ */
+export function resolveCosts(costs: ActionCosts | undefined, stages: number): StageCosts {
+  if (costs !== undefined && (costs === null || typeof costs !== "object")) {
+    throw new TypeError(`costs must be an object { F, B, I, W }, got ${costs}`);
+  }
+  const c = costs ?? {};
+  const F = table(c.F, "F", stages) ?? new Float64Array(stages).fill(1);
+  const W = table(c.W, "W", stages) ?? new Float64Array(stages).fill(1);
+  const givenB = table(c.B, "B", stages);
+  let I = table(c.I, "I", stages);
+  if (I === null) {
+    if (givenB === null) I = new Float64Array(stages).fill(1);
+    else {
+      I = new Float64Array(stages);
+      for (let s = 0; s < stages; s++) {
+        I[s] = givenB[s] - W[s];
+        if (I[s] < 0) {
+          throw new RangeError(
+            `costs.I defaults to B − W, which is negative at stage ${s} ` +
+              `(B ${givenB[s]}, W ${W[s]}); give costs.I explicitly`,
+          );
+        }
+      }
+    }
+  }
+  let B = givenB;
+  if (B === null) {
+    B = new Float64Array(stages);
+    for (let s = 0; s < stages; s++) B[s] = I[s] + W[s];
+  }
+  return { F, B, I, W };
+}
+
+/** Checks a communication delay: finite and non-negative. */
+export function checkComm(comm: unknown): number {
+  if (comm === undefined) return 0;
+  if (typeof comm !== "number" || !Number.isFinite(comm) || comm < 0) {
+    throw new RangeError(`comm must be a finite number >= 0, got ${comm}`);
+  }
+  return comm;
+}

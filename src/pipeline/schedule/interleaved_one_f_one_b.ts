@@ -1,0 +1,56 @@
+/**
+ * Interleaved 1F1B (Narayanan et al. 2021) with loop placement (chunk c of
+ * rank r is stage c·p + r), depth first, built as PyTorch's
+ * `ScheduleInterleaved1F1B` builds it: micro-batches go in rounds of
+ * `m / rounds` with `rounds = max(1, floor(m / p))`, so m need not be a
+ * multiple of p, only of the round count; rank r warms up with
+ * (V−1)·perRound + 2(p−1−r) forwards (at most m·V), then alternates one
+ * forward and one full backward, moving to the next chunk every perRound
+ * passes, then drains its backwards.
+ *
+ * @module
+ */
+
+import type { Action } from "./action.ts";
+import type { Schedule } from "./schedule.ts";
+import { act, loopPlacement, makeSchedule } from "./_common.ts";
+
+/** Rounds of micro-batches; m must be a multiple of it (checked by the caller). */
+export function interleavedRounds(ranks: number, microBatches: number): number {
+  return Math.max(1, Math.floor(microBatches / ranks));
+}
+
+/** Interleaved 1F1B with `stagesPerRank` ≥ 2 chunks per rank; arguments pre-checked. */
+export function interleavedOneFOneB(
+  ranks: number,
+  microBatches: number,
+  stagesPerRank: number,
+): Schedule {
+  const V = stagesPerRank;
+  const m = microBatches;
+  const perRound = m / interleavedRounds(ranks, m);
+  const total = m * V;
+  const actions: Action[][] = [];
+  for (let r = 0; r < ranks; r++) {
+    const warmup = Math.min((V - 1) * perRound + 2 * (ranks - 1 - r), total);
+    const fMb = new Int32Array(V);
+    const bMb = new Int32Array(V);
+    const list: Action[] = [];
+    const forward = (k: number) => {
+      const c = Math.floor(k / perRound) % V;
+      list.push(act("F", c * ranks + r, fMb[c]++));
+    };
+    const backward = (j: number) => {
+      const c = V - 1 - (Math.floor(j / perRound) % V);
+      list.push(act("B", c * ranks + r, bMb[c]++));
+    };
+    for (let k = 0; k < warmup; k++) forward(k);
+    for (let j = 0; j < total - warmup; j++) {
+      forward(warmup + j);
+      backward(j);
+    }
+    for (let j = total - warmup; j < total; j++) backward(j);
+    actions.push(list);
+  }
+  return makeSchedule("interleaved-1f1b", ranks, m, V, loopPlacement(ranks, V), actions);
+}

@@ -1,0 +1,123 @@
+/**
+ * Single-device training for the pipeline tests: a plain `Sequential` and
+ * the same optimizer on the whole batch, and comparisons of parameter files.
+ *
+ * @module
+ */
+
+import { CpuBackend } from "../../../src/tensor/cpu_backend.ts";
+import { Rng } from "../../../src/tensor/random.ts";
+import { CharTokenizer } from "../../../src/nn/char_tokenizer.ts";
+import { TINY_CORPUS } from "../../../src/nn/data/tiny_corpus.ts";
+import { createTinyGPT, type TinyGPTConfig } from "../../../src/nn/gpt.ts";
+import { sampleBatch } from "../../../src/nn/sample_batch.ts";
+import { crossEntropyLoss, mseLoss } from "../../../src/nn/losses.ts";
+import { clipGradNorm } from "../../../src/nn/clip_grad_norm.ts";
+import { parseSafetensors, saveSafetensors } from "../../../src/nn/safetensors.ts";
+import type { Sequential } from "../../../src/nn/sequential.ts";
+import { createOptimizer, type OptimizerSpec } from "../../../src/nn/optimizer_spec.ts";
+import type { TrainingBatch } from "../../../src/pipeline/model/pipeline_parallel_model.ts";
+
+export const cpu = new CpuBackend();
+const tok = CharTokenizer.fromText(TINY_CORPUS);
+const tokens = tok.encode(TINY_CORPUS);
+
+/** 5 blocks: 8 layers, enough for 4 ranks × 2 chunks. */
+export const GPT: TinyGPTConfig = {
+  vocabSize: tok.vocabSize,
+  seqLen: 6,
+  dim: 8,
+  heads: 2,
+  layers: 5,
+  seed: 3,
+};
+
+export function gpt(config: TinyGPTConfig = GPT): Sequential {
+  return createTinyGPT(config, cpu);
+}
+
+/** `n` token batches of `rows` sequences (seeded). */
+export function tokenBatches(n: number, rows: number, seed = 7): TrainingBatch[] {
+  const rng = new Rng(seed);
+  return Array.from({ length: n }, () => {
+    const b = sampleBatch(tokens, rows, GPT.seqLen, rng);
+    return { inputs: b.ids, shape: b.shape, targets: b.targets };
+  });
+}
+
+export interface Reference {
+  readonly losses: number[];
+  readonly gradNorms: number[];
+  readonly bytes: Uint8Array;
+  readonly tensors: Map<string, Float32Array>;
+}
+
+/** Trains `model` in place on the whole batches, one step each; returns what it saw. */
+export async function referenceTraining(
+  model: Sequential,
+  optimizer: OptimizerSpec,
+  batches: readonly TrainingBatch[],
+  loss: "cross-entropy" | "mse" = "cross-entropy",
+  clip?: number,
+): Promise<Reference> {
+  const opt = createOptimizer(optimizer, model.parameters());
+  const losses: number[] = [], gradNorms: number[] = [];
+  for (const b of batches) {
+    const x = cpu.fromData(b.inputs, b.shape);
+    const y = model.forward(x);
+    const tShape = loss === "mse" ? y.shape : y.shape.slice(0, -1);
+    const t = cpu.fromData(b.targets, tShape);
+    const r = loss === "mse" ? mseLoss(y, t) : crossEntropyLoss(y, t);
+    model.backward(r.grad).dispose();
+    if (clip !== undefined) gradNorms.push(await clipGradNorm(model.parameters(), clip));
+    opt.step();
+    model.zeroGrad();
+    losses.push((await r.loss.toArray())[0]);
+    for (const z of [x, y, t, r.loss, r.grad]) z.dispose();
+  }
+  opt.dispose();
+  const bytes = await saveSafetensors(model);
+  return { losses, gradNorms, bytes, tensors: tensorsOf(bytes) };
+}
+
+export function tensorsOf(bytes: Uint8Array): Map<string, Float32Array> {
+  const out = new Map<string, Float32Array>();
+  for (const [k, e] of parseSafetensors(bytes).tensors) out.set(k, e.data);
+  return out;
+}
+
+/**
+ * `worst`: the largest per-tensor relative error max|a − b| / max|b|;
+ * `l2`: ‖a − b‖ / ‖b‖ over all parameters together.
+ */
+export function paramError(
+  got: Map<string, Float32Array>,
+  want: Map<string, Float32Array>,
+): { worst: number; worstName: string; l2: number } {
+  if (got.size !== want.size) throw new Error(`${got.size} tensors, want ${want.size}`);
+  let worst = 0, worstName = "", dd = 0, nn = 0;
+  for (const [name, w] of want) {
+    const g = got.get(name);
+    if (g === undefined || g.length !== w.length) throw new Error(`tensor ${name} differs in size`);
+    let mx = 0, md = 0;
+    for (let i = 0; i < w.length; i++) {
+      const d = g[i] - w[i];
+      mx = Math.max(mx, Math.abs(w[i]));
+      md = Math.max(md, Math.abs(d));
+      dd += d * d;
+      nn += w[i] * w[i];
+    }
+    const rel = mx === 0 ? md : md / mx;
+    if (rel > worst) {
+      worst = rel;
+      worstName = name;
+    }
+  }
+  return { worst, worstName, l2: Math.sqrt(dd / nn) };
+}
+
+export function maxRelative(a: readonly number[], b: readonly number[]): number {
+  let worst = 0;
+  a.forEach((v, i) => worst = Math.max(worst, Math.abs(v - b[i]) / Math.abs(b[i])));
+  return worst;
+}

@@ -1,0 +1,36 @@
+import assert from "node:assert/strict";
+import { tuneMatmulForRanks } from "../../../src/pipeline/model/_matmul_tuning.ts";
+import { WebGPUBackend } from "../../../src/tensor/webgpu_backend.ts";
+import type { MatmulConfig } from "../../../src/tensor/mod.ts";
+
+Deno.test("tuneMatmulForRanks: nothing to tune for CPU ranks", async () => {
+  assert.equal(await tuneMatmulForRanks("cpu"), undefined);
+});
+
+Deno.test("tuneMatmulForRanks: gives the variant a WebGPU backend of this adapter would tune", async () => {
+  for (const kind of ["webgpu", "auto"] as const) {
+    const config = await tuneMatmulForRanks(kind);
+    assert.ok(config !== undefined, `${kind}: llvmpipe is an adapter`);
+    const be = await WebGPUBackend.create();
+    try {
+      assert.deepEqual(config, be.matmulConfig);
+    } finally {
+      be.destroy();
+    }
+  }
+});
+
+Deno.test("WebGPUBackend.create: tunedMatmul is taken as the tuning's result, without timing", async () => {
+  const tuned: MatmulConfig = { family: "direct", tm: 16, tn: 16, wx: 8, wy: 4 };
+  const be = await WebGPUBackend.create({ tunedMatmul: tuned });
+  try {
+    assert.deepEqual(be.matmulConfig, tuned);
+    assert.equal(be.tuneResults.length, 0, "no candidate was timed");
+  } finally {
+    be.destroy();
+  }
+  await assert.rejects(
+    WebGPUBackend.create({ tunedMatmul: { ...tuned, tm: 6 } }),
+    (e: Error) => e instanceof RangeError && /tm must be a positive multiple of 4/.test(e.message),
+  );
+});

@@ -1,0 +1,211 @@
+import assert from "node:assert/strict";
+import {
+  estimateBubbleFraction,
+  generateSchedule,
+  SCHEDULE_NAMES,
+} from "../../../src/pipeline/schedule/generate.ts";
+import { simulate } from "../../../src/pipeline/analysis/simulate.ts";
+import { checkSchedule } from "../../../src/pipeline/analysis/validate.ts";
+
+Deno.test("SCHEDULE_NAMES lists the CLI names", () => {
+  assert.deepEqual(
+    [...SCHEDULE_NAMES],
+    [
+      "gpipe",
+      "1f1b",
+      "interleaved-1f1b",
+      "looped-bfs",
+      "zb-h1",
+      "zb-h2",
+      "zb-v",
+      "zb-auto",
+      "dualpipe-v",
+    ],
+  );
+});
+
+/** The valid V values tried per schedule on the grid. */
+const V_GRID: Record<string, number[]> = {
+  "interleaved-1f1b": [2, 3, 4],
+  "looped-bfs": [1, 2, 3],
+  "zb-v": [2],
+  "dualpipe-v": [2],
+};
+
+Deno.test("every schedule validates and is deadlock-free for every valid (p, m, V), p = 1…8, m = 1…32", () => {
+  let valid = 0;
+  let refused = 0;
+  for (const name of SCHEDULE_NAMES) {
+    for (let p = 1; p <= 8; p++) {
+      for (let m = 1; m <= 32; m++) {
+        for (const V of V_GRID[name] ?? [1]) {
+          let s;
+          try {
+            s = generateSchedule(name, { ranks: p, microBatches: m, stagesPerRank: V });
+          } catch (e) {
+            // Only the documented constraints may refuse a grid point.
+            assert.ok(e instanceof RangeError, `${name} p=${p} m=${m} V=${V}: ${e}`);
+            const rounds = Math.max(1, Math.floor(m / p));
+            const expected = (name === "interleaved-1f1b" && m % rounds !== 0) ||
+              (name === "dualpipe-v" && m < 2 * p);
+            assert.ok(expected, `${name} p=${p} m=${m} V=${V} refused: ${e.message}`);
+            refused++;
+            continue;
+          }
+          assert.equal(s.name, name);
+          assert.equal(s.ranks, p);
+          assert.equal(s.microBatches, m);
+          assert.equal(s.stagesPerRank, V);
+          assert.deepEqual(checkSchedule(s), [], `${name} p=${p} m=${m} V=${V}`);
+          valid++;
+        }
+      }
+    }
+  }
+  assert.ok(valid > 2900, `${valid} valid`);
+  assert.ok(refused > 0);
+});
+
+Deno.test("generateSchedule: default V is 2 for the multi-chunk schedules, else 1", () => {
+  const V = (name: string) => generateSchedule(name, { ranks: 2, microBatches: 4 }).stagesPerRank;
+  // zb-auto has no default: it returns whichever placement its search picks.
+  const fixed = SCHEDULE_NAMES.filter((n) => n !== "zb-auto");
+  assert.deepEqual(fixed.map(V), [1, 1, 2, 2, 1, 1, 2, 2]);
+  assert.ok([1, 2].includes(V("zb-auto")));
+});
+
+Deno.test("generateSchedule: parameters are checked in order, with the values in the message", () => {
+  const g = (name: unknown, opts: unknown) => () =>
+    generateSchedule(name as string, opts as { ranks: number; microBatches: number });
+  assert.throws(
+    g("pipedream", { ranks: 0 }),
+    (e: unknown) =>
+      e instanceof TypeError &&
+      /unknown schedule "pipedream"; valid names: gpipe, 1f1b, interleaved-1f1b, looped-bfs, zb-h1, zb-h2, zb-v, zb-auto, dualpipe-v/
+        .test(e.message),
+  );
+  assert.throws(g(7, { ranks: 2, microBatches: 2 }), TypeError);
+  assert.throws(g("1f1b", null), TypeError);
+  // ranks before anything else, even when microBatches is bad too
+  assert.throws(
+    g("1f1b", { ranks: 0, microBatches: 0 }),
+    /^RangeError: ranks must be a positive integer, got 0$/,
+  );
+  assert.throws(
+    g("1f1b", { ranks: 2.5, microBatches: 4 }),
+    /ranks must be a positive integer, got 2\.5/,
+  );
+  assert.throws(
+    g("1f1b", { ranks: "4", microBatches: 4 }),
+    /ranks must be a positive integer, got 4/,
+  );
+  assert.throws(
+    g("1f1b", { ranks: 4, microBatches: -1 }),
+    /microBatches must be a positive integer, got -1/,
+  );
+  assert.throws(
+    g("1f1b", { ranks: 4, microBatches: 4, stagesPerRank: 0 }),
+    /stagesPerRank must be a positive integer, got 0/,
+  );
+  assert.throws(
+    g("looped-bfs", { ranks: 4, microBatches: 4, stagesPerRank: 1.5 }),
+    /stagesPerRank must be a positive integer, got 1\.5/,
+  );
+  // each schedule's own rules
+  assert.throws(
+    g("1f1b", { ranks: 4, microBatches: 4, stagesPerRank: 2 }),
+    /1f1b places one stage per rank, got stagesPerRank 2/,
+  );
+  assert.throws(g("gpipe", { ranks: 4, microBatches: 4, stagesPerRank: 3 }), RangeError);
+  assert.throws(
+    g("interleaved-1f1b", { ranks: 4, microBatches: 8, stagesPerRank: 1 }),
+    /interleaved-1f1b needs stagesPerRank >= 2, got 1/,
+  );
+  assert.throws(
+    g("interleaved-1f1b", { ranks: 4, microBatches: 9 }),
+    /= 2 equal rounds .* microBatches must be a multiple of 2, got microBatches 9 with ranks 4/,
+  );
+  assert.throws(
+    g("zb-v", { ranks: 4, microBatches: 8, stagesPerRank: 3 }),
+    /zb-v places exactly 2 stages per rank, got stagesPerRank 3/,
+  );
+  // schedule rules come before the zb-auto options
+  assert.throws(
+    g("zb-v", { ranks: 4, microBatches: 8, stagesPerRank: 3, memoryLimit: 0 }),
+    /stagesPerRank 3/,
+  );
+  assert.throws(
+    g("1f1b", { ranks: 4, microBatches: 8, memoryLimit: 0.5 }),
+    /memoryLimit must be a finite number >= 1, got 0\.5/,
+  );
+});
+
+Deno.test("estimateBubbleFraction: equals the simulated bubble where the sheet's formula is exact", () => {
+  const equal = { F: 1, I: 1, W: 1 };
+  for (let p = 1; p <= 8; p++) {
+    for (let m = 1; m <= 32; m++) {
+      const sim = (name: string, V?: number) =>
+        simulate(generateSchedule(name, { ranks: p, microBatches: m, stagesPerRank: V }))
+          .bubbleFraction;
+      const near = (x: number, y: number, what: string) =>
+        assert.ok(Math.abs(x - y) < 1e-12, `${what} p=${p} m=${m}: ${x} vs ${y}`);
+      near(estimateBubbleFraction("gpipe", p, m, equal), (p - 1) / (m + p - 1), "gpipe formula");
+      near(estimateBubbleFraction("gpipe", p, m), sim("gpipe"), "gpipe");
+      near(estimateBubbleFraction("1f1b", p, m), sim("1f1b"), "1f1b");
+      if (m >= p) near(estimateBubbleFraction("zb-h1", p, m), sim("zb-h1"), "zb-h1");
+      for (const V of [1, 2, 3]) {
+        near(estimateBubbleFraction("looped-bfs", p, m, {}, V), sim("looped-bfs", V), "bfs");
+      }
+      if (m % p === 0) {
+        for (const V of [2, 3]) {
+          near(
+            estimateBubbleFraction("interleaved-1f1b", p, m, {}, V),
+            sim("interleaved-1f1b", V),
+            "interleaved",
+          );
+        }
+      }
+      if (m >= 2 * p) {
+        for (const name of ["zb-h2", "zb-v"]) {
+          const steady = simulate(generateSchedule(name, { ranks: p, microBatches: m }), {
+            iterations: 4,
+          });
+          near(estimateBubbleFraction(name, p, m), steady.steadyStateBubble!, name);
+        }
+      }
+    }
+  }
+});
+
+Deno.test("estimateBubbleFraction: unequal costs follow the sheet's idle-time column", () => {
+  const c = { F: 1, I: 1.5, W: 0.5 };
+  const p = 4, m = 8;
+  const busy = m * 3;
+  assert.ok(Math.abs(estimateBubbleFraction("1f1b", p, m, c) - 9 / (9 + busy)) < 1e-12);
+  assert.ok(Math.abs(estimateBubbleFraction("zb-h1", p, m, c) - 6 / (6 + busy)) < 1e-12);
+  assert.ok(Math.abs(estimateBubbleFraction("zb-h2", p, m, c) - 4.5 / (4.5 + busy)) < 1e-12);
+  // Per-stage arrays: the slowest stage of each kind counts.
+  assert.equal(
+    estimateBubbleFraction("1f1b", 2, 4, { F: [1, 2], B: [2, 4] }),
+    estimateBubbleFraction("1f1b", 2, 4, { F: 2, B: 4 }),
+  );
+  assert.ok(Number.isNaN(estimateBubbleFraction("zb-auto", 4, 8)));
+  assert.ok(Number.isNaN(estimateBubbleFraction("dualpipe-v", 4, 8)));
+});
+
+Deno.test("estimateBubbleFraction: checks its arguments as generateSchedule does", () => {
+  assert.throws(() => estimateBubbleFraction("zb-h3", 4, 8), TypeError);
+  assert.throws(
+    () => estimateBubbleFraction("1f1b", 0, 8),
+    /ranks must be a positive integer, got 0/,
+  );
+  assert.throws(
+    () => estimateBubbleFraction("1f1b", 4, 0),
+    /microBatches must be a positive integer, got 0/,
+  );
+  assert.throws(
+    () => estimateBubbleFraction("interleaved-1f1b", 4, 8, {}, 1),
+    /stagesPerRank >= 2/,
+  );
+  assert.throws(() => estimateBubbleFraction("1f1b", 4, 8, { F: -1 }), /costs\.F/);
+});
