@@ -14,8 +14,8 @@
  */
 
 import { parseArgs } from "node:util";
+import { estimateBubbleFraction } from "../src/pipeline/analysis/bubble_estimate.ts";
 import {
-  estimateBubbleFraction,
   generateSchedule,
   SCHEDULE_NAMES,
   type ScheduleName,

@@ -33,8 +33,12 @@
 import { parseArgs } from "node:util";
 import { generateSchedule, SCHEDULE_NAMES } from "../src/pipeline/schedule/generate.ts";
 import { simulate } from "../src/pipeline/analysis/simulate.ts";
-import { type PipelineRunResult, PipelineWorkerPool } from "../src/pipeline/runtime/worker_pool.ts";
-import { syntheticCosts } from "../src/pipeline/testing/synthetic_executor.ts";
+import { WorkerRankGroup } from "../src/pipeline/runtime/worker_rank_group.ts";
+import type { RankGroupRunResult } from "../src/pipeline/runtime/rank_group.ts";
+import {
+  SYNTHETIC_EXECUTOR_URL,
+  syntheticCosts,
+} from "../src/pipeline/testing/synthetic_executor.ts";
 import { summarizeTimeline } from "../src/pipeline/analysis/timeline_summary.ts";
 
 /** One row of the table. */
@@ -71,13 +75,13 @@ export async function measureSchedule(
 ): Promise<RuntimeRow> {
   const schedule = generateSchedule(name, { ranks: p, microBatches: m });
   const costs = syntheticCosts(ms);
-  const pool = await PipelineWorkerPool.create({
+  const pool = await WorkerRankGroup.create({
     schedule,
-    executor: { options: { ms, sleep: "block" } },
+    executor: { module: SYNTHETIC_EXECUTOR_URL, options: { ms, sleep: "block" } },
   });
   try {
     await pool.run(); // warm-up: JIT, first messages on each port
-    const singles: PipelineRunResult[] = [];
+    const singles: RankGroupRunResult[] = [];
     for (let i = 0; i < repeats; i++) singles.push(await pool.run());
     const single = singles.find((r) => r.makespan === median(singles.map((s) => s.makespan)))!;
     const steady = await pool.run({ iterations });

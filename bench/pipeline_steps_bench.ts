@@ -32,8 +32,11 @@ import { generateSchedule, SCHEDULE_NAMES } from "../src/pipeline/schedule/gener
 import type { Schedule, TimedEvent } from "../src/pipeline/schedule/schedule.ts";
 import { simulate } from "../src/pipeline/analysis/simulate.ts";
 import { summarizeTimeline } from "../src/pipeline/analysis/timeline_summary.ts";
-import { PipelineWorkerPool } from "../src/pipeline/runtime/worker_pool.ts";
-import { syntheticCosts } from "../src/pipeline/testing/synthetic_executor.ts";
+import { WorkerRankGroup } from "../src/pipeline/runtime/worker_rank_group.ts";
+import {
+  SYNTHETIC_EXECUTOR_URL,
+  syntheticCosts,
+} from "../src/pipeline/testing/synthetic_executor.ts";
 import type { PipelineParallelModel } from "../src/pipeline/model/pipeline_parallel_model.ts";
 import { createRealPipeline, measuredCosts, REAL_COMPUTE, realBatches } from "./_real_compute.ts";
 
@@ -67,7 +70,7 @@ function record(group: string, schedule: Schedule, events: readonly TimedEvent[]
 }
 
 let realModel: PipelineParallelModel | null = null;
-let pool: PipelineWorkerPool | null = null;
+let pool: WorkerRankGroup | null = null;
 let batchSeed = 1000;
 
 for (const name of SCHEDULE_NAMES) {
@@ -112,9 +115,12 @@ for (const name of SCHEDULE_NAMES) {
       const key = `fixed/${name}`;
       await switchTo(key);
       if (live === null) {
-        const p = await PipelineWorkerPool.create({
+        const p = await WorkerRankGroup.create({
           schedule,
-          executor: { options: { ms: FIXED.ms / schedule.stagesPerRank, sleep: "block" } },
+          executor: {
+            module: SYNTHETIC_EXECUTOR_URL,
+            options: { ms: FIXED.ms / schedule.stagesPerRank, sleep: "block" },
+          },
         });
         pool = p;
         live = {

@@ -26,7 +26,7 @@
 import { parseArgs } from "node:util";
 import { createPortMesh } from "../src/pipeline/comm/worker_backend.ts";
 import { InProcessBackend } from "../src/pipeline/comm/in_process.ts";
-import { ControlPlane } from "../src/pipeline/comm/_control_plane.ts";
+import { ControlPlane } from "../src/pipeline/comm/control_plane.ts";
 import type { Mode } from "./_transport_worker.ts";
 
 // BroadcastChannel is measured up to this size only (4 s per hop at 16 MiB).

@@ -8,7 +8,7 @@ import { crossEntropyLoss } from "../src/nn/losses.ts";
 import { sampleBatch } from "../src/nn/sample_batch.ts";
 import { CpuBackend } from "../src/tensor/cpu_backend.ts";
 import { Rng } from "../src/tensor/random.ts";
-import { liveWorkerCount } from "../src/pipeline/runtime/worker_pool.ts";
+import { liveWorkerCount } from "../src/pipeline/runtime/worker_rank_group.ts";
 
 interface Run {
   code: number;

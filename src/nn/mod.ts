@@ -4,7 +4,6 @@
  * @module
  */
 
-export { DEFAULT_KEY } from "./layer.ts";
 export { LayerBase } from "./layer_base.ts";
 export type {
   BackwardOptions,
@@ -34,6 +33,8 @@ export type { Optimizer, ParamGroup, ParamGroupSpec } from "./optimizer.ts";
 export { SGD, type SGDOptions } from "./sgd.ts";
 export { AdamW, type AdamWOptions } from "./adamw.ts";
 export { clipGradNorm, gradNormSquared, scaleGradsInPlace } from "./clip_grad_norm.ts";
+export type { AdamWSpec, OptimizerSpec, SGDSpec } from "./optimizer_spec.ts";
+export { checkOptimizerSpec, createOptimizer } from "./optimizer_spec.ts";
 export {
   loadSafetensors,
   type LoadSafetensorsOptions,

@@ -1,6 +1,10 @@
 /**
- * Pipeline schedules, validation, simulation, rendering, partitioning,
- * checkpointing and the worker runtime.
+ * Pipeline parallelism for training scripts and schedule studies:
+ * schedules as data, their validation, simulation and pictures,
+ * partitioning, activation checkpointing and `PipelineParallelModel`.
+ * The runtime's parts (transports, rank groups, executors) are in
+ * `@conveyor/core/runtime`; the synthetic executor and fault injection in
+ * `@conveyor/core/testing`.
  *
  * @module
  */
@@ -8,13 +12,24 @@
 export type { Action, ActionKind, RankActions } from "./schedule/action.ts";
 export { formatAction, parseAction } from "./schedule/action.ts";
 export type { Schedule, TimedEvent } from "./schedule/schedule.ts";
+export type { ActionCosts, CostValue } from "./schedule/costs.ts";
+export type { GenerateOptions, ScheduleName } from "./schedule/generate.ts";
+export { generateSchedule, SCHEDULE_NAMES } from "./schedule/generate.ts";
+export { scheduleFromCsv, scheduleToCsv } from "./schedule/schedule_csv.ts";
+export type { SimulateOptions, SimulationResult } from "./analysis/simulate.ts";
+export { simulate } from "./analysis/simulate.ts";
+export { estimateBubbleFraction } from "./analysis/bubble_estimate.ts";
+export type { ScheduleProblem, ScheduleProblemKind } from "./analysis/schedule_problem.ts";
+export type { ScheduleStall } from "./analysis/validate.ts";
+export { checkSchedule, ScheduleDeadlockError, validateSchedule } from "./analysis/validate.ts";
+export type { SummarizeTimelineOptions, TimelineSummary } from "./analysis/timeline_summary.ts";
+export { summarizeTimeline } from "./analysis/timeline_summary.ts";
 export type { AsciiOptions } from "./render/render_ascii.ts";
 export { renderAscii } from "./render/render_ascii.ts";
 export type { SvgOptions } from "./render/render_svg.ts";
 export { renderSvg } from "./render/render_svg.ts";
 export type { ChromeTrace, ChromeTraceEvent, ChromeTraceOptions } from "./render/chrome_trace.ts";
 export { toChromeTrace } from "./render/chrome_trace.ts";
-export { scheduleFromCsv, scheduleToCsv } from "./schedule/schedule_csv.ts";
 export type {
   CostedLayer,
   PartitionInput,
@@ -30,6 +45,8 @@ export {
   UniformPartition,
   validatePartition,
 } from "./partition/partition.ts";
+export type { CostSource, ProfileOptions } from "./partition/layer_costs.ts";
+export { layerCosts, profileLayerCosts } from "./partition/layer_costs.ts";
 export type {
   ActivationCheckpointOptions,
   CheckpointSegment,
@@ -37,69 +54,12 @@ export type {
   RecomputePolicy,
 } from "./checkpoint/checkpoint.ts";
 export { ActivationCheckpointConfig, DEFAULT_EXPENSIVE_KINDS } from "./checkpoint/checkpoint.ts";
-export type { ActionCosts, CostValue, SimulateOptions, SimulationResult } from "./analysis/simulate.ts";
-export { simulate } from "./analysis/simulate.ts";
-export type { GenerateOptions, ScheduleName } from "./schedule/generate.ts";
-export { estimateBubbleFraction, generateSchedule, SCHEDULE_NAMES } from "./schedule/generate.ts";
-export type { ScheduleProblem, ScheduleProblemKind, ScheduleStall } from "./analysis/validate.ts";
-export { checkSchedule, ScheduleDeadlockError, validateSchedule } from "./analysis/validate.ts";
-export type { CostSource, ProfileOptions } from "./partition/layer_costs.ts";
-export { layerCosts, profileLayerCosts } from "./partition/layer_costs.ts";
 export { CheckpointedChunk } from "./checkpoint/checkpointed_chunk.ts";
-export type { CommBackend, ControlHandler, ControlMessage, SendOptions } from "./comm/backend.ts";
-export { CommAbortedError } from "./comm/backend.ts";
-export type { TagFields, TagSpace } from "./comm/tag.ts";
-export { makeTag } from "./comm/tag.ts";
-export { InProcessBackend } from "./comm/in_process.ts";
-export type { ConnectOptions, WorkerBackendInit } from "./comm/worker_backend.ts";
-export { createPortMesh, WorkerBackend } from "./comm/worker_backend.ts";
-export type {
-  PendingOutput,
-  StageContext,
-  StageExecutor,
-  StageExecutorFactory,
-  StageExecutorInit,
-  StageOutput,
-} from "./runtime/stage_executor.ts";
-export type { SyntheticCosts, SyntheticExecutorOptions } from "./testing/synthetic_executor.ts";
-export { createSyntheticExecutor, syntheticCosts } from "./testing/synthetic_executor.ts";
-export type {
-  InProcessRunOptions,
-  InProcessRunResult,
-  RankRunOptions,
-  RankRunResult,
-  RankState,
-} from "./runtime/stage_runner.ts";
-export { runPipelineInProcess, runRank } from "./runtime/stage_runner.ts";
-export type { SummarizeTimelineOptions, TimelineSummary } from "./analysis/timeline_summary.ts";
-export { summarizeTimeline } from "./analysis/timeline_summary.ts";
 export type { PipelineFailure, PipelineFailureKind } from "./runtime/pipeline_worker_error.ts";
 export { PipelineWorkerError } from "./runtime/pipeline_worker_error.ts";
-export type {
-  ExecutorChoice,
-  PipelineRunOptions,
-  PipelineRunResult,
-  PipelineWorkerPoolOptions,
-} from "./runtime/worker_pool.ts";
-export { liveWorkerCount, PipelineWorkerPool } from "./runtime/worker_pool.ts";
-export type { AdamWSpec, OptimizerSpec, SGDSpec } from "../nn/optimizer_spec.ts";
-export { checkOptimizerSpec, createOptimizer } from "../nn/optimizer_spec.ts";
-export type {
-  ModelStageOptions,
-  ModelStagePayload,
-  ModelStageReport,
-  ParameterStats,
-  PipelineLoss,
-  PredictArgs,
-} from "./model/model_stage_executor.ts";
-export { createModelStageExecutor } from "./model/model_stage_executor.ts";
-export type {
-  FaultInjection,
-  PipelineParallelModelOptions,
-  Prediction,
-  RankInfo,
-  StepResult,
-  TrainingBatch,
-  TrainResult,
-} from "./model/pipeline_parallel_model.ts";
+export type { PipelineLoss } from "./model/model_stage_executor.ts";
+export type { PipelineParallelModelOptions } from "./model/options.ts";
+export type { TrainingBatch } from "./model/batch.ts";
+export type { ParameterStats, Prediction, StepResult, TrainResult } from "./model/results.ts";
+export type { RankInfo } from "./model/stage_calls.ts";
 export { PipelineParallelModel } from "./model/pipeline_parallel_model.ts";

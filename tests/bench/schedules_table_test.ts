@@ -1,9 +1,6 @@
 import assert from "node:assert/strict";
-import {
-  estimateBubbleFraction,
-  generateSchedule,
-  SCHEDULE_NAMES,
-} from "../../src/pipeline/schedule/generate.ts";
+import { estimateBubbleFraction } from "../../src/pipeline/analysis/bubble_estimate.ts";
+import { generateSchedule, SCHEDULE_NAMES } from "../../src/pipeline/schedule/generate.ts";
 import { simulate } from "../../src/pipeline/analysis/simulate.ts";
 import {
   formatScheduleTable,

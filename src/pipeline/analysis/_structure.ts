@@ -3,7 +3,7 @@
 
 import { type Action, formatAction } from "../schedule/action.ts";
 import type { Schedule } from "../schedule/schedule.ts";
-import type { ScheduleProblem } from "./validate.ts";
+import type { ScheduleProblem } from "./schedule_problem.ts";
 
 const KINDS = new Set(["F", "B", "I", "W"]);
 

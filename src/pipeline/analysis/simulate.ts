@@ -8,31 +8,12 @@
  */
 
 import type { Schedule, TimedEvent } from "../schedule/schedule.ts";
-import { checkComm, resolveCosts } from "../schedule/costs.ts";
+import { type ActionCosts, checkComm, resolveCosts } from "../schedule/costs.ts";
+
+export type { ActionCosts, CostValue } from "../schedule/costs.ts";
 import { peakActivations, runSchedule } from "../schedule/engine.ts";
 import { checkStructure, structureError } from "./_structure.ts";
 import { ScheduleDeadlockError } from "./validate.ts";
-
-/** One cost for every stage, or one cost per global stage (chunk). */
-export type CostValue = number | readonly number[];
-
-/**
- * Time of one pass of one chunk over one micro-batch, per action kind:
- * F forward, I input gradient, W weight gradient, B full backward.
- * Defaults: F = I = W = 1; when B is given and I is not, I = B − W;
- * B defaults to I + W. So the default is the Zero Bubble paper's equal-cost
- * convention T_F = T_B(I) = T_W with a full backward of 2.
- */
-export interface ActionCosts {
-  /** Forward. */
-  readonly F?: CostValue;
-  /** Full backward (input and weight gradients in one pass). */
-  readonly B?: CostValue;
-  /** Input-gradient pass (the paper's B). */
-  readonly I?: CostValue;
-  /** Weight-gradient pass. */
-  readonly W?: CostValue;
-}
 
 /** Options of {@linkcode simulate}. */
 export interface SimulateOptions {

@@ -12,30 +12,9 @@ import type { Schedule } from "../schedule/schedule.ts";
 import { runSchedule, type Stall } from "../schedule/engine.ts";
 import { checkStructure, structureError } from "./_structure.ts";
 import type { StageCosts } from "../schedule/costs.ts";
+import type { ScheduleProblem } from "./schedule_problem.ts";
 
-/** What kind of rule a schedule breaks. */
-export type ScheduleProblemKind =
-  | "type"
-  | "range"
-  | "placement"
-  | "missing"
-  | "duplicate"
-  | "mixed-backward"
-  | "deadlock";
-
-/** One rule a schedule breaks, as `checkSchedule` reports it. */
-export interface ScheduleProblem {
-  /** The rule broken. */
-  readonly kind: ScheduleProblemKind;
-  /** A sentence naming the values. */
-  readonly message: string;
-  /** Rank concerned, when one is. */
-  readonly rank?: number;
-  /** Position in that rank's list, when one is. */
-  readonly index?: number;
-  /** The action concerned, when one is. */
-  readonly action?: Action;
-}
+export type { ScheduleProblem, ScheduleProblemKind } from "./schedule_problem.ts";
 
 /** Where one rank stands still in a deadlocked schedule. */
 export interface ScheduleStall {

@@ -36,7 +36,7 @@ export interface SendOptions {
  *
  * @example
  * ```ts
- * import { type CommBackend, InProcessBackend } from "@conveyor/core";
+ * import { type CommBackend, InProcessBackend } from "@conveyor/core/runtime";
  * const [a, b]: CommBackend[] = InProcessBackend.createGroup(2);
  * await a.send(1, "x", new Float32Array([1, 2]));
  * console.log(await b.recv(0, "x")); // Float32Array(2) [ 1, 2 ]
@@ -88,7 +88,7 @@ export interface CommBackend {
  *
  * @example
  * ```ts
- * import { CommAbortedError } from "@conveyor/core";
+ * import { CommAbortedError } from "@conveyor/core/runtime";
  * const e = new CommAbortedError("rank 2 failed");
  * console.log(e.message); // "communication aborted: rank 2 failed"
  * ```

@@ -47,7 +47,7 @@ let abortFrom: (target: InProcessBackend, reason: string) => void;
  *
  * @example
  * ```ts
- * import { InProcessBackend, makeTag } from "@conveyor/core";
+ * import { InProcessBackend, makeTag } from "@conveyor/core/runtime";
  * const [r0, r1] = InProcessBackend.createGroup(2);
  * const tag = makeTag({ space: "activation", microBatch: 0, chunk: 1, iteration: 0 });
  * const pending = r1.recv(0, tag); // may be called before the message exists
@@ -74,7 +74,7 @@ export class InProcessBackend implements CommBackend {
    *
    * @example
    * ```ts
-   * import { InProcessBackend } from "@conveyor/core";
+   * import { InProcessBackend } from "@conveyor/core/runtime";
    * const group = InProcessBackend.createGroup(3);
    * console.log(group.map((b) => b.rank)); // [ 0, 1, 2 ]
    * for (const b of group) b.close();

@@ -37,7 +37,7 @@ function checkIndex(value: unknown, what: string): number {
  *
  * @example
  * ```ts
- * import { makeTag } from "@conveyor/core";
+ * import { makeTag } from "@conveyor/core/runtime";
  * console.log(makeTag({ space: "activation", microBatch: 3, chunk: 1, iteration: 0 }));
  * // "act/i0/c1/m3"
  * ```

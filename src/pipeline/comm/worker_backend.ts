@@ -59,7 +59,7 @@ export interface ConnectOptions {
  *
  * @example
  * ```ts
- * import { createPortMesh } from "@conveyor/core";
+ * import { createPortMesh } from "@conveyor/core/runtime";
  * const mesh = createPortMesh(3);
  * console.log(mesh[1].map((p) => p === null)); // [ false, true, false ]
  * for (const row of mesh) for (const p of row) p?.close();
@@ -90,7 +90,7 @@ export function createPortMesh(size: number): (MessagePort | null)[][] {
  * @example
  * ```ts ignore
  * // Inside a worker that received { rank, size, runId, ports } from the main thread:
- * import { WorkerBackend } from "@conveyor/core";
+ * import { WorkerBackend } from "@conveyor/core/runtime";
  * const comm = await WorkerBackend.connect({ rank, size, runId, ports });
  * await comm.send(rank + 1, "x", new Float32Array(4), { transfer: true });
  * ```

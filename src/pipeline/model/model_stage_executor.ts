@@ -40,11 +40,13 @@ import type { ActivationCheckpointOptions } from "../checkpoint/checkpoint.ts";
 import { CheckpointedChunk } from "../checkpoint/checkpointed_chunk.ts";
 import { createOptimizer, type OptimizerSpec } from "../../nn/optimizer_spec.ts";
 import type {
+  CallHandlers,
   StageContext,
   StageExecutor,
   StageExecutorInit,
   StageOutput,
 } from "../runtime/stage_executor.ts";
+import type { ModelStageCalls } from "./stage_calls.ts";
 import type { CommBackend } from "../comm/backend.ts";
 import { allSum } from "./_norm_exchange.ts";
 
@@ -75,12 +77,6 @@ export interface ModelStageOptions {
   readonly clipGradNorm?: number;
   /** Module URLs to import before building the chunks (they register custom layers). */
   readonly modules?: readonly string[];
-  /** Throw when this action (text form, e.g. `"2F5"`) starts: failure injection for tests. */
-  readonly failAt?: string;
-  /** Block the thread when this action starts (until the run is aborted): hang injection. */
-  readonly hangAt?: string;
-  /** Iteration in which `failAt` / `hangAt` apply (default 0). */
-  readonly faultIteration?: number;
 }
 
 /** What a rank needs for one iteration (`beginIteration`'s payload). */
@@ -120,26 +116,6 @@ export interface ModelStageReport {
   readonly outputs?: readonly { readonly data: Float32Array; readonly shape: number[] }[];
 }
 
-/** `call("predict", …)` arguments: one stage's forward, nothing kept. */
-export interface PredictArgs {
-  /** Global stage. */
-  readonly stage: number;
-  /** Input data. */
-  readonly data: Float32Array;
-  /** Input shape. */
-  readonly shape: readonly number[];
-}
-
-/** Sum, sum of squares (f64) and count of a set of parameters. */
-export interface ParameterStats {
-  /** Σ values. */
-  readonly sum: number;
-  /** Σ values². */
-  readonly sumSq: number;
-  /** Number of scalars. */
-  readonly count: number;
-}
-
 function checkOptions(o: ModelStageOptions, stages: readonly number[]): void {
   if (o === null || typeof o !== "object") {
     throw new TypeError(`model stage options must be an object, got ${String(o)}`);
@@ -158,7 +134,7 @@ function checkOptions(o: ModelStageOptions, stages: readonly number[]): void {
 }
 
 /** The model stage of one rank (exported for in-process pipelines; workers use the factory). */
-export class ModelStageExecutor implements StageExecutor {
+export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
   /** The rank's backend. */
   readonly backend: Backend;
   readonly #init: StageExecutorInit;
@@ -166,7 +142,7 @@ export class ModelStageExecutor implements StageExecutor {
   readonly #stages: readonly number[];
   readonly #chunks = new Map<number, Layer>();
   readonly #optimizers = new Map<number, Optimizer>();
-  #comm: CommBackend;
+  readonly #comm: CommBackend;
   readonly #lossGrad = new Map<string, Tensor>();
   readonly #outShape = new Map<string, Shape>();
   #losses: Promise<number>[] = [];
@@ -176,13 +152,11 @@ export class ModelStageExecutor implements StageExecutor {
   #gradNorm: number | undefined;
   #base: number;
   #actPeak = 0;
-  #abortFlag: Int32Array;
 
   private constructor(init: StageExecutorInit, backend: Backend) {
     this.#init = init;
     this.#o = init.options as ModelStageOptions;
     this.#stages = [...init.stages];
-    this.#abortFlag = init.abortFlag;
     this.backend = backend;
     try {
       for (const s of this.#stages) {
@@ -229,12 +203,6 @@ export class ModelStageExecutor implements StageExecutor {
     }
   }
 
-  /** Re-binds the transport and abort flag (each in-process run brings its own). */
-  bindRun(comm: CommBackend, abortFlag: Int32Array): void {
-    this.#comm = comm;
-    this.#abortFlag = abortFlag;
-  }
-
   /** All parameters of the rank's chunks, in stage order (names as in the whole model). */
   parameters(): Parameter[] {
     return this.#stages.flatMap((s) => this.#chunks.get(s)!.parameters());
@@ -250,7 +218,6 @@ export class ModelStageExecutor implements StageExecutor {
   }
 
   forward(ctx: StageContext, input: Float32Array | null): StageOutput {
-    this.#fault(ctx);
     const plan = this.#needPlan(ctx);
     const { stage: s, microBatch: mb } = ctx.action;
     const key = this.#key(ctx);
@@ -310,7 +277,6 @@ export class ModelStageExecutor implements StageExecutor {
   }
 
   backwardWeight(ctx: StageContext): void {
-    this.#fault(ctx);
     this.#chunk(ctx.action.stage).backwardWeight(this.#key(ctx));
     // Nothing is read back after W: submit its work now rather than with the next action.
     this.backend.flush();
@@ -379,55 +345,31 @@ export class ModelStageExecutor implements StageExecutor {
     return report;
   }
 
-  async call(method: string, args: unknown): Promise<unknown> {
-    switch (method) {
-      case "load": {
-        const bytes = (args as { bytes: Uint8Array }).bytes;
-        loadSafetensors(this.parameters(), bytes, { allowExtra: true });
-        return null;
+  /** The requests the model sends this rank outside runs (see {@linkcode ModelStageCalls}). */
+  readonly calls: CallHandlers<ModelStageCalls> = {
+    load: ({ bytes }) => {
+      loadSafetensors(this.parameters(), bytes, { allowExtra: true });
+      return null;
+    },
+    save: () => saveSafetensors(this.parameters()),
+    predict: async ({ stage, data, shape }) => {
+      const x = this.backend.fromData(data, [...shape]);
+      try {
+        const y = this.#chunk(stage).forward(x, { save: false });
+        const out = await y.toArray().finally(() => y.dispose());
+        return { data: out, shape: [...y.shape] };
+      } finally {
+        x.dispose();
       }
-      case "save":
-        return await saveSafetensors(this.parameters());
-      case "predict": {
-        const a = args as PredictArgs;
-        const x = this.backend.fromData(a.data, [...a.shape]);
-        try {
-          const y = this.#chunk(a.stage).forward(x, { save: false });
-          const data = await y.toArray().finally(() => y.dispose());
-          return { data, shape: [...y.shape] };
-        } finally {
-          x.dispose();
-        }
-      }
-      case "parameterStats": {
-        const params = this.parameters();
-        const datas = await Promise.all(params.map((p) => p.value.toArray()));
-        let sum = 0, sumSq = 0, count = 0;
-        for (const d of datas) {
-          for (let i = 0; i < d.length; i++) {
-            sum += d[i];
-            sumSq += d[i] * d[i];
-          }
-          count += d.length;
-        }
-        return { sum, sumSq, count } satisfies ParameterStats;
-      }
-      case "info":
-        return {
-          rank: this.#init.rank,
-          stages: this.#stages,
-          backend: this.backend.name,
-          heldKeys: this.#stages.flatMap((s) => this.#chunk(s).heldKeys().map(String)),
-          liveBytes: this.backend.memory.liveBytes,
-        };
-      default:
-        throw new TypeError(
-          `model stage: unknown call ${
-            JSON.stringify(method)
-          }; known: load, save, predict, parameterStats, info`,
-        );
-    }
-  }
+    },
+    info: () => ({
+      rank: this.#init.rank,
+      stages: this.#stages,
+      backend: this.backend.name,
+      heldKeys: this.#stages.flatMap((s) => this.#chunk(s).heldKeys().map(String)),
+      liveBytes: this.backend.memory.liveBytes,
+    }),
+  };
 
   async dispose(): Promise<void> {
     for (const t of this.#lossGrad.values()) t.dispose();
@@ -448,7 +390,6 @@ export class ModelStageExecutor implements StageExecutor {
   }
 
   #backward(ctx: StageContext, gradOutput: Float32Array | null, full: boolean): StageOutput {
-    this.#fault(ctx);
     const s = ctx.action.stage;
     const key = this.#key(ctx);
     const id = `${s}/${key}`;
@@ -526,17 +467,6 @@ export class ModelStageExecutor implements StageExecutor {
     }
     return this.#plan;
   }
-
-  #fault(ctx: StageContext): void {
-    const o = this.#o;
-    if ((o.faultIteration ?? 0) !== ctx.iteration) return;
-    const text = formatAction(ctx.action);
-    if (o.failAt === text) throw new Error(`injected failure at ${text}`);
-    if (o.hangAt === text) {
-      Atomics.wait(this.#abortFlag, 0, 0);
-      throw new Error(`injected hang at ${text} ended by abort`);
-    }
-  }
 }
 
 /**
@@ -546,7 +476,8 @@ export class ModelStageExecutor implements StageExecutor {
  *
  * @example
  * ```ts
- * import { createModelStageExecutor, CpuBackend, InProcessBackend, Linear, Sequential } from "@conveyor/core";
+ * import { CpuBackend, Linear, Sequential } from "@conveyor/core";
+ * import { createModelStageExecutor, InProcessBackend } from "@conveyor/core/runtime";
  * const model = new Sequential([new Linear(new CpuBackend(), 2, 1)]);
  * const [comm] = InProcessBackend.createGroup(1);
  * const stage = await createModelStageExecutor({
@@ -554,16 +485,23 @@ export class ModelStageExecutor implements StageExecutor {
  *   options: { chunks: [model.spec()], loss: "mse", optimizer: { kind: "sgd", lr: 0.1 } },
  *   abortFlag: new Int32Array(1), signal: new AbortController().signal, comm,
  * });
- * console.log(await stage.call?.("parameterStats", null)); // { sum: …, sumSq: …, count: 3 }
+ * const info = await stage.calls?.info(null);
+ * console.log(info?.stages, info?.backend); // [ 0 ] cpu
  * await stage.dispose?.();
  * comm.close();
  * model.dispose();
  * ```
  */
-export async function createModelStageExecutor(init: StageExecutorInit): Promise<StageExecutor> {
+export async function createModelStageExecutor(
+  init: StageExecutorInit,
+): Promise<StageExecutor<ModelStageCalls>> {
   return await ModelStageExecutor.create(init);
 }
 
 /** The executor-module entry point: same as {@linkcode createModelStageExecutor}. */
-export const createStageExecutor: (init: StageExecutorInit) => Promise<StageExecutor> =
-  createModelStageExecutor;
+export const createStageExecutor: (
+  init: StageExecutorInit,
+) => Promise<StageExecutor<ModelStageCalls>> = createModelStageExecutor;
+
+/** This module's URL: the executor module of a model's worker ranks. */
+export const MODEL_STAGE_EXECUTOR_URL: string = import.meta.url;

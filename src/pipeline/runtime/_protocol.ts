@@ -1,8 +1,9 @@
-// Messages between the worker pool (main thread) and a stage worker, and the
+// Messages between the worker rank group (main thread) and a stage worker, and the
 // layout of the shared status board. Not exported from the package.
 
 import type { Action } from "../schedule/action.ts";
 import type { Schedule, TimedEvent } from "../schedule/schedule.ts";
+import type { FaultInjection } from "./fault_injection.ts";
 
 /** Status board layout: Int32Array over a SharedArrayBuffer. */
 export const ABORT_INDEX = 0;
@@ -23,8 +24,8 @@ export function boardLength(ranks: number): number {
 }
 
 export interface ExecutorSpec {
-  /** Module URL exporting `createStageExecutor`; absent = the synthetic executor. */
-  readonly module?: string;
+  /** Module URL exporting `createStageExecutor`. */
+  readonly module: string;
   readonly options?: unknown;
 }
 
@@ -40,6 +41,7 @@ export type ToWorker =
     readonly board: SharedArrayBuffer;
     readonly heartbeatIntervalMs: number;
     readonly connectTimeoutMs: number;
+    readonly fault?: FaultInjection;
   }
   | {
     readonly type: "run";

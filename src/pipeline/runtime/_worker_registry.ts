@@ -39,37 +39,3 @@ export function startWorker(url: string, name: string): TrackedWorker {
 export function liveCount(): number {
   return entries.size;
 }
-
-/**
- * Waits until none of the OS threads `tids` of this process is alive, or
- * `timeoutMs` has passed. Deno reports no worker exit: the thread is looked
- * up in /proc (Linux). Returns whether it could watch them: false at once
- * without /proc, without read access or without thread ids.
- */
-export async function waitForThreadsToExit(
-  tids: readonly number[],
-  timeoutMs: number,
-): Promise<boolean> {
-  const dir = "/proc/self/task";
-  if (tids.length === 0) return false;
-  try {
-    if (Deno.permissions.querySync({ name: "read", path: dir }).state !== "granted") return false;
-  } catch {
-    return false;
-  }
-  const alive = (tid: number): boolean => {
-    try {
-      Deno.statSync(`${dir}/${tid}`);
-      return true;
-    } catch {
-      return false;
-    }
-  };
-  const deadline = performance.now() + timeoutMs;
-  let left = tids.filter(alive);
-  while (left.length > 0 && performance.now() < deadline) {
-    await new Promise((resolve) => setTimeout(resolve, 2));
-    left = left.filter(alive);
-  }
-  return true;
-}

@@ -48,6 +48,24 @@ export interface PendingOutput {
  */
 export type StageOutput = Float32Array | PendingOutput | null;
 
+/**
+ * The requests an executor answers outside runs (save, load, predict, …):
+ * each method's argument and result types. A rank group's `call` is
+ * checked against it by the compiler, and the executor's
+ * {@linkcode StageExecutor.calls} implement it.
+ */
+export type CallMap = {
+  readonly [method: string]: { readonly args: unknown; readonly result: unknown };
+};
+
+/** An executor that answers no requests. */
+export type NoCalls = Record<never, never>;
+
+/** The handlers of a {@linkcode CallMap}: one function per method. */
+export type CallHandlers<C extends CallMap> = {
+  readonly [K in keyof C]: (args: C[K]["args"]) => C[K]["result"] | Promise<C[K]["result"]>;
+};
+
 /** What an executor learns about its place in the pipeline when it is created. */
 export interface StageExecutorInit {
   /** This rank. */
@@ -97,7 +115,7 @@ export interface StageExecutorInit {
  *
  * @example
  * ```ts
- * import type { StageContext, StageExecutor } from "@conveyor/core";
+ * import type { StageContext, StageExecutor } from "@conveyor/core/runtime";
  * const identity: StageExecutor = {
  *   forward: (_ctx: StageContext, x) => x ?? new Float32Array(4),
  *   backward: (_ctx: StageContext, dy) => dy ?? new Float32Array(4),
@@ -108,7 +126,7 @@ export interface StageExecutorInit {
  * console.log(typeof identity.forward); // "function"
  * ```
  */
-export interface StageExecutor {
+export interface StageExecutor<C extends CallMap = NoCalls> {
   /** Called when the rank starts an iteration, with that rank's payload for it. */
   beginIteration?(iteration: number, payload: unknown): void | Promise<void>;
   /** F. */
@@ -135,8 +153,8 @@ export interface StageExecutor {
   deviceDone?(): PromiseLike<void> | undefined;
   /** Called when the rank ends an iteration; the (structured-cloneable) value is reported. */
   endIteration?(iteration: number): unknown;
-  /** Main-thread requests outside a run (save, load, predict, ...). */
-  call?(method: string, args: unknown): unknown;
+  /** Requests from the rank group outside runs (save, load, predict, …), per {@linkcode CallMap}. */
+  readonly calls?: CallHandlers<C>;
   /** Releases resources when the pool is disposed. */
   dispose?(): void | Promise<void>;
 }
@@ -145,6 +163,6 @@ export interface StageExecutor {
  * What an executor module exports as `createStageExecutor` so that the
  * worker can build its rank's executor.
  */
-export type StageExecutorFactory = (
+export type StageExecutorFactory<C extends CallMap = NoCalls> = (
   init: StageExecutorInit,
-) => StageExecutor | Promise<StageExecutor>;
+) => StageExecutor<C> | Promise<StageExecutor<C>>;

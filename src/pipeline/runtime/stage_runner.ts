@@ -4,29 +4,20 @@
  * the output to the neighbouring stage without waiting for it, steps each
  * stage's optimizer right after that stage's last backward, and goes on to
  * the next iteration with no barrier. The worker entry uses it per worker;
- * {@linkcode runPipelineInProcess} runs every rank in this thread.
+ * every rank group (in-process, workers) runs it per rank.
  *
  * @module
  */
 
 import { type Action, formatAction } from "../schedule/action.ts";
 import type { Schedule, TimedEvent } from "../schedule/schedule.ts";
-import { validateSchedule } from "../analysis/validate.ts";
 import { CommAbortedError, type CommBackend } from "../comm/backend.ts";
-import { InProcessBackend } from "../comm/in_process.ts";
 import { makeTag } from "../comm/tag.ts";
-import type {
-  PendingOutput,
-  StageContext,
-  StageExecutor,
-  StageExecutorFactory,
-  StageOutput,
-} from "./stage_executor.ts";
+import type { PendingOutput, StageContext, StageExecutor, StageOutput } from "./stage_executor.ts";
 import { type DeviceFailure, DeviceTimeline } from "./_device_timeline.ts";
 import { createEventLoopTurn } from "./_event_loop_turn.ts";
+import { applyFault, type CheckedFault } from "./fault_injection.ts";
 import { PipelineWorkerError } from "./pipeline_worker_error.ts";
-import { summarizeTimeline, type TimelineSummary } from "../analysis/timeline_summary.ts";
-import { stagesOf } from "./_placement.ts";
 
 /** What a rank is doing, as reported to `onState`. */
 export type RankState = "idle" | "recv" | "compute" | "step" | "done";
@@ -55,6 +46,10 @@ export interface RankRunOptions {
    * never wait on a backward.
    */
   readonly forwardOnly?: boolean;
+  /** A fault to inject before an action's compute (tests; see `checkFaultInjection`). */
+  readonly fault?: CheckedFault;
+  /** The run's abort flag (index 0 turns nonzero on abort): wakes a "block" fault. */
+  readonly abortFlag?: Int32Array;
   /** Told when the rank changes state; `index` is the action's position in the rank's list. */
   readonly onState?: (state: RankState, index: number, iteration: number) => void;
 }
@@ -98,7 +93,9 @@ export interface RankRunResult {
  *
  * @example
  * ```ts
- * import { generateSchedule, InProcessBackend, runRank, createSyntheticExecutor } from "@conveyor/core";
+ * import { generateSchedule } from "@conveyor/core";
+ * import { InProcessBackend, runRank } from "@conveyor/core/runtime";
+ * import { createSyntheticExecutor } from "@conveyor/core/testing";
  * const schedule = generateSchedule("1f1b", { ranks: 1, microBatches: 2 });
  * const [comm] = InProcessBackend.createGroup(1);
  * const executor = createSyntheticExecutor({
@@ -150,7 +147,12 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
     if (f !== null) fail(f.action, f.iteration, f.cause);
   };
   // Runs one piece of work (an action when `event`, else an optimizer step) and dates it.
+  const abortFlag = options.abortFlag ?? new Int32Array(1);
   const run = async <T>(a: Action, it: number, event: boolean, work: () => T | Promise<T>) => {
+    if (event) {
+      const hang = applyFault(options.fault, a, it, abortFlag);
+      if (hang !== undefined) await hang;
+    }
     const start = clock();
     const out = await work();
     const pending = out !== null && typeof out === "object" && "pending" in out
@@ -215,7 +217,8 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
               a,
               it,
               true,
-              () => a.kind === "B" ? executor.backward(ctx, grad) : executor.backwardInput(ctx, grad),
+              () =>
+                a.kind === "B" ? executor.backward(ctx, grad) : executor.backwardInput(ctx, grad),
             );
             if (s > 0) handOver(a, it, where[s - 1], tag("gradient", s - 1, mb, it), out);
           }
@@ -237,130 +240,4 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
   }
   onState("done", list.length, first + iterations - 1);
   return { events: timeline.events, reports };
-}
-
-/** Options of {@linkcode runPipelineInProcess}. */
-export interface InProcessRunOptions {
-  /** Builds each rank's executor (given the same init a worker would give). */
-  readonly createExecutor: StageExecutorFactory;
-  /**
-   * Options handed to `createExecutor` as `init.options` (structured-cloned);
-   * a function is called with each rank to give that rank its own options.
-   */
-  readonly executorOptions?: unknown;
-  /** Iterations back to back (default 1). */
-  readonly iterations?: number;
-  /** Forward actions only (see {@linkcode RankRunOptions.forwardOnly}). */
-  readonly forwardOnly?: boolean;
-}
-
-/** What {@linkcode runPipelineInProcess} returns: the summary, events and reports. */
-export interface InProcessRunResult extends TimelineSummary {
-  /** All ranks' events, sorted by start then rank (times from `performance.now`). */
-  readonly events: readonly TimedEvent[];
-  /** `reports[rank][i]`: the executor's report for iteration i. */
-  readonly reports: readonly (readonly unknown[])[];
-}
-
-/**
- * Runs every rank of a schedule in this thread over an
- * {@linkcode InProcessBackend} group: the runtime without workers, for
- * tests and single-threaded use. Validates the schedule first; the first
- * rank to fail aborts the others, and its error is thrown. Every executor
- * that was created is disposed, whether the run succeeds or not (also when
- * another rank's `createExecutor` fails).
- *
- * @example
- * ```ts
- * import { createSyntheticExecutor, generateSchedule, runPipelineInProcess } from "@conveyor/core";
- * const schedule = generateSchedule("zb-h1", { ranks: 2, microBatches: 4 });
- * const r = await runPipelineInProcess(schedule, {
- *   createExecutor: createSyntheticExecutor, executorOptions: { ms: 0 },
- * });
- * console.log(r.events.length); // 24
- * ```
- */
-export async function runPipelineInProcess(
-  schedule: Schedule,
-  options: InProcessRunOptions,
-): Promise<InProcessRunResult> {
-  validateSchedule(schedule);
-  if (typeof options?.createExecutor !== "function") {
-    throw new TypeError(`createExecutor must be a function, got ${typeof options?.createExecutor}`);
-  }
-  const p = schedule.ranks;
-  const group = InProcessBackend.createGroup(p);
-  const abortFlag = new Int32Array(new SharedArrayBuffer(4));
-  const controller = new AbortController();
-  let executors: StageExecutor[] = [];
-  // A failed dispose is thrown only where it does not hide the run's own error.
-  let disposeError: unknown = null;
-  let result: InProcessRunResult;
-  try {
-    // Settle every rank's creation, so that none is left undisposed when another fails.
-    const created = await Promise.allSettled(
-      group.map(async (comm) =>
-        await options.createExecutor({
-          rank: comm.rank,
-          ranks: p,
-          stages: stagesOf(schedule, comm.rank),
-          numStages: schedule.stageToRank.length,
-          microBatches: schedule.microBatches,
-          options: structuredClone(
-            typeof options.executorOptions === "function"
-              ? options.executorOptions(comm.rank)
-              : options.executorOptions,
-          ),
-          abortFlag,
-          signal: controller.signal,
-          comm,
-        })
-      ),
-    );
-    executors = created.flatMap((c) => c.status === "fulfilled" ? [c.value] : []);
-    const rejected = created.find((c) => c.status === "rejected");
-    if (rejected !== undefined) throw rejected.reason;
-    let firstError: unknown = null;
-    const results = await Promise.all(
-      group.map((comm, rank) =>
-        runRank({
-          schedule,
-          rank,
-          comm,
-          executor: executors[rank],
-          iterations: options.iterations,
-          forwardOnly: options.forwardOnly,
-        })
-          .catch((e) => {
-            if (firstError === null) {
-              firstError = e;
-              Atomics.store(abortFlag, 0, 1);
-              Atomics.notify(abortFlag, 0);
-              controller.abort(e);
-              comm.abort(e instanceof Error ? e.message : String(e));
-            }
-            return null;
-          })
-      ),
-    );
-    if (firstError !== null) throw firstError;
-    const events = results.flatMap((r) => r!.events)
-      .sort((a, b) => a.start - b.start || a.rank - b.rank);
-    result = {
-      ...summarizeTimeline(events, p),
-      events,
-      reports: results.map((r) => r!.reports),
-    };
-  } finally {
-    for (const ex of executors) {
-      try {
-        await ex.dispose?.();
-      } catch (e) {
-        disposeError ??= e;
-      }
-    }
-    for (const comm of group) comm.close();
-  }
-  if (disposeError !== null) throw disposeError;
-  return result;
 }

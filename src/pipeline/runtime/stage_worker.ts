@@ -1,12 +1,12 @@
 /**
  * Worker entry of the pipeline runtime: one per rank, started by
- * {@linkcode PipelineWorkerPool}. It joins the run's control plane and data
- * ports ({@linkcode WorkerBackend}), builds its executor (the synthetic one,
- * or the `createStageExecutor` export of a given module), runs its rank's
+ * {@linkcode WorkerRankGroup}. It joins the run's control plane and data
+ * ports ({@linkcode WorkerBackend}), builds its executor (the
+ * `createStageExecutor` export of the given module), runs its rank's
  * action list on request, reports errors on the control plane and writes its
  * state to the shared status board for the pool's watchdog.
  *
- * Not meant to be imported: the pool starts it with
+ * Not meant to be imported: the group starts it with
  * `new Worker(new URL("./stage_worker.ts", import.meta.url).href, { type: "module" })`.
  *
  * @module
@@ -16,10 +16,10 @@ import { CommAbortedError } from "../comm/backend.ts";
 import { WorkerBackend } from "../comm/worker_backend.ts";
 import type { Schedule } from "../schedule/schedule.ts";
 import { PipelineWorkerError } from "./pipeline_worker_error.ts";
-import type { StageExecutor, StageExecutorFactory } from "./stage_executor.ts";
+import type { CallMap, StageExecutor, StageExecutorFactory } from "./stage_executor.ts";
 import { runRank } from "./stage_runner.ts";
-import { createSyntheticExecutor } from "../testing/synthetic_executor.ts";
 import { stagesOf } from "./_placement.ts";
+import { type CheckedFault, checkFaultInjection } from "./fault_injection.ts";
 import {
   ABORT_INDEX,
   type ErrorReport,
@@ -45,8 +45,9 @@ const scope = globalThis as unknown as WorkerScope;
 let rank = -1;
 let schedule: Schedule | null = null;
 let comm: WorkerBackend | null = null;
-let executor: StageExecutor | null = null;
+let executor: StageExecutor<CallMap> | null = null;
 let board: Int32Array | null = null;
+let fault: CheckedFault | undefined;
 let clock: () => number = () => performance.now();
 const controller = new AbortController();
 
@@ -96,6 +97,7 @@ async function handle(msg: ToWorker): Promise<void> {
         rank = msg.rank;
         schedule = msg.schedule;
         board = new Int32Array(msg.board);
+        fault = msg.fault === undefined ? undefined : checkFaultInjection(msg.fault, "fault");
         // Event times on the main thread's performance.now() scale.
         const offset = performance.timeOrigin - msg.timeOrigin;
         clock = () => performance.now() + offset;
@@ -106,9 +108,8 @@ async function handle(msg: ToWorker): Promise<void> {
           ports: msg.ports,
           heartbeatIntervalMs: msg.heartbeatIntervalMs,
         }, { timeoutMs: msg.connectTimeoutMs });
-        const factory: StageExecutorFactory = msg.executor.module === undefined
-          ? createSyntheticExecutor
-          : (await import(msg.executor.module)).createStageExecutor;
+        const factory: StageExecutorFactory<CallMap> =
+          (await import(msg.executor.module)).createStageExecutor;
         if (typeof factory !== "function") {
           throw new TypeError(
             `executor module ${msg.executor.module} must export a function createStageExecutor`,
@@ -144,6 +145,8 @@ async function handle(msg: ToWorker): Promise<void> {
           forwardOnly: msg.forwardOnly,
           clock,
           onState: setState,
+          fault,
+          abortFlag: board!.subarray(ABORT_INDEX, ABORT_INDEX + 1),
         });
         scope.postMessage({ type: "done", id: msg.id, events: r.events, reports: r.reports });
       } catch (e) {
@@ -156,10 +159,11 @@ async function handle(msg: ToWorker): Promise<void> {
     }
     case "call": {
       try {
-        if (typeof executor?.call !== "function") {
-          throw new TypeError(`the executor of rank ${rank} takes no calls (got "${msg.method}")`);
+        const handler = executor?.calls?.[msg.method];
+        if (typeof handler !== "function") {
+          throw new TypeError(`the executor of rank ${rank} answers no call "${msg.method}"`);
         }
-        const value = await executor.call(msg.method, msg.args);
+        const value = await handler(msg.args);
         scope.postMessage({ type: "result", id: msg.id, value });
       } catch (e) {
         scope.postMessage({ type: "failed", id: msg.id, report: report(e) });

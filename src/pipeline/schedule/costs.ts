@@ -1,7 +1,31 @@
-// Resolution of per-kind action costs into per-stage tables. Not exported
-// from the package: `simulate.ts` documents the rules.
+/**
+ * Action costs: the per-kind times of one chunk's passes that the simulator,
+ * the bubble estimates and the cost-aware generators (zb-auto) take, and
+ * their resolution into per-stage tables.
+ *
+ * @module
+ */
 
-import type { ActionCosts, CostValue } from "../analysis/simulate.ts";
+/** One cost for every stage, or one cost per global stage (chunk). */
+export type CostValue = number | readonly number[];
+
+/**
+ * Time of one pass of one chunk over one micro-batch, per action kind:
+ * F forward, I input gradient, W weight gradient, B full backward.
+ * Defaults: F = I = W = 1; when B is given and I is not, I = B − W;
+ * B defaults to I + W. So the default is the Zero Bubble paper's equal-cost
+ * convention T_F = T_B(I) = T_W with a full backward of 2.
+ */
+export interface ActionCosts {
+  /** Forward. */
+  readonly F?: CostValue;
+  /** Full backward (input and weight gradients in one pass). */
+  readonly B?: CostValue;
+  /** Input-gradient pass (the paper's B). */
+  readonly I?: CostValue;
+  /** Weight-gradient pass. */
+  readonly W?: CostValue;
+}
 
 /** Per-stage costs of each action kind, all finite and non-negative. */
 export interface StageCosts {

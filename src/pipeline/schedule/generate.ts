@@ -6,8 +6,7 @@
  */
 
 import type { Schedule } from "./schedule.ts";
-import type { ActionCosts } from "../analysis/simulate.ts";
-import { checkComm, resolveCosts } from "./costs.ts";
+import { type ActionCosts, checkComm, resolveCosts } from "./costs.ts";
 import { gpipe } from "./gpipe.ts";
 import { oneFOneB } from "./one_f_one_b.ts";
 import { interleavedOneFOneB, interleavedRounds } from "./interleaved_one_f_one_b.ts";
@@ -80,7 +79,11 @@ const MULTI_CHUNK: ReadonlySet<string> = new Set([
   "dualpipe-v",
 ]);
 
-function checkName(name: unknown): ScheduleName {
+/**
+ * Checks a schedule name (TypeError listing the valid names); for the
+ * modules that take names beside {@linkcode generateSchedule}.
+ */
+export function checkScheduleName(name: unknown): ScheduleName {
   if (typeof name !== "string" || !(SCHEDULE_NAMES as readonly string[]).includes(name)) {
     throw new TypeError(
       `unknown schedule ${JSON.stringify(name)}; valid names: ${SCHEDULE_NAMES.join(", ")}`,
@@ -97,7 +100,11 @@ function checkPositiveInt(value: unknown, what: string): number {
 }
 
 /** Checks ranks, micro-batches and V (in that order) and each schedule's own rules; returns V. */
-function checkShape(
+/**
+ * Checks ranks, microBatches and stagesPerRank against the named schedule's
+ * rules (RangeError naming the value) and returns its chunks per rank V.
+ */
+export function checkScheduleShape(
   name: ScheduleName,
   ranks: unknown,
   microBatches: unknown,
@@ -168,12 +175,12 @@ function checkShape(
  * ```
  */
 export function generateSchedule(name: ScheduleName | string, options: GenerateOptions): Schedule {
-  const n = checkName(name);
+  const n = checkScheduleName(name);
   if (options === null || typeof options !== "object") {
     throw new TypeError(`options must be an object { ranks, microBatches, ... }, got ${options}`);
   }
   const { ranks: p, microBatches: m } = options;
-  const V = checkShape(n, p, m, options.stagesPerRank);
+  const V = checkScheduleShape(n, p, m, options.stagesPerRank);
   // zb-auto's costs are per full stage whatever placement it picks.
   const costs = resolveCosts(options.costs, n === "zb-auto" ? p : p * V);
   const comm = checkComm(options.comm);
@@ -200,62 +207,5 @@ export function generateSchedule(name: ScheduleName | string, options: GenerateO
       return zbAuto(p, m, costs, comm, limit, options.stagesPerRank === undefined ? undefined : V);
     case "dualpipe-v":
       return dualPipeV(p, m);
-  }
-}
-
-/**
- * The reference sheet's closed-form bubble fraction, `idle / (busy + idle)`
- * per rank, with one chunk's costs (`costs` as in `simulate`; for per-stage
- * arrays the largest entry of each kind is used; f = F, i = I, w = W,
- * b = B = full backward):
- *
- * - gpipe, 1f1b: (p−1)(f+b) / (m(f+b) + (p−1)(f+b)).
- * - interleaved-1f1b: (p−1)(f+b) / (V·m(f+b) + (p−1)(f+b)); exact when m is a multiple of p.
- * - looped-bfs: 1 − V·m / ((V−1)·max(m, p) + m + p − 1).
- * - zb-h1: idle (p−1)(f+i−w) against busy m(f+i+w); exact for m ≥ p.
- * - zb-h2, zb-v: idle max(0, (p−1)(f+i−2w)): the paper's figure, reached in the steady
- *   state of back-to-back iterations (0 when f = i = w).
- * - zb-auto, dualpipe-v: no closed form: `NaN` (simulate the generated schedule instead).
- *
- * Checks its arguments as {@linkcode generateSchedule} does.
- *
- * @example
- * ```ts
- * import { estimateBubbleFraction } from "@conveyor/core";
- * console.log(estimateBubbleFraction("1f1b", 4, 8).toFixed(3)); // 0.273
- * ```
- */
-export function estimateBubbleFraction(
-  name: ScheduleName | string,
-  ranks: number,
-  microBatches: number,
-  costs?: ActionCosts,
-  stagesPerRank?: number,
-): number {
-  const n = checkName(name);
-  const V = checkShape(n, ranks, microBatches, stagesPerRank);
-  const c = resolveCosts(costs, ranks * V);
-  const max = (a: Float64Array) => a.reduce((x, y) => (y > x ? y : x), 0);
-  const f = max(c.F), b = max(c.B), i = max(c.I), w = max(c.W);
-  const p = ranks;
-  const m = microBatches;
-  const ratio = (idle: number, busy: number) => (idle + busy > 0 ? idle / (idle + busy) : 0);
-  switch (n) {
-    case "gpipe":
-    case "1f1b":
-      return ratio((p - 1) * (f + b), m * (f + b));
-    case "interleaved-1f1b":
-      return ratio((p - 1) * (f + b), V * m * (f + b));
-    case "looped-bfs":
-      return 1 - (V * m) / ((V - 1) * Math.max(m, p) + m + p - 1);
-    case "zb-h1":
-      return ratio(Math.max(0, (p - 1) * (f + i - w)), m * (f + i + w));
-    case "zb-h2":
-      return ratio(Math.max(0, (p - 1) * (f + i - 2 * w)), m * (f + i + w));
-    case "zb-v":
-      return ratio(Math.max(0, (p - 1) * (f + i - 2 * w)), 2 * m * (f + i + w));
-    case "zb-auto":
-    case "dualpipe-v":
-      return NaN;
   }
 }

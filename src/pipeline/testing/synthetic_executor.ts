@@ -3,7 +3,8 @@
  * of milliseconds (sleeping, so that a 2-core machine can host many ranks)
  * and sends a small payload that names its origin, which the receiver
  * checks. It measures the runtime against the simulator independently of
- * the core count, and injects failures and hangs for fail-fast tests.
+ * the core count (faults for fail-fast tests come from the rank group's
+ * `fault` option, on any executor).
  *
  * @module
  */
@@ -38,19 +39,6 @@ export interface SyntheticExecutorOptions {
    * Default `"timer"`; use `"block"` only in workers.
    */
   readonly sleep?: "timer" | "block";
-  /** Throw when this action (text form, e.g. `"2F5"`) starts. */
-  readonly failAt?: string;
-  /** Hang when this action (text form, e.g. `"1B3"`) starts. */
-  readonly hangAt?: string;
-  /**
-   * How to hang: `"block"` holds the thread until the run is aborted (no
-   * heartbeats: the heartbeat timeout catches it), `"await"` waits on a
-   * promise that never settles (heartbeats go on: the stall timeout catches
-   * it). Default `"block"`.
-   */
-  readonly hang?: "block" | "await";
-  /** Iteration in which `failAt` / `hangAt` apply (default 0). */
-  readonly faultIteration?: number;
 }
 
 /**
@@ -59,7 +47,7 @@ export interface SyntheticExecutorOptions {
  *
  * @example
  * ```ts
- * import { syntheticCosts } from "@conveyor/core";
+ * import { syntheticCosts } from "@conveyor/core/testing";
  * console.log(syntheticCosts(20)); // { F: 20, I: 20, W: 20, B: 40 }
  * ```
  */
@@ -93,7 +81,6 @@ class SyntheticExecutor implements StageExecutor {
   #stepMs: number;
   #floats: number;
   #block: boolean;
-  #options: SyntheticExecutorOptions;
   #forwarded = new Set<string>();
   #pendingW = new Set<string>();
   #actions = 0;
@@ -105,7 +92,6 @@ class SyntheticExecutor implements StageExecutor {
       throw new TypeError(`synthetic executor options must be an object, got ${o}`);
     }
     this.#init = init;
-    this.#options = o;
     this.#costs = syntheticCosts(o.ms);
     this.#stepMs = syntheticCosts(o.stepMs ?? 0).F;
     const floats = o.payloadFloats ?? 16;
@@ -117,28 +103,25 @@ class SyntheticExecutor implements StageExecutor {
       throw new TypeError(`sleep must be "timer" or "block", got ${JSON.stringify(o.sleep)}`);
     }
     this.#block = o.sleep === "block";
-    if (o.hang !== undefined && o.hang !== "block" && o.hang !== "await") {
-      throw new TypeError(`hang must be "block" or "await", got ${JSON.stringify(o.hang)}`);
-    }
   }
 
   async forward(ctx: StageContext, input: Float32Array | null): Promise<StageOutput> {
     const { stage, microBatch } = ctx.action;
     if (!ctx.isFirstStage) this.#checkOrigin(ctx, input, ACTIVATION, stage - 1);
-    await this.#work(ctx, this.#costs.F);
+    await this.#work(this.#costs.F);
     this.#forwarded.add(`${stage}/${microBatch}`);
     return ctx.isLastStage ? null : this.#payload(ctx, ACTIVATION);
   }
 
   async backward(ctx: StageContext, gradOutput: Float32Array | null): Promise<StageOutput> {
     this.#checkBackward(ctx, gradOutput);
-    await this.#work(ctx, this.#costs.B);
+    await this.#work(this.#costs.B);
     return ctx.isFirstStage ? null : this.#payload(ctx, GRADIENT);
   }
 
   async backwardInput(ctx: StageContext, gradOutput: Float32Array | null): Promise<StageOutput> {
     this.#checkBackward(ctx, gradOutput);
-    await this.#work(ctx, this.#costs.I);
+    await this.#work(this.#costs.I);
     this.#pendingW.add(`${ctx.action.stage}/${ctx.action.microBatch}`);
     return ctx.isFirstStage ? null : this.#payload(ctx, GRADIENT);
   }
@@ -148,7 +131,7 @@ class SyntheticExecutor implements StageExecutor {
     if (!this.#pendingW.delete(key)) {
       throw new Error(`synthetic executor: ${formatAction(ctx.action)} ran before its I pass`);
     }
-    await this.#work(ctx, this.#costs.W);
+    await this.#work(this.#costs.W);
   }
 
   async step(): Promise<void> {
@@ -190,24 +173,9 @@ class SyntheticExecutor implements StageExecutor {
     return out;
   }
 
-  async #work(ctx: StageContext, ms: number): Promise<void> {
+  async #work(ms: number): Promise<void> {
     this.#actions++;
-    const o = this.#options;
-    if ((o.faultIteration ?? 0) === ctx.iteration) {
-      const text = formatAction(ctx.action);
-      if (o.failAt === text) throw new Error(`injected failure at ${text}`);
-      if (o.hangAt === text) await this.#hang(text);
-    }
     await this.#sleep(ms);
-  }
-
-  async #hang(text: string): Promise<never> {
-    if ((this.#options.hang ?? "block") === "block") {
-      Atomics.wait(this.#init.abortFlag, 0, 0);
-    } else {
-      await new Promise<never>(() => {});
-    }
-    throw new Error(`injected hang at ${text} ended by abort`);
   }
 
   #sleep(ms: number): Promise<void> {
@@ -249,7 +217,8 @@ class SyntheticExecutor implements StageExecutor {
  *
  * @example
  * ```ts
- * import { createSyntheticExecutor, InProcessBackend } from "@conveyor/core";
+ * import { InProcessBackend } from "@conveyor/core/runtime";
+ * import { createSyntheticExecutor } from "@conveyor/core/testing";
  * const [comm] = InProcessBackend.createGroup(1);
  * const ex = createSyntheticExecutor({
  *   rank: 0, ranks: 1, stages: [0], numStages: 1, microBatches: 1, options: { ms: 0 },
@@ -264,6 +233,18 @@ class SyntheticExecutor implements StageExecutor {
 export function createSyntheticExecutor(init: StageExecutorInit): StageExecutor {
   return new SyntheticExecutor(init);
 }
+
+/**
+ * This module's URL: the `module` of a worker rank group's executor choice
+ * for the synthetic executor.
+ *
+ * @example
+ * ```ts
+ * import { SYNTHETIC_EXECUTOR_URL } from "@conveyor/core/testing";
+ * console.log(SYNTHETIC_EXECUTOR_URL.endsWith("synthetic_executor.ts")); // true
+ * ```
+ */
+export const SYNTHETIC_EXECUTOR_URL: string = import.meta.url;
 
 /** The executor-module entry point: same as {@linkcode createSyntheticExecutor}. */
 export const createStageExecutor: (init: StageExecutorInit) => StageExecutor =

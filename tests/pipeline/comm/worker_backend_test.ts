@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import type { ControlMessage } from "../../../src/pipeline/comm/backend.ts";
 import { createPortMesh } from "../../../src/pipeline/comm/worker_backend.ts";
-import { ControlPlane, controlPlaneSettled } from "../../../src/pipeline/comm/_control_plane.ts";
+import { ControlPlane, controlPlaneSettled } from "../../../src/pipeline/comm/control_plane.ts";
 import { liveCount, startWorker } from "../../../src/pipeline/runtime/_worker_registry.ts";
 
 const URL_ = new URL("./_backend_worker.ts", import.meta.url).href;

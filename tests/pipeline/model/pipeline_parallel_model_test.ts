@@ -17,7 +17,7 @@ import type { Schedule } from "../../../src/pipeline/schedule/schedule.ts";
 import { ScheduleDeadlockError } from "../../../src/pipeline/analysis/validate.ts";
 import type { OptimizerSpec } from "../../../src/nn/optimizer_spec.ts";
 import { PipelineWorkerError } from "../../../src/pipeline/runtime/pipeline_worker_error.ts";
-import { liveWorkerCount } from "../../../src/pipeline/runtime/worker_pool.ts";
+import { liveWorkerCount } from "../../../src/pipeline/runtime/worker_rank_group.ts";
 import {
   PipelineParallelModel,
   type PipelineParallelModelOptions,

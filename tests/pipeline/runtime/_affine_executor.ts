@@ -17,7 +17,10 @@ export interface AffineOptions {
   readonly lr: number;
 }
 
-export function createStageExecutor(init: StageExecutorInit): StageExecutor {
+/** The affine executor's calls: its stages' weights. */
+export type AffineCalls = { readonly weights: { args: null; result: Record<string, number> } };
+
+export function createStageExecutor(init: StageExecutorInit): StageExecutor<AffineCalls> {
   const o = init.options as AffineOptions;
   const w = new Map(init.stages.map((s) => [s, o.weights[s]]));
   const grad = new Map(init.stages.map((s) => [s, 0]));
@@ -73,9 +76,8 @@ export function createStageExecutor(init: StageExecutorInit): StageExecutor {
       grad.set(stage, 0);
     },
     endIteration: () => ({ loss }),
-    call(method) {
-      if (method === "weights") return Object.fromEntries(w);
-      throw new Error(`unknown method ${method}`);
+    calls: {
+      weights: () => Object.fromEntries(w),
     },
   };
 }

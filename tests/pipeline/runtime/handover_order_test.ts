@@ -5,7 +5,10 @@
 import assert from "node:assert/strict";
 import { generateSchedule } from "../../../src/pipeline/schedule/generate.ts";
 import type { Schedule } from "../../../src/pipeline/schedule/schedule.ts";
-import { liveWorkerCount, PipelineWorkerPool } from "../../../src/pipeline/runtime/worker_pool.ts";
+import {
+  liveWorkerCount,
+  WorkerRankGroup,
+} from "../../../src/pipeline/runtime/worker_rank_group.ts";
 import { runRank } from "../../../src/pipeline/runtime/stage_runner.ts";
 import { InProcessBackend } from "../../../src/pipeline/comm/in_process.ts";
 import type { CommBackend } from "../../../src/pipeline/comm/backend.ts";
@@ -29,7 +32,7 @@ for (const name of ["gpipe", "1f1b"]) {
       const schedule = generateSchedule(name, { ranks: 2, microBatches: m });
       const shared = new SharedArrayBuffer(4 * (2 * m + 2));
       const options: HandoverOptions = { shared, output, capMs: CAP_MS };
-      const pool = await PipelineWorkerPool.create({
+      const pool = await WorkerRankGroup.create({
         schedule,
         executor: { module: MODULE, options },
       });

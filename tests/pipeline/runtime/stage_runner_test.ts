@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { generateSchedule, SCHEDULE_NAMES } from "../../../src/pipeline/schedule/generate.ts";
 import type { Schedule } from "../../../src/pipeline/schedule/schedule.ts";
-import { runPipelineInProcess, runRank } from "../../../src/pipeline/runtime/stage_runner.ts";
+import { runRank } from "../../../src/pipeline/runtime/stage_runner.ts";
+import { runPipelineInProcess } from "../../../src/pipeline/runtime/in_process_rank_group.ts";
 import { createSyntheticExecutor } from "../../../src/pipeline/testing/synthetic_executor.ts";
 import { PipelineWorkerError } from "../../../src/pipeline/runtime/pipeline_worker_error.ts";
 import { ScheduleDeadlockError } from "../../../src/pipeline/analysis/validate.ts";
@@ -15,7 +16,11 @@ import { formatAction } from "../../../src/pipeline/schedule/action.ts";
 import { WebGPUBackend } from "../../../src/tensor/webgpu_backend.ts";
 import * as ops from "../../../src/tensor/ops.ts";
 import { assertFollowsSchedule } from "./_timeline_checks.ts";
-import { createStageExecutor as affine, referenceTraining } from "./_affine_executor.ts";
+import {
+  type AffineCalls,
+  createStageExecutor as affine,
+  referenceTraining,
+} from "./_affine_executor.ts";
 
 function schedulesFor(p: number, m: number): Schedule[] {
   const out: Schedule[] = [];
@@ -55,8 +60,8 @@ Deno.test("runPipelineInProcess: a plugged-in executor trains exactly as the pla
   const want = referenceTraining(weights, lr, batches);
   for (const name of ["1f1b", "zb-h1", "zb-v"]) {
     const schedule = generateSchedule(name, { ranks: name === "zb-v" ? 2 : 4, microBatches: 4 });
-    const executors: StageExecutor[] = [];
-    const r = await runPipelineInProcess(schedule, {
+    const executors: StageExecutor<AffineCalls>[] = [];
+    const r = await runPipelineInProcess<AffineCalls>(schedule, {
       createExecutor: (init) => {
         const ex = affine(init);
         const begin = ex.beginIteration!;
@@ -69,7 +74,7 @@ Deno.test("runPipelineInProcess: a plugged-in executor trains exactly as the pla
     });
     const got: Record<string, number> = Object.assign(
       {},
-      ...executors.map((ex) => ex.call!("weights", null) as Record<string, number>),
+      ...await Promise.all(executors.map((ex) => ex.calls!.weights(null))),
     );
     want.weights.forEach((w, s) =>
       assert.ok(Math.abs(got[s] - w) <= 1e-5 * Math.abs(w), `${name}: w[${s}] ${got[s]} vs ${w}`)
@@ -110,7 +115,8 @@ Deno.test("runPipelineInProcess: an executor error names rank, action and iterat
   await assert.rejects(
     runPipelineInProcess(schedule, {
       createExecutor: createSyntheticExecutor,
-      executorOptions: { ms: 0, failAt: "1F2", faultIteration: 1 },
+      executorOptions: { ms: 0 },
+      fault: { failAt: "1F2", iteration: 1 },
       iterations: 2,
     }),
     (e: Error) =>
@@ -231,8 +237,8 @@ Deno.test("runPipelineInProcess: on WebGPU an event ends only once its queued de
     for (const e of r.events) {
       const seen = doneAt.get(`${e.iteration}:${formatAction(e.action)}`);
       assert.ok(
-        seen !== undefined && e.end >= seen,
-        `${formatAction(e.action)} ends at ${e.end}, its work was done at ${seen}`,
+        seen !== undefined && e.end + r.startTime >= seen,
+        `${formatAction(e.action)} ends at ${e.end + r.startTime}, its work was done at ${seen}`,
       );
     }
   } finally {
@@ -277,7 +283,8 @@ Deno.test("runPipelineInProcess: a failed run still disposes every executor and 
         };
         return ex;
       },
-      executorOptions: { ms: 0, failAt: "2F1" },
+      executorOptions: { ms: 0 },
+      fault: { failAt: "2F1" },
     }),
     (e: Error) => e instanceof PipelineWorkerError && e.rank === 2,
   );

@@ -5,22 +5,26 @@ import { simulate } from "../../../src/pipeline/analysis/simulate.ts";
 import { ScheduleDeadlockError } from "../../../src/pipeline/analysis/validate.ts";
 import {
   liveWorkerCount,
-  PipelineWorkerPool,
-  type PipelineWorkerPoolOptions,
-} from "../../../src/pipeline/runtime/worker_pool.ts";
+  WorkerRankGroup,
+  type WorkerRankGroupOptions,
+} from "../../../src/pipeline/runtime/worker_rank_group.ts";
 import { PipelineWorkerError } from "../../../src/pipeline/runtime/pipeline_worker_error.ts";
-import { syntheticCosts } from "../../../src/pipeline/testing/synthetic_executor.ts";
+import {
+  SYNTHETIC_EXECUTOR_URL as SYNTH,
+  syntheticCosts,
+} from "../../../src/pipeline/testing/synthetic_executor.ts";
 import { assertFollowsSchedule } from "./_timeline_checks.ts";
-import { referenceTraining } from "./_affine_executor.ts";
+import { type AffineCalls, referenceTraining } from "./_affine_executor.ts";
+import type { CallMap, NoCalls } from "../../../src/pipeline/runtime/stage_executor.ts";
 
 const AFFINE = new URL("./_affine_executor.ts", import.meta.url).href;
 const SPIN = new URL("./_spin_executor.ts", import.meta.url).href;
 
-async function withPool<T>(
-  options: PipelineWorkerPoolOptions,
-  body: (pool: PipelineWorkerPool) => Promise<T>,
+async function withPool<T, C extends CallMap = NoCalls>(
+  options: WorkerRankGroupOptions,
+  body: (pool: WorkerRankGroup<C>) => Promise<T>,
 ): Promise<T> {
-  const pool = await PipelineWorkerPool.create(options);
+  const pool = await WorkerRankGroup.create<C>(options);
   try {
     return await body(pool);
   } finally {
@@ -31,10 +35,10 @@ async function withPool<T>(
 
 /** Runs `body` expecting a failure; returns the error and the time it took. */
 async function failure(
-  options: PipelineWorkerPoolOptions,
+  options: WorkerRankGroupOptions,
   iterations = 1,
 ): Promise<{ error: PipelineWorkerError; ms: number }> {
-  const pool = await PipelineWorkerPool.create(options);
+  const pool = await WorkerRankGroup.create(options);
   const t = performance.now();
   try {
     await pool.run({ iterations });
@@ -43,7 +47,7 @@ async function failure(
     assert.ok(error instanceof PipelineWorkerError, `got ${error}`);
     assert.equal(liveWorkerCount(), 0, "the failure terminated every worker");
     assert.equal(pool.closed, true);
-    await assert.rejects(pool.run(), /the pool failed and is closed/);
+    await assert.rejects(pool.run(), /the rank group failed and is closed/);
     await pool.dispose();
     return { error, ms };
   }
@@ -51,61 +55,67 @@ async function failure(
   throw new Error("the run did not fail");
 }
 
-Deno.test("pool: 1F1B at P = 2..4 runs every rank's list in order with dependencies kept", async () => {
+Deno.test("worker group: 1F1B at P = 2..4 runs every rank's list in order with dependencies kept", async () => {
   for (let p = 2; p <= 4; p++) {
     const schedule = generateSchedule("1f1b", { ranks: p, microBatches: 2 * p });
-    await withPool({ schedule, executor: { options: { ms: 2, sleep: "block" } } }, async (pool) => {
-      assert.equal(liveWorkerCount(), p);
-      const r = await pool.run();
-      assertFollowsSchedule(schedule, r.events);
-      const c = syntheticCosts(2);
-      for (const e of r.events) {
-        assert.ok(e.end - e.start >= c[e.action.kind] - 0.05, `action lasted its set time`);
-      }
-      // Measured figures are consistent with their definitions.
-      const span = Math.max(...r.events.map((e) => e.end)) -
-        Math.min(...r.events.map((e) => e.start));
-      assert.ok(Math.abs(r.makespan - span) < 1e-9);
-      const total = r.busy.reduce((a, b) => a + b, 0);
-      assert.ok(Math.abs(r.bubbleFraction - (1 - total / (p * r.makespan))) < 1e-9);
-      // Never faster than the simulator allows.
-      assert.ok(r.makespan >= simulate(schedule, { costs: c }).makespan - 0.5);
-    });
+    await withPool(
+      { schedule, executor: { module: SYNTH, options: { ms: 2, sleep: "block" } } },
+      async (pool) => {
+        assert.equal(liveWorkerCount(), p);
+        const r = await pool.run();
+        assertFollowsSchedule(schedule, r.events);
+        const c = syntheticCosts(2);
+        for (const e of r.events) {
+          assert.ok(e.end - e.start >= c[e.action.kind] - 0.05, `action lasted its set time`);
+        }
+        // Measured figures are consistent with their definitions.
+        const span = Math.max(...r.events.map((e) => e.end)) -
+          Math.min(...r.events.map((e) => e.start));
+        assert.ok(Math.abs(r.makespan - span) < 1e-9);
+        const total = r.busy.reduce((a, b) => a + b, 0);
+        assert.ok(Math.abs(r.bubbleFraction - (1 - total / (p * r.makespan))) < 1e-9);
+        // Never faster than the simulator allows.
+        assert.ok(r.makespan >= simulate(schedule, { costs: c }).makespan - 0.5);
+      },
+    );
   }
 });
 
-Deno.test("pool: every schedule (multi-chunk and V placement included) runs on workers", async () => {
+Deno.test("worker group: every schedule (multi-chunk and V placement included) runs on workers", async () => {
   for (const name of SCHEDULE_NAMES) {
     const schedule = generateSchedule(name, { ranks: 2, microBatches: 4 });
-    await withPool({ schedule, executor: { options: { ms: 1 } } }, async (pool) => {
+    await withPool({ schedule, executor: { module: SYNTH, options: { ms: 1 } } }, async (pool) => {
       const r = await pool.run({ iterations: 2 });
       assertFollowsSchedule(schedule, r.events, 2);
     });
   }
 });
 
-Deno.test("pool: iterations run back to back without a barrier, and count on across runs", async () => {
+Deno.test("worker group: iterations run back to back without a barrier, and count on across runs", async () => {
   const schedule = generateSchedule("zb-h2", { ranks: 4, microBatches: 8 });
   const ms = 3;
-  await withPool({ schedule, executor: { options: { ms, sleep: "block" } } }, async (pool) => {
-    const r = await pool.run({ iterations: 3 });
-    assertFollowsSchedule(schedule, r.events, 3);
-    // Without a barrier the next iteration starts on some rank before the
-    // previous one has ended everywhere, as in the simulation.
-    const sim = simulate(schedule, { costs: syntheticCosts(ms), iterations: 3 });
-    const overlap = (ev: typeof r.events) =>
-      Math.min(...ev.filter((e) => e.iteration === 1).map((e) => e.start)) <
-        Math.max(...ev.filter((e) => e.iteration === 0).map((e) => e.end));
-    assert.equal(overlap(sim.events), true);
-    assert.equal(overlap(r.events), true);
-    assert.ok(r.steadyStateBubble !== undefined && r.period !== undefined);
-    const again = await pool.run({ iterations: 1 });
-    assert.equal(again.firstIteration, 3);
-    assertFollowsSchedule(schedule, again.events, 1, 3);
-  });
+  await withPool(
+    { schedule, executor: { module: SYNTH, options: { ms, sleep: "block" } } },
+    async (pool) => {
+      const r = await pool.run({ iterations: 3 });
+      assertFollowsSchedule(schedule, r.events, 3);
+      // Without a barrier the next iteration starts on some rank before the
+      // previous one has ended everywhere, as in the simulation.
+      const sim = simulate(schedule, { costs: syntheticCosts(ms), iterations: 3 });
+      const overlap = (ev: typeof r.events) =>
+        Math.min(...ev.filter((e) => e.iteration === 1).map((e) => e.start)) <
+          Math.max(...ev.filter((e) => e.iteration === 0).map((e) => e.end));
+      assert.equal(overlap(sim.events), true);
+      assert.equal(overlap(r.events), true);
+      assert.ok(r.steadyStateBubble !== undefined && r.period !== undefined);
+      const again = await pool.run({ iterations: 1 });
+      assert.equal(again.firstIteration, 3);
+      assertFollowsSchedule(schedule, again.events, 1, 3);
+    },
+  );
 });
 
-Deno.test("pool: a plugged-in executor module trains exactly as the plain computation", async () => {
+Deno.test("worker group: a plugged-in executor module trains exactly as the plain computation", async () => {
   const weights = [0.9, 1.1, 0.8, 1.2];
   const lr = 0.01;
   const batches = [0, 1, 2].map((it) =>
@@ -119,7 +129,7 @@ Deno.test("pool: a plugged-in executor module trains exactly as the plain comput
       weights: weights.map((w, s) => schedule.stageToRank[s] === rank ? w : NaN),
       lr,
     });
-    await withPool(
+    await withPool<void, AffineCalls>(
       { schedule, executor: { module: AFFINE, options } },
       async (pool) => {
         const last = schedule.stageToRank[schedule.stageToRank.length - 1];
@@ -141,7 +151,7 @@ Deno.test("pool: a plugged-in executor module trains exactly as the plain comput
         });
         const got: Record<string, number> = {};
         for (let rank = 0; rank < pool.ranks; rank++) {
-          Object.assign(got, await pool.call(rank, "weights"));
+          Object.assign(got, await pool.call(rank, "weights", null));
         }
         want.weights.forEach((w, s) =>
           assert.ok(
@@ -149,7 +159,10 @@ Deno.test("pool: a plugged-in executor module trains exactly as the plain comput
             `${name} w[${s}]: ${got[s]} vs ${w}`,
           )
         );
-        await assert.rejects(pool.call(1, "nope"), /rank 1 failed: call "nope" failed/);
+        await assert.rejects(
+          pool.call(1, "nope" as "weights", null),
+          /rank 1 failed: call "nope" failed/,
+        );
         // A failed call does not bring the pool down.
         await pool.run({ iterations: 1, payload: (rank) => rank === 0 ? batches[0] : undefined });
       },
@@ -157,11 +170,12 @@ Deno.test("pool: a plugged-in executor module trains exactly as the plain comput
   }
 });
 
-Deno.test("pool: a worker that throws rejects the step naming rank, stage and action; a new pool works", async () => {
+Deno.test("worker group: a worker that throws rejects the step naming rank, stage and action; a new pool works", async () => {
   const schedule = generateSchedule("1f1b", { ranks: 4, microBatches: 8 });
   const { error, ms } = await failure({
     schedule,
-    executor: { options: { ms: 2, failAt: "2F5" } },
+    executor: { module: SYNTH, options: { ms: 2 } },
+    fault: { failAt: "2F5" },
   });
   assert.ok(ms < 10_000, `rejected after ${ms} ms`);
   assert.equal(error.rank, 2);
@@ -170,25 +184,27 @@ Deno.test("pool: a worker that throws rejects the step naming rank, stage and ac
     error.message,
     /^rank 2 failed in 2F5 \(stage 2, microBatch 5, iteration 0\): injected failure at 2F5$/,
   );
-  await withPool({ schedule, executor: { options: { ms: 1 } } }, async (pool) => {
+  await withPool({ schedule, executor: { module: SYNTH, options: { ms: 1 } } }, async (pool) => {
     assertFollowsSchedule(schedule, (await pool.run()).events);
   });
 });
 
-Deno.test("pool: a failure in a later iteration names that iteration", async () => {
+Deno.test("worker group: a failure in a later iteration names that iteration", async () => {
   const schedule = generateSchedule("zb-h1", { ranks: 3, microBatches: 3 });
   const { error } = await failure({
     schedule,
-    executor: { options: { ms: 1, failAt: "0W1", faultIteration: 2 } },
+    executor: { module: SYNTH, options: { ms: 1 } },
+    fault: { failAt: "0W1", iteration: 2 },
   }, 3);
   assert.match(error.message, /^rank 0 failed in 0W1 \(stage 0, microBatch 1, iteration 2\)/);
 });
 
-Deno.test("pool: a worker that blocks its thread is caught by the heartbeat timeout", async () => {
+Deno.test("worker group: a worker that blocks its thread is caught by the heartbeat timeout", async () => {
   const schedule = generateSchedule("1f1b", { ranks: 4, microBatches: 8 });
   const { error, ms } = await failure({
     schedule,
-    executor: { options: { ms: 2, hangAt: "1B3", hang: "block" } },
+    executor: { module: SYNTH, options: { ms: 2 } },
+    fault: { hangAt: "1B3", hang: "block" },
     heartbeatIntervalMs: 100,
     heartbeatTimeoutMs: 1000,
   });
@@ -200,7 +216,7 @@ Deno.test("pool: a worker that blocks its thread is caught by the heartbeat time
   );
 });
 
-Deno.test("pool: an action computing synchronously past the heartbeat timeout is no hang", async () => {
+Deno.test("worker group: an action computing synchronously past the heartbeat timeout is no hang", async () => {
   const schedule = generateSchedule("1f1b", { ranks: 2, microBatches: 2 });
   const spinMs = 1500;
   await withPool({
@@ -222,11 +238,12 @@ Deno.test("pool: an action computing synchronously past the heartbeat timeout is
   });
 });
 
-Deno.test("pool: a worker awaiting forever is caught by the stall timeout", async () => {
+Deno.test("worker group: a worker awaiting forever is caught by the stall timeout", async () => {
   const schedule = generateSchedule("1f1b", { ranks: 3, microBatches: 4 });
   const { error, ms } = await failure({
     schedule,
-    executor: { options: { ms: 2, hangAt: "1B3", hang: "await" } },
+    executor: { module: SYNTH, options: { ms: 2 } },
+    fault: { hangAt: "1B3", hang: "await" },
     stallTimeoutMs: 1000,
   });
   assert.ok(ms < 10_000, `rejected after ${ms} ms`);
@@ -234,17 +251,17 @@ Deno.test("pool: a worker awaiting forever is caught by the stall timeout", asyn
   assert.match(error.message, /^rank 1 stalled in 1B3 \(stage 1, microBatch 3, iteration 0\)/);
 });
 
-Deno.test("pool: an executor that cannot be built fails create, leaving no worker", async () => {
+Deno.test("worker group: an executor that cannot be built fails create, leaving no worker", async () => {
   const schedule = generateSchedule("1f1b", { ranks: 2, microBatches: 2 });
   await assert.rejects(
-    PipelineWorkerPool.create({ schedule, executor: { options: { ms: -1 } } }),
+    WorkerRankGroup.create({ schedule, executor: { module: SYNTH, options: { ms: -1 } } }),
     (e: Error) =>
       e instanceof PipelineWorkerError && e.kind === "startup" &&
       /synthetic ms must be a finite number >= 0 ms, got -1/.test(e.message),
   );
   assert.equal(liveWorkerCount(), 0);
   await assert.rejects(
-    PipelineWorkerPool.create({
+    WorkerRankGroup.create({
       schedule,
       executor: { module: new URL("./_no_such_module.ts", import.meta.url) },
     }),
@@ -253,7 +270,7 @@ Deno.test("pool: an executor that cannot be built fails create, leaving no worke
   assert.equal(liveWorkerCount(), 0);
   const t = performance.now();
   await assert.rejects(
-    PipelineWorkerPool.create({
+    WorkerRankGroup.create({
       schedule,
       executor: { module: new URL("./_never_ready_executor.ts", import.meta.url) },
       startupTimeoutMs: 800,
@@ -266,7 +283,7 @@ Deno.test("pool: an executor that cannot be built fails create, leaving no worke
   assert.equal(liveWorkerCount(), 0);
 });
 
-Deno.test("pool: bad schedules and options are refused before any worker starts", async () => {
+Deno.test("worker group: bad schedules and options are refused before any worker starts", async () => {
   const F = (stage: number, microBatch: number) => ({ kind: "F" as const, stage, microBatch });
   const B = (stage: number, microBatch: number) => ({ kind: "B" as const, stage, microBatch });
   const deadlock: Schedule = {
@@ -277,23 +294,34 @@ Deno.test("pool: bad schedules and options are refused before any worker starts"
     stageToRank: [0, 1],
     actions: [[F(0, 0), B(0, 0), F(0, 1), B(0, 1)], [F(1, 1), F(1, 0), B(1, 0), B(1, 1)]],
   };
-  await assert.rejects(PipelineWorkerPool.create({ schedule: deadlock }), ScheduleDeadlockError);
+  await assert.rejects(
+    WorkerRankGroup.create({ schedule: deadlock, executor: { module: SYNTH } }),
+    ScheduleDeadlockError,
+  );
   const schedule = generateSchedule("1f1b", { ranks: 2, microBatches: 2 });
   await assert.rejects(
-    PipelineWorkerPool.create({ schedule, heartbeatTimeoutMs: 0 }),
-    /heartbeatTimeoutMs must be a positive number of ms, got 0/,
+    WorkerRankGroup.create({ schedule, executor: { module: SYNTH }, heartbeatTimeoutMs: 0 }),
+    /heartbeatTimeoutMs must be a positive finite number of ms, got 0/,
   );
   await assert.rejects(
-    PipelineWorkerPool.create({ schedule, heartbeatIntervalMs: 500, heartbeatTimeoutMs: 400 }),
+    WorkerRankGroup.create({
+      schedule,
+      executor: { module: SYNTH },
+      heartbeatIntervalMs: 500,
+      heartbeatTimeoutMs: 400,
+    }),
     /heartbeatTimeoutMs \(400\) must exceed heartbeatIntervalMs \(500\)/,
   );
   assert.equal(liveWorkerCount(), 0);
-  await withPool({ schedule, executor: { options: { ms: 0 } } }, async (pool) => {
+  await withPool({ schedule, executor: { module: SYNTH, options: { ms: 0 } } }, async (pool) => {
     await assert.rejects(
       pool.run({ iterations: 0 }),
       /iterations must be a positive integer, got 0/,
     );
-    await assert.rejects(pool.call(5, "x"), /rank must be in \[0, 1\], got 5/);
+    await assert.rejects(
+      pool.call(5, "x" as never, null as never),
+      /rank must be in \[0, 1\], got 5/,
+    );
     const first = pool.run();
     await assert.rejects(pool.run(), /a run is already in progress/);
     await first;

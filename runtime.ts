@@ -1,0 +1,90 @@
+/**
+ * Conveyor's pipeline runtime, for those who build on it rather than train
+ * with it: the transports between ranks (`CommBackend`, in-process and
+ * worker), the stage-executor contract, the rank loop (`runRank`), rank
+ * groups (every rank in this thread, or one Deno worker per rank) with
+ * typed calls, and the model stage executor that `PipelineParallelModel`
+ * runs on each rank. A training script needs none of this: see the main
+ * entry point, `@conveyor/core`.
+ *
+ * @example
+ * ```ts
+ * import { generateSchedule } from "@conveyor/core";
+ * import { runPipelineInProcess } from "@conveyor/core/runtime";
+ * import { createSyntheticExecutor } from "@conveyor/core/testing";
+ * const r = await runPipelineInProcess(generateSchedule("1f1b", { ranks: 2, microBatches: 4 }), {
+ *   createExecutor: createSyntheticExecutor,
+ *   executorOptions: { ms: 0 },
+ * });
+ * console.log(r.events.length); // 16
+ * ```
+ *
+ * @module
+ */
+
+export { generateSchedule } from "./src/pipeline/schedule/generate.ts";
+export type {
+  CommBackend,
+  ControlHandler,
+  ControlMessage,
+  SendOptions,
+} from "./src/pipeline/comm/backend.ts";
+export { CommAbortedError } from "./src/pipeline/comm/backend.ts";
+export type { TagFields, TagSpace } from "./src/pipeline/comm/tag.ts";
+export { makeTag } from "./src/pipeline/comm/tag.ts";
+export { InProcessBackend } from "./src/pipeline/comm/in_process.ts";
+export type { ConnectOptions, WorkerBackendInit } from "./src/pipeline/comm/worker_backend.ts";
+export { createPortMesh, WorkerBackend } from "./src/pipeline/comm/worker_backend.ts";
+export type {
+  CallHandlers,
+  CallMap,
+  NoCalls,
+  PendingOutput,
+  StageContext,
+  StageExecutor,
+  StageExecutorFactory,
+  StageExecutorInit,
+  StageOutput,
+} from "./src/pipeline/runtime/stage_executor.ts";
+export type {
+  RankRunOptions,
+  RankRunResult,
+  RankState,
+} from "./src/pipeline/runtime/stage_runner.ts";
+export { runRank } from "./src/pipeline/runtime/stage_runner.ts";
+export type {
+  RankGroup,
+  RankGroupKind,
+  RankGroupRunOptions,
+  RankGroupRunResult,
+} from "./src/pipeline/runtime/rank_group.ts";
+export type {
+  InProcessRankGroupOptions,
+  InProcessRunOptions,
+  InProcessRunResult,
+} from "./src/pipeline/runtime/in_process_rank_group.ts";
+export {
+  InProcessRankGroup,
+  runPipelineInProcess,
+} from "./src/pipeline/runtime/in_process_rank_group.ts";
+export type {
+  ExecutorChoice,
+  WorkerRankGroupOptions,
+} from "./src/pipeline/runtime/worker_rank_group.ts";
+export { liveWorkerCount, WorkerRankGroup } from "./src/pipeline/runtime/worker_rank_group.ts";
+export type {
+  PipelineFailure,
+  PipelineFailureKind,
+} from "./src/pipeline/runtime/pipeline_worker_error.ts";
+export { PipelineWorkerError } from "./src/pipeline/runtime/pipeline_worker_error.ts";
+export type {
+  ModelStageOptions,
+  ModelStagePayload,
+  ModelStageReport,
+} from "./src/pipeline/model/model_stage_executor.ts";
+export {
+  createModelStageExecutor,
+  MODEL_STAGE_EXECUTOR_URL,
+  ModelStageExecutor,
+} from "./src/pipeline/model/model_stage_executor.ts";
+export type { ModelStageCalls, PredictArgs, TensorData } from "./src/pipeline/model/stage_calls.ts";

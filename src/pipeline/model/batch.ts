@@ -1,0 +1,183 @@
+/**
+ * Training batches: their checks, and their split into micro-batches as
+ * each rank's per-iteration payload (row counts and shapes for every rank,
+ * the inputs for the rank of stage 0, the targets for the rank of the last
+ * stage).
+ *
+ * @module
+ */
+
+import type { Shape } from "../../tensor/mod.ts";
+import type { Sequential } from "../../nn/sequential.ts";
+import type { Schedule } from "../schedule/schedule.ts";
+import type { ModelStagePayload, PipelineLoss } from "./model_stage_executor.ts";
+
+/** One training batch: inputs along dim 0, and the targets of the loss. */
+export interface TrainingBatch {
+  /** Inputs, row-major (token ids as f32 for a GPT). */
+  readonly inputs: Float32Array;
+  /** Input shape; dim 0 (the batch) is cut into micro-batches. */
+  readonly shape: Shape;
+  /**
+   * Targets: class ids shaped as the prediction without its last dim
+   * (cross-entropy), or shaped as the prediction (mse).
+   */
+  readonly targets: Float32Array;
+  /** Rows of each micro-batch (default: as even as possible, the larger first); sums to dim 0. */
+  readonly microBatchSizes?: readonly number[];
+}
+
+/** What the split needs to know of the model. */
+export interface BatchLayout {
+  readonly model: Sequential;
+  readonly loss: PipelineLoss;
+  readonly schedule: Schedule;
+  /** Partition boundaries: chunk s holds layers [b[s], b[s + 1]). */
+  readonly boundaries: readonly number[];
+}
+
+/** `n` rows in `m` parts as even as possible, the larger first. */
+export function evenRows(n: number, m: number): number[] {
+  const base = Math.floor(n / m), extra = n % m;
+  return Array.from({ length: m }, (_, i) => base + (i < extra ? 1 : 0));
+}
+
+/** Product of the dimensions. */
+export function prod(s: readonly number[]): number {
+  let n = 1;
+  for (const d of s) n *= d;
+  return n;
+}
+
+/** Names a Float32Array's length, or what else `x` is (never its values). */
+export function describeArray(x: unknown): string {
+  if (x instanceof Float32Array) return `a Float32Array of ${x.length}`;
+  if (ArrayBuffer.isView(x)) {
+    return `a ${x.constructor.name} of ${(x as unknown as { length: number }).length}`;
+  }
+  if (Array.isArray(x)) return `an Array of ${x.length}`;
+  return x === null ? "null" : typeof x;
+}
+
+/**
+ * Checks `b` (`where` names it in errors) and splits it into each rank's
+ * payload for one iteration.
+ */
+export function splitBatch(
+  layout: BatchLayout,
+  b: TrainingBatch,
+  where: string,
+): ModelStagePayload[] {
+  if (b === null || typeof b !== "object") {
+    throw new TypeError(`${where} must be an object { inputs, shape, targets }, got ${b}`);
+  }
+  const shape = Array.isArray(b.shape) ? [...b.shape] : null;
+  if (shape === null || shape.length === 0) {
+    throw new TypeError(`${where}.shape must be a non-empty array, got ${String(b.shape)}`);
+  }
+  const m = layout.schedule.microBatches;
+  const B = shape[0];
+  if (!(b.inputs instanceof Float32Array) || b.inputs.length !== prod(shape)) {
+    throw new RangeError(
+      `${where}.inputs must be a Float32Array of ${prod(shape)} values for shape [${
+        shape.join(", ")
+      }], got ${describeArray(b.inputs)}`,
+    );
+  }
+  if (B < m) {
+    throw new RangeError(
+      `${where} has ${B} rows (dim 0), fewer than the ${m} micro-batches: each micro-batch ` +
+        "needs at least one row",
+    );
+  }
+  const shapes = layout.model.shapes(shape);
+  const out = shapes[shapes.length - 1];
+  const targetShape = layout.loss === "mse" ? out : out.slice(0, -1);
+  if (!(b.targets instanceof Float32Array) || b.targets.length !== prod(targetShape)) {
+    throw new RangeError(
+      `${where}.targets must be a Float32Array of ${prod(targetShape)} values (shape [${
+        targetShape.join(", ")
+      }] for ${layout.loss}), got ${describeArray(b.targets)}`,
+    );
+  }
+  if (layout.loss === "cross-entropy") {
+    const V = out[out.length - 1];
+    const t = b.targets;
+    for (let i = 0; i < t.length; i++) {
+      if (!Number.isInteger(t[i]) || t[i] < 0 || t[i] >= V) {
+        throw new RangeError(`${where}.targets[${i}] must be a class id in [0, ${V}), got ${t[i]}`);
+      }
+    }
+  }
+  let rows: number[];
+  if (b.microBatchSizes !== undefined) {
+    rows = [...b.microBatchSizes];
+    if (
+      rows.length !== m || rows.some((r) => !Number.isInteger(r) || r < 1) ||
+      rows.reduce((a, c) => a + c, 0) !== B
+    ) {
+      throw new RangeError(
+        `${where}.microBatchSizes must be ${m} positive integers summing to the ${B} rows, got [${
+          rows.join(", ")
+        }]`,
+      );
+    }
+  } else {
+    rows = evenRows(B, m);
+  }
+  return payloads(layout, shape, shapes, rows, b.inputs, b.targets, targetShape);
+}
+
+/**
+ * Each rank's payload for a forward-only run of `inputs` (shape `shape`,
+ * whose per-layer shapes are `shapes`) in `rows` micro-batches.
+ */
+export function predictionPayloads(
+  layout: BatchLayout,
+  shape: Shape,
+  shapes: Shape[],
+  rows: number[],
+  inputs: Float32Array,
+): ModelStagePayload[] {
+  return payloads(layout, shape, shapes, rows, inputs, null, []);
+}
+
+function payloads(
+  layout: BatchLayout,
+  shape: Shape,
+  shapes: Shape[],
+  rows: number[],
+  inputs: Float32Array,
+  targets: Float32Array | null,
+  targetShape: Shape,
+): ModelStagePayload[] {
+  const out = shapes[shapes.length - 1];
+  const b0 = layout.boundaries;
+  const schedule = layout.schedule;
+  const numStages = schedule.stageToRank.length;
+  const inputTails = Array.from(
+    { length: numStages },
+    (_, s) => (b0[s] === 0 ? shape : shapes[b0[s] - 1]).slice(1),
+  );
+  const inRow = prod(shape.slice(1)), tRow = prod(targetShape.slice(1));
+  const inputParts: Float32Array[] = [], targetParts: Float32Array[] = [];
+  let at = 0;
+  for (const r of rows) {
+    inputParts.push(inputs.slice(at * inRow, (at + r) * inRow));
+    if (targets !== null) targetParts.push(targets.slice(at * tRow, (at + r) * tRow));
+    at += r;
+  }
+  const common = {
+    rows,
+    totalRows: prod(out.slice(0, -1)),
+    inputTails,
+    targetTail: targetShape.slice(1),
+  };
+  const firstRank = schedule.stageToRank[0];
+  const lastRank = schedule.stageToRank[numStages - 1];
+  return Array.from({ length: schedule.ranks }, (_, r) => ({
+    ...common,
+    ...(r === firstRank ? { inputs: inputParts } : {}),
+    ...(r === lastRank && targets !== null ? { targets: targetParts } : {}),
+  }));
+}

@@ -1,0 +1,77 @@
+/**
+ * Building a planned model's ranks: the stage options every rank gets, the
+ * rank group (workers or this thread) with one model stage executor per
+ * rank, and each rank's weights loaded.
+ *
+ * @module
+ */
+
+import type { RankGroup } from "../runtime/rank_group.ts";
+import { WorkerRankGroup } from "../runtime/worker_rank_group.ts";
+import { InProcessRankGroup } from "../runtime/in_process_rank_group.ts";
+import type { CheckedModelOptions } from "./options.ts";
+import type { ModelPlan } from "./plan.ts";
+import {
+  createModelStageExecutor,
+  MODEL_STAGE_EXECUTOR_URL,
+  type ModelStageOptions,
+} from "./model_stage_executor.ts";
+import type { ModelStageCalls } from "./stage_calls.ts";
+import { tuneMatmulForRanks } from "./_matmul_tuning.ts";
+
+/** Timeouts of the worker ranks (ms; absent: the group's defaults). */
+export interface RankTimeouts {
+  readonly heartbeatMs?: number;
+  readonly stallTimeoutMs?: number;
+}
+
+/**
+ * Starts the ranks of `plan` and loads their weights; on any failure every
+ * rank that started is released before the error is thrown.
+ */
+export async function buildRanks(
+  o: CheckedModelOptions,
+  plan: ModelPlan,
+  timeouts: RankTimeouts,
+): Promise<RankGroup<ModelStageCalls>> {
+  // Tuned once here rather than in every worker at once (they have no cache).
+  const tunedMatmul = await tuneMatmulForRanks(o.backend);
+  const stageOptions: ModelStageOptions = {
+    chunks: plan.chunks,
+    backend: o.backend,
+    ...(tunedMatmul === undefined ? {} : { tunedMatmul }),
+    loss: o.loss,
+    optimizer: o.optimizer,
+    ...(o.checkpoint === undefined ? {} : { checkpoint: o.checkpoint }),
+    ...(o.clipGradNorm === undefined ? {} : { clipGradNorm: o.clipGradNorm }),
+    modules: o.modules,
+  };
+  const fault = o.faultInjection === undefined ? {} : { fault: o.faultInjection };
+  let group: RankGroup<ModelStageCalls>;
+  if (o.workers) {
+    const hb = timeouts.heartbeatMs;
+    group = await WorkerRankGroup.create<ModelStageCalls>({
+      schedule: plan.schedule,
+      executor: { module: MODEL_STAGE_EXECUTOR_URL, options: stageOptions },
+      ...(hb === undefined
+        ? {}
+        : { heartbeatTimeoutMs: hb, heartbeatIntervalMs: Math.max(5, Math.min(200, hb / 4)) }),
+      ...(timeouts.stallTimeoutMs === undefined ? {} : { stallTimeoutMs: timeouts.stallTimeoutMs }),
+      ...fault,
+    });
+  } else {
+    group = await InProcessRankGroup.create<ModelStageCalls>({
+      schedule: plan.schedule,
+      createExecutor: createModelStageExecutor,
+      executorOptions: stageOptions,
+      ...fault,
+    });
+  }
+  try {
+    await Promise.all(plan.weights.map((bytes, r) => group.call(r, "load", { bytes })));
+  } catch (e) {
+    await group.dispose().catch(() => {});
+    throw e;
+  }
+  return group;
+}

@@ -1,0 +1,129 @@
+/**
+ * Planning a pipeline-parallel model, before any rank starts: options →
+ * schedule → input shape → layer costs → partition into p·V chunks →
+ * placement (each chunk's spec and weights on the rank the schedule puts it).
+ *
+ * @module
+ */
+
+import type { Shape } from "../../tensor/mod.ts";
+import type { LayerSpec, Parameter } from "../../nn/layer.ts";
+import { saveSafetensors } from "../../nn/safetensors.ts";
+import type { Schedule } from "../schedule/schedule.ts";
+import { generateSchedule } from "../schedule/generate.ts";
+import { validateSchedule } from "../analysis/validate.ts";
+import { checkInFlightCap } from "../analysis/in_flight.ts";
+import { LoadBalancedPartition, type PartitionResult } from "../partition/partition.ts";
+import { layerCosts } from "../partition/layer_costs.ts";
+import type { PipelineParallelModelOptions } from "./options.ts";
+
+/** Where everything goes: the schedule, the cut, each chunk's spec and each rank's weights. */
+export interface ModelPlan {
+  /** The schedule every step follows (validated). */
+  readonly schedule: Schedule;
+  /** How the layers were cut into chunks. */
+  readonly partition: PartitionResult;
+  /** One spec per global stage: the chunk as a `Sequential`. */
+  readonly chunks: readonly LayerSpec[];
+  /** Per rank: its chunks' parameters as one safetensors file. */
+  readonly weights: readonly Uint8Array[];
+  /** Every parameter of the model, in its order: name and shape. */
+  readonly params: readonly { readonly name: string; readonly shape: readonly number[] }[];
+}
+
+function buildSchedule(o: PipelineParallelModelOptions): Schedule {
+  if (typeof o.schedule === "string") {
+    return generateSchedule(o.schedule, {
+      ranks: o.ranks as number,
+      microBatches: o.microBatches as number,
+      stagesPerRank: o.stagesPerRank,
+    });
+  }
+  const s = o.schedule;
+  if (s === null || typeof s !== "object") {
+    throw new TypeError(`schedule must be a name or a Schedule, got ${String(s)}`);
+  }
+  for (
+    const [what, want, got] of [
+      ["ranks", o.ranks, s.ranks],
+      ["microBatches", o.microBatches, s.microBatches],
+      ["stagesPerRank", o.stagesPerRank, s.stagesPerRank],
+    ] as const
+  ) {
+    if (want !== undefined && want !== got) {
+      throw new RangeError(`${what} is ${want} but the given schedule has ${what} ${got}`);
+    }
+  }
+  return s;
+}
+
+function inferInputShape(spec: LayerSpec): Shape | null {
+  const a = spec.args as Record<string, unknown>;
+  switch (spec.kind) {
+    case "TokenPositionEmbedding":
+      return [1, a.maxLen as number];
+    case "Embedding":
+      return [1, 1];
+    case "Linear":
+      return [1, a.inFeatures as number];
+    case "LayerNorm":
+    case "MLP":
+      return [1, a.dim as number];
+    case "TransformerBlock":
+    case "CausalSelfAttention":
+      return [1, 1, a.dim as number];
+    case "Sequential": {
+      const first = (a.layers as LayerSpec[])[0];
+      return first === undefined ? null : inferInputShape(first);
+    }
+    default:
+      return null;
+  }
+}
+
+/**
+ * Plans `o` (whose other options are already checked): builds and validates
+ * the schedule, checks a checkpoint cap against it, costs the layers, cuts
+ * them into p·V chunks and gathers each rank's weights.
+ */
+export async function planModel(
+  o: PipelineParallelModelOptions,
+  maxActivationsInMemory: number | undefined,
+): Promise<ModelPlan> {
+  const schedule = buildSchedule(o);
+  validateSchedule(schedule);
+  // The chunks refuse a forward past the cap: fail here, not in the first step.
+  if (maxActivationsInMemory !== undefined) checkInFlightCap(schedule, maxActivationsInMemory);
+  const numStages = schedule.stageToRank.length;
+  const costSource = o.partitionCosts ?? "flops";
+  let shape = o.inputShape ?? null;
+  if (shape === null && costSource !== "flops") shape = [1, 1];
+  if (shape === null) shape = inferInputShape(o.model.spec());
+  if (shape === null) {
+    throw new TypeError(
+      `cannot infer an input shape for the FLOPs costs from a first layer of kind ${
+        o.model.layers[0].kind
+      }; pass inputShape or partitionCosts "params" or "count"`,
+    );
+  }
+  const costs = costSource === "flops"
+    ? layerCosts(o.model, shape, "flops")
+    : o.model.layers.map((l) => ({
+      kind: l.kind,
+      cost: costSource === "count" ? 1 : l.parameters().reduce((a, p) => a + p.value.size, 0),
+    }));
+  const strategy = o.partition ?? new LoadBalancedPartition();
+  const partition = strategy.partition(costs, numStages);
+  const b = partition.boundaries;
+  const slices = Array.from({ length: numStages }, (_, s) => o.model.slice(b[s], b[s + 1]));
+  // Each rank's weights: its chunks' parameters, named as in the whole model.
+  const rankParams: Parameter[][] = Array.from({ length: schedule.ranks }, () => []);
+  slices.forEach((sl, s) => rankParams[schedule.stageToRank[s]].push(...sl.parameters()));
+  return {
+    schedule,
+    partition,
+    chunks: slices.map((sl) => sl.spec()),
+    weights: await Promise.all(rankParams.map((ps) => saveSafetensors(ps))),
+    params: o.model.parameters().map((p) => ({ name: p.name, shape: [...p.value.shape] })),
+  };
+}

@@ -1,0 +1,56 @@
+/**
+ * The requests a `PipelineParallelModel` sends its ranks outside runs, as
+ * a typed {@linkcode CallMap}: the model's rank group checks every call
+ * against it, and the model stage executor implements it.
+ *
+ * @module
+ */
+
+import type { Shape } from "../../tensor/mod.ts";
+
+/** What `info` reports per rank. */
+export interface RankInfo {
+  /** The rank. */
+  readonly rank: number;
+  /** Global stages it holds. */
+  readonly stages: readonly number[];
+  /** Its backend's name (`"cpu"`, `"webgpu"`). */
+  readonly backend: string;
+  /** State keys its chunks hold (leaks show here). */
+  readonly heldKeys: readonly string[];
+  /** Live bytes on its backend. */
+  readonly liveBytes: number;
+}
+
+/** A tensor's data and shape, as it crosses to and from a rank. */
+export interface TensorData {
+  /** Row-major data. */
+  readonly data: Float32Array;
+  /** Shape. */
+  readonly shape: Shape;
+}
+
+/** `predict` arguments: one stage's forward of `data`, nothing kept. */
+export interface PredictArgs extends TensorData {
+  /** Global stage. */
+  readonly stage: number;
+}
+
+/**
+ * The model's requests: `load` a safetensors file (the rank takes the
+ * tensors of its own stages), `save` its stages' parameters as safetensors,
+ * `predict` one stage's forward, `info` about the rank.
+ *
+ * @example
+ * ```ts
+ * import type { ModelStageCalls } from "@conveyor/core/runtime";
+ * const method: keyof ModelStageCalls = "save";
+ * console.log(method); // "save"
+ * ```
+ */
+export type ModelStageCalls = {
+  readonly load: { readonly args: { readonly bytes: Uint8Array }; readonly result: null };
+  readonly save: { readonly args: null; readonly result: Uint8Array };
+  readonly predict: { readonly args: PredictArgs; readonly result: TensorData };
+  readonly info: { readonly args: null; readonly result: RankInfo };
+};

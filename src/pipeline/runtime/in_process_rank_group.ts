@@ -1,0 +1,303 @@
+/**
+ * Every rank of a pipeline in this thread: a {@linkcode RankGroup} over an
+ * {@linkcode InProcessBackend} group, for tests, debugging and
+ * single-threaded use. The executors and their transport are created once,
+ * with the group, and serve every run.
+ *
+ * @module
+ */
+
+import type { Schedule } from "../schedule/schedule.ts";
+import { validateSchedule } from "../analysis/validate.ts";
+import { InProcessBackend } from "../comm/in_process.ts";
+import type { CallMap, NoCalls, StageExecutor, StageExecutorFactory } from "./stage_executor.ts";
+import type {
+  RankGroup,
+  RankGroupKind,
+  RankGroupRunOptions,
+  RankGroupRunResult,
+} from "./rank_group.ts";
+import { runRank } from "./stage_runner.ts";
+import { assembleRun, checkRunOptions } from "./_run_results.ts";
+import { stagesOf } from "./_placement.ts";
+import { type CheckedFault, checkFaultInjection, type FaultInjection } from "./fault_injection.ts";
+
+/** Options of {@linkcode InProcessRankGroup.create}. */
+export interface InProcessRankGroupOptions<C extends CallMap = NoCalls> {
+  /** The schedule (validated here). */
+  readonly schedule: Schedule;
+  /** Builds each rank's executor (given the same init a worker would give). */
+  readonly createExecutor: StageExecutorFactory<C>;
+  /**
+   * `init.options` of every executor (structured-cloned, as for a worker); a
+   * function is called with each rank to give that rank its own options.
+   */
+  readonly executorOptions?: unknown;
+  /** A fault to inject (tests), checked here. */
+  readonly fault?: FaultInjection;
+}
+
+/**
+ * Every rank in this thread. See {@linkcode RankGroup}.
+ *
+ * @example
+ * ```ts
+ * import { generateSchedule, InProcessRankGroup } from "@conveyor/core/runtime";
+ * import { createSyntheticExecutor } from "@conveyor/core/testing";
+ * const group = await InProcessRankGroup.create({
+ *   schedule: generateSchedule("zb-h1", { ranks: 2, microBatches: 4 }),
+ *   createExecutor: createSyntheticExecutor,
+ *   executorOptions: { ms: 0 },
+ * });
+ * try {
+ *   console.log((await group.run()).events.length); // 24
+ * } finally {
+ *   await group.dispose();
+ * }
+ * ```
+ */
+export class InProcessRankGroup<C extends CallMap = NoCalls> implements RankGroup<C> {
+  /**
+   * Validates the schedule, creates the transport and every rank's executor.
+   * When one rank's creation fails, the others' executors are disposed and
+   * its error is thrown.
+   */
+  static async create<C extends CallMap = NoCalls>(
+    options: InProcessRankGroupOptions<C>,
+  ): Promise<InProcessRankGroup<C>> {
+    if (options === null || typeof options !== "object") {
+      throw new TypeError(`options must be an object { schedule, createExecutor }, got ${options}`);
+    }
+    validateSchedule(options.schedule);
+    const fault = options.fault === undefined
+      ? undefined
+      : checkFaultInjection(options.fault, "fault");
+    if (typeof options.createExecutor !== "function") {
+      throw new TypeError(
+        `createExecutor must be a function, got ${typeof options.createExecutor}`,
+      );
+    }
+    const schedule = options.schedule;
+    const p = schedule.ranks;
+    const comms = InProcessBackend.createGroup(p);
+    const abortFlag = new Int32Array(new SharedArrayBuffer(4));
+    const controller = new AbortController();
+    // Settle every rank's creation, so that none is left undisposed when another fails.
+    const created = await Promise.allSettled(
+      comms.map(async (comm) =>
+        await options.createExecutor({
+          rank: comm.rank,
+          ranks: p,
+          stages: stagesOf(schedule, comm.rank),
+          numStages: schedule.stageToRank.length,
+          microBatches: schedule.microBatches,
+          options: structuredClone(
+            typeof options.executorOptions === "function"
+              ? options.executorOptions(comm.rank)
+              : options.executorOptions,
+          ),
+          abortFlag,
+          signal: controller.signal,
+          comm,
+        })
+      ),
+    );
+    const executors = created.flatMap((c) => c.status === "fulfilled" ? [c.value] : []);
+    const rejected = created.find((c) => c.status === "rejected");
+    if (rejected !== undefined) {
+      await Promise.allSettled(executors.map((ex) => ex.dispose?.()));
+      for (const c of comms) c.close();
+      throw rejected.reason;
+    }
+    return new InProcessRankGroup(schedule, comms, executors, abortFlag, controller, fault);
+  }
+
+  /** Every rank runs in this thread. */
+  readonly kind: RankGroupKind = "in-process";
+  /** The schedule every run follows. */
+  readonly schedule: Schedule;
+  readonly #comms: InProcessBackend[];
+  readonly #executors: StageExecutor<C>[];
+  readonly #abortFlag: Int32Array;
+  readonly #controller: AbortController;
+  readonly #fault: CheckedFault | undefined;
+  #nextIteration = 0;
+  #running = false;
+  #closed = false;
+  #failure: Error | null = null;
+  #disposed: Promise<void> | null = null;
+
+  private constructor(
+    schedule: Schedule,
+    comms: InProcessBackend[],
+    executors: StageExecutor<C>[],
+    abortFlag: Int32Array,
+    controller: AbortController,
+    fault: CheckedFault | undefined,
+  ) {
+    this.schedule = schedule;
+    this.#fault = fault;
+    this.#comms = comms;
+    this.#executors = executors;
+    this.#abortFlag = abortFlag;
+    this.#controller = controller;
+  }
+
+  /** Number of ranks. */
+  get ranks(): number {
+    return this.schedule.ranks;
+  }
+
+  /** Whether the group was disposed or brought down by a failure. */
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /** The failure that brought the group down, or null. */
+  get failure(): Error | null {
+    return this.#failure;
+  }
+
+  /**
+   * Runs every rank's list in this thread. The first rank to fail aborts
+   * the others; its error is thrown and the group is closed (its executors
+   * disposed).
+   */
+  async run(options?: RankGroupRunOptions): Promise<RankGroupRunResult> {
+    const run = checkRunOptions(options);
+    this.#throwIfUnusable();
+    this.#running = true;
+    const first = this.#nextIteration;
+    this.#nextIteration += run.iterations;
+    let firstError: unknown = null;
+    try {
+      const shares = await Promise.all(this.#comms.map((comm, rank) =>
+        runRank({
+          schedule: this.schedule,
+          rank,
+          comm,
+          executor: this.#executors[rank],
+          firstIteration: first,
+          iterations: run.iterations,
+          payloads: run.payloads(rank),
+          forwardOnly: run.forwardOnly,
+          fault: this.#fault,
+          abortFlag: this.#abortFlag,
+        }).catch((e) => {
+          if (firstError === null) {
+            firstError = e;
+            Atomics.store(this.#abortFlag, 0, 1);
+            Atomics.notify(this.#abortFlag, 0);
+            this.#controller.abort(e);
+            comm.abort(e instanceof Error ? e.message : String(e));
+          }
+          return { events: [], reports: [] };
+        })
+      ));
+      if (firstError !== null) throw firstError;
+      return assembleRun(this.ranks, first, shares);
+    } catch (e) {
+      this.#failure = e instanceof Error ? e : new Error(String(e));
+      await this.#release();
+      throw e;
+    } finally {
+      this.#running = false;
+    }
+  }
+
+  /** Calls `method` of rank `rank`'s executor (see {@linkcode RankGroup.call}). */
+  async call<K extends keyof C & string>(
+    rank: number,
+    method: K,
+    args: C[K]["args"],
+  ): Promise<C[K]["result"]> {
+    if (!Number.isInteger(rank) || rank < 0 || rank >= this.ranks) {
+      throw new RangeError(`rank must be in [0, ${this.ranks - 1}], got ${rank}`);
+    }
+    this.#throwIfUnusable();
+    const handler = this.#executors[rank].calls?.[method];
+    if (typeof handler !== "function") {
+      throw new TypeError(`the executor of rank ${rank} answers no call "${method}"`);
+    }
+    return await handler(args);
+  }
+
+  /** Disposes every executor and closes the transport. Idempotent. */
+  async dispose(): Promise<void> {
+    await this.#release();
+  }
+
+  #throwIfUnusable(): void {
+    if (this.#failure !== null) {
+      throw new Error(`the rank group failed and is closed: ${this.#failure.message}`, {
+        cause: this.#failure,
+      });
+    }
+    if (this.#closed) throw new Error("the rank group was disposed");
+    if (this.#running) throw new Error("a run is already in progress on this rank group");
+  }
+
+  // Disposes every executor (a failed dispose is thrown once all have run) and closes the comms.
+  #release(): Promise<void> {
+    this.#closed = true;
+    this.#disposed ??= (async () => {
+      const results = await Promise.allSettled(this.#executors.map((ex) => ex.dispose?.()));
+      for (const c of this.#comms) c.close();
+      const failed = results.find((r) => r.status === "rejected");
+      if (failed !== undefined) throw failed.reason;
+    })();
+    return this.#disposed;
+  }
+}
+
+/** What {@linkcode runPipelineInProcess} returns. */
+export type InProcessRunResult = RankGroupRunResult;
+
+/** Options of {@linkcode runPipelineInProcess}. */
+export interface InProcessRunOptions<C extends CallMap = NoCalls>
+  extends Omit<InProcessRankGroupOptions<C>, "schedule"> {
+  /** Iterations back to back (default 1). */
+  readonly iterations?: number;
+  /** Forward actions only (prediction). */
+  readonly forwardOnly?: boolean;
+}
+
+/**
+ * Runs a schedule once in this thread: creates an
+ * {@linkcode InProcessRankGroup}, runs it and disposes it (every executor
+ * that was created is disposed, whether the run succeeds or not).
+ *
+ * @example
+ * ```ts
+ * import { generateSchedule, runPipelineInProcess } from "@conveyor/core/runtime";
+ * import { createSyntheticExecutor } from "@conveyor/core/testing";
+ * const schedule = generateSchedule("zb-h1", { ranks: 2, microBatches: 4 });
+ * const r = await runPipelineInProcess(schedule, {
+ *   createExecutor: createSyntheticExecutor, executorOptions: { ms: 0 },
+ * });
+ * console.log(r.events.length); // 24
+ * ```
+ */
+export async function runPipelineInProcess<C extends CallMap = NoCalls>(
+  schedule: Schedule,
+  options: InProcessRunOptions<C>,
+): Promise<InProcessRunResult> {
+  if (options === null || typeof options !== "object") {
+    throw new TypeError(`options must be an object { createExecutor, ... }, got ${options}`);
+  }
+  const group = await InProcessRankGroup.create({
+    schedule,
+    createExecutor: options.createExecutor,
+    executorOptions: options.executorOptions,
+    ...(options.fault === undefined ? {} : { fault: options.fault }),
+  });
+  let result: InProcessRunResult;
+  try {
+    result = await group.run({ iterations: options.iterations, forwardOnly: options.forwardOnly });
+  } catch (e) {
+    await group.dispose().catch(() => {});
+    throw e;
+  }
+  await group.dispose();
+  return result;
+}

@@ -1,0 +1,26 @@
+/**
+ * Test support: the synthetic executor (actions that take a fixed time and
+ * send payloads naming their origin, to measure the runtime against the
+ * simulator) and fault injection (make a chosen action throw or hang, on
+ * any executor and rank group).
+ *
+ * @example
+ * ```ts
+ * import { syntheticCosts } from "@conveyor/core/testing";
+ * console.log(syntheticCosts(20)); // { F: 20, I: 20, W: 20, B: 40 }
+ * ```
+ *
+ * @module
+ */
+
+export type {
+  SyntheticCosts,
+  SyntheticExecutorOptions,
+} from "./src/pipeline/testing/synthetic_executor.ts";
+export {
+  createSyntheticExecutor,
+  SYNTHETIC_EXECUTOR_URL,
+  syntheticCosts,
+} from "./src/pipeline/testing/synthetic_executor.ts";
+export type { CheckedFault, FaultInjection } from "./src/pipeline/runtime/fault_injection.ts";
+export { checkFaultInjection } from "./src/pipeline/runtime/fault_injection.ts";

@@ -1,0 +1,167 @@
+/**
+ * The house's floors and the pipeline package's groups, read from the
+ * import graph of `src/` (every relative import, type-only ones included):
+ *
+ * - floors: `src/tensor/` imports only itself; `src/nn/` only tensor;
+ *   `src/pipeline/` only nn and tensor below it; `src/cli/` anything;
+ * - pipeline groups: schedule/ imports nothing else in src; analysis/ only
+ *   schedule/; render/ only schedule/ and analysis/; comm/ nothing;
+ *   runtime/ only schedule/, analysis/ and comm/; partition/ and
+ *   checkpoint/ only nn and tensor (and themselves); only model/ joins
+ *   runtime/ with nn and tensor; production code never imports testing/;
+ * - a `_name.ts` file is imported only from its own folder;
+ * - no source file is over 600 lines, and the import graph has no cycle
+ *   (but the tensor ↔ backend type reference).
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+
+const ROOT = new URL("../", import.meta.url);
+const SRC = new URL("src/", ROOT);
+
+async function* walk(dir: URL): AsyncGenerator<URL> {
+  for await (const e of Deno.readDir(dir)) {
+    const u = new URL(e.name + (e.isDirectory ? "/" : ""), dir);
+    if (e.isDirectory) yield* walk(u);
+    else if (e.name.endsWith(".ts")) yield u;
+  }
+}
+
+/** `src/`-relative path → its relative imports, resolved to `src/`-relative paths. */
+async function importGraph(): Promise<Map<string, string[]>> {
+  const graph = new Map<string, string[]>();
+  const re =
+    /(?:^|\n)\s*(?:import|export)\b[^;]*?\bfrom\s*["'](\.{1,2}\/[^"']+)["']|\bimport\s*\(\s*["'](\.{1,2}\/[^"']+)["']|\bnew URL\(\s*["'](\.{1,2}\/[^"']+\.ts)["']/g;
+  for await (const file of walk(SRC)) {
+    const text = await Deno.readTextFile(file);
+    // JSDoc examples import "@conveyor/core"; comments hold no relative imports we count.
+    const code = text.replace(/\/\*[\s\S]*?\*\//g, "").replace(/^\s*\/\/.*$/gm, "");
+    const deps: string[] = [];
+    for (const m of code.matchAll(re)) {
+      const spec = m[1] ?? m[2] ?? m[3];
+      const target = new URL(spec, file);
+      if (!target.href.startsWith(SRC.href)) continue;
+      deps.push(target.href.slice(SRC.href.length));
+    }
+    graph.set(file.href.slice(SRC.href.length), deps);
+  }
+  return graph;
+}
+
+const graph = await importGraph();
+
+/** The group of a `src/`-relative path: "tensor", "nn", "cli", "pipeline/<group>", … */
+function group(path: string): string {
+  const parts = path.split("/");
+  if (parts[0] === "pipeline") return parts.length > 2 ? `pipeline/${parts[1]}` : "pipeline";
+  return parts.length > 1 ? parts[0] : "(root)";
+}
+
+const ALLOWED: Record<string, readonly string[]> = {
+  "tensor": [],
+  "nn": ["tensor"],
+  "pipeline": ["*pipeline", "nn", "tensor"],
+  "pipeline/schedule": [],
+  "pipeline/analysis": ["pipeline/schedule"],
+  "pipeline/render": ["pipeline/schedule", "pipeline/analysis"],
+  "pipeline/comm": [],
+  "pipeline/runtime": ["pipeline/schedule", "pipeline/analysis", "pipeline/comm"],
+  "pipeline/partition": ["nn", "tensor"],
+  "pipeline/checkpoint": ["nn", "tensor"],
+  "pipeline/model": [
+    "pipeline/schedule",
+    "pipeline/analysis",
+    "pipeline/render",
+    "pipeline/comm",
+    "pipeline/runtime",
+    "pipeline/partition",
+    "pipeline/checkpoint",
+    "nn",
+    "tensor",
+  ],
+  "pipeline/testing": [
+    "pipeline/schedule",
+    "pipeline/analysis",
+    "pipeline/comm",
+    "pipeline/runtime",
+  ],
+  "cli": ["*"],
+};
+
+Deno.test("architecture: every src folder is a known group", () => {
+  const unknown = [...new Set([...graph.keys()].map(group))].filter((g) => !(g in ALLOWED));
+  assert.deepEqual(unknown, [], `groups without rules: ${unknown.join(", ")}`);
+});
+
+Deno.test("architecture: floors and pipeline groups import only what their rules allow", () => {
+  const breaches: string[] = [];
+  for (const [from, deps] of graph) {
+    const g = group(from);
+    const allowed = ALLOWED[g] ?? [];
+    for (const to of deps) {
+      const h = group(to);
+      if (h === g || allowed.includes("*")) continue;
+      // The pipeline barrel (src/pipeline/mod.ts) may gather every group.
+      if (allowed.includes("*pipeline") && h.startsWith("pipeline")) continue;
+      if (!allowed.includes(h)) breaches.push(`${from} (${g}) imports ${to} (${h})`);
+    }
+  }
+  assert.deepEqual(breaches, []);
+});
+
+Deno.test("architecture: production code never imports testing/", () => {
+  const breaches = [...graph].flatMap(([from, deps]) =>
+    group(from) === "pipeline/testing" || from === "pipeline/mod.ts"
+      ? []
+      : deps.filter((d) => group(d) === "pipeline/testing").map((d) => `${from} imports ${d}`)
+  );
+  assert.deepEqual(breaches, []);
+});
+
+Deno.test("architecture: a _name.ts file is imported only from its own folder", () => {
+  const breaches: string[] = [];
+  const dir = (p: string) => p.slice(0, p.lastIndexOf("/") + 1);
+  for (const [from, deps] of graph) {
+    for (const to of deps) {
+      const base = to.slice(to.lastIndexOf("/") + 1);
+      if (base.startsWith("_") && dir(to) !== dir(from)) breaches.push(`${from} imports ${to}`);
+    }
+  }
+  assert.deepEqual(breaches, []);
+});
+
+// A tensor names its backend and the backend's kernels take tensors: the
+// one mutual reference the design has, type-only on the backend's side.
+const ALLOWED_CYCLES = new Set(["tensor/backend.ts → tensor/tensor.ts → tensor/backend.ts"]);
+
+Deno.test("architecture: the import graph of src/ has no cycle", () => {
+  const state = new Map<string, "open" | "done">();
+  const cycles: string[] = [];
+  const visit = (n: string, path: string[]) => {
+    if (state.get(n) === "done") return;
+    if (state.get(n) === "open") {
+      cycles.push([...path.slice(path.indexOf(n)), n].join(" → "));
+      return;
+    }
+    state.set(n, "open");
+    for (const d of graph.get(n) ?? []) visit(d, [...path, n]);
+    state.set(n, "done");
+  };
+  for (const n of graph.keys()) visit(n, []);
+  assert.deepEqual(cycles.filter((c) => !ALLOWED_CYCLES.has(c)), []);
+});
+
+Deno.test("architecture: no source file is over 600 lines", async () => {
+  const long: string[] = [];
+  for await (const file of walk(SRC)) {
+    const lines = (await Deno.readTextFile(file)).split("\n").length;
+    if (lines > 600) long.push(`${file.href.slice(SRC.href.length)}: ${lines} lines`);
+  }
+  for (const top of ["mod.ts", "cli.ts"]) {
+    const lines = (await Deno.readTextFile(new URL(top, ROOT))).split("\n").length;
+    if (lines > 600) long.push(`${top}: ${lines} lines`);
+  }
+  assert.deepEqual(long, []);
+});
