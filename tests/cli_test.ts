@@ -26,7 +26,7 @@ function plain(
   );
 }
 
-const P4M8 = ["--stages", "4", "--microbatches", "8"];
+const P4M8 = ["--ranks", "4", "--microbatches", "8"];
 
 Deno.test("cli schedule --format json: exact shape, actions equal generateSchedule's", async () => {
   for (const name of SCHEDULE_NAMES) {
@@ -109,14 +109,38 @@ Deno.test("cli schedule --format text|svg|trace: pictures of a simulated run", a
   assert.equal(t.traceEvents.filter((e: { ph: string }) => e.ph === "X").length, n);
 });
 
-Deno.test("cli simulate: figures equal simulate()'s, --cost-b is the input-gradient pass", async () => {
+Deno.test("cli: --stages is an alias of --ranks; both given must agree", async () => {
+  const a = await cli("schedule", "--schedule", "1f1b", "--stages", "3", "--microbatches", "4");
+  const b = await cli("schedule", "--schedule", "1f1b", "--ranks", "3", "--microbatches", "4");
+  assert.equal(a.code, 0, a.err);
+  assert.equal(a.out, b.out);
+  assert.equal(JSON.parse(a.out).ranks, 3);
+  const both = await cli(
+    "schedule",
+    "--schedule",
+    "1f1b",
+    "--ranks",
+    "3",
+    "--stages",
+    "2",
+    "--microbatches",
+    "4",
+  );
+  assert.equal(both.code, 2);
+  assert.match(both.err, /--ranks 3 and --stages 2 disagree/);
+  const none = await cli("schedule", "--schedule", "1f1b", "--microbatches", "4");
+  assert.equal(none.code, 2);
+  assert.match(none.err, /--ranks is required/);
+});
+
+Deno.test("cli simulate: figures equal simulate()'s; --cost-i is I, --cost-b the full backward", async () => {
   const args = [
     "--schedule",
     "zb-h2",
     ...P4M8,
     "--cost-f",
     "1",
-    "--cost-b",
+    "--cost-i",
     "1.2",
     "--cost-w",
     "0.8",
@@ -164,6 +188,20 @@ Deno.test("cli simulate: figures equal simulate()'s, --cost-b is the input-gradi
   const grid = await cli("simulate", "--schedule", "gpipe", ...P4M8, "--grid");
   assert.equal(grid.code, 0, grid.err);
   assert.equal(grid.out.split("\n").filter((l) => /^r\d /.test(l)).length, 4);
+  // --cost-b is B = I + W as in the API: B 2 with W 0.8 leaves I = 1.2, the same run.
+  const viaB = await cli(
+    "simulate",
+    ...args.map((x) => (x === "--cost-i" ? "--cost-b" : x === "1.2" ? "2" : x)),
+    "--json",
+  );
+  assert.equal(viaB.code, 0, viaB.err);
+  assert.deepEqual(JSON.parse(viaB.out).costs, costs);
+  assert.equal(JSON.parse(viaB.out).makespan, expected.makespan);
+  const api = simulate(s, { costs: { F: 1, B: 2, W: 0.8 }, comm: 0.1, iterations: 3 });
+  assert.equal(api.makespan, expected.makespan);
+  const bad = await cli("simulate", "--schedule", "1f1b", ...P4M8, "--cost-b", "0.5");
+  assert.equal(bad.code, 2);
+  assert.match(bad.err, /--cost-b 0\.5 is below --cost-w 1/);
 });
 
 Deno.test("cli: bad flags and values exit 2 naming the flag and value", async () => {

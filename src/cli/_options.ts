@@ -13,10 +13,12 @@ export type FlagTable = Record<string, { type: "string" | "boolean"; short?: str
 /** Flags that pick and build a schedule. */
 export const SCHEDULE_FLAGS = {
   schedule: { type: "string" },
+  ranks: { type: "string" },
   stages: { type: "string" },
   microbatches: { type: "string" },
   "virtual-stages": { type: "string" },
   "cost-f": { type: "string" },
+  "cost-i": { type: "string" },
   "cost-b": { type: "string" },
   "cost-w": { type: "string" },
   comm: { type: "string" },
@@ -31,13 +33,14 @@ export const HELP_LINE = "  -h, --help             this help";
 export function scheduleFlagsHelp(): string {
   return [
     `  --schedule NAME        one of: ${SCHEDULE_NAMES.join(", ")}`,
-    "  --stages P             pipeline ranks (positive integer)",
+    "  --ranks P              pipeline ranks (positive integer); --stages P is an alias",
     "  --microbatches M       micro-batches per step (positive integer)",
-    "  --virtual-stages V     model chunks per rank (default: the schedule's own)",
-    "  --cost-f T             forward time of one chunk and micro-batch (default 1)",
-    "  --cost-b T             input-gradient backward time, the paper's T_B (default 1);",
-    "                         a full backward costs T_B + T_W",
-    "  --cost-w T             weight-gradient backward time (default 1)",
+    "  --virtual-stages V     model chunks (stages) per rank (default: the schedule's own)",
+    "  --cost-f T             F: forward time of one chunk and micro-batch (default 1)",
+    "  --cost-i T             I: input-gradient time (the Zero Bubble paper's T_B; default 1,",
+    "                         or B − W when only --cost-b is given)",
+    "  --cost-w T             W: weight-gradient time (default 1)",
+    "  --cost-b T             B: full backward time, I + W in one pass (default I + W)",
     "  --comm T               delay when a result crosses ranks (default 0)",
     "  --memory-limit N       in-flight activations per rank, for zb-auto (default P);",
     "                         zb-auto reads costs and memory per full stage (a rank's",
@@ -155,7 +158,7 @@ export function positiveNumber(
   ) ?? fallback;
 }
 
-/** Uniform costs per action kind, as the simulator names them (I is `--cost-b`). */
+/** Uniform costs per action kind, resolved as the simulator resolves them. */
 export interface CliCosts extends ActionCosts {
   readonly F: number;
   readonly I: number;
@@ -174,6 +177,23 @@ export interface ScheduleSpec {
   readonly memoryLimit?: number;
 }
 
+/**
+ * The rank count: `--ranks P`, or its alias `--stages P` (the flag's
+ * earlier name; both given must agree).
+ */
+export function readRanks(values: Record<string, unknown>): number {
+  const ranks = positiveInt(values, "ranks", false);
+  const stages = positiveInt(values, "stages", false);
+  if (ranks !== undefined && stages !== undefined && ranks !== stages) {
+    throw new UsageError(
+      `--ranks ${ranks} and --stages ${stages} disagree (--stages is an alias of --ranks)`,
+    );
+  }
+  const p = ranks ?? stages;
+  if (p === undefined) throw new UsageError("--ranks is required (or its alias --stages)");
+  return p;
+}
+
 /** Reads and checks the schedule flags, in the order the help lists them. */
 export function readScheduleSpec(values: Record<string, unknown>): ScheduleSpec {
   const name = values.schedule;
@@ -185,17 +205,24 @@ export function readScheduleSpec(values: Record<string, unknown>): ScheduleSpec 
       `--schedule must be one of ${SCHEDULE_NAMES.join(", ")}, got ${JSON.stringify(name)}`,
     );
   }
-  const ranks = positiveInt(values, "stages", true)!;
+  const ranks = readRanks(values);
   const microBatches = positiveInt(values, "microbatches", true)!;
   const stagesPerRank = positiveInt(values, "virtual-stages", false);
   const f = nonNegative(values, "cost-f") ?? 1;
-  const b = nonNegative(values, "cost-b") ?? 1;
+  const i = nonNegative(values, "cost-i");
   const w = nonNegative(values, "cost-w") ?? 1;
+  const b = nonNegative(values, "cost-b");
   const comm = nonNegative(values, "comm") ?? 0;
   const memoryLimit = positiveInt(values, "memory-limit", false);
-  // The CLI speaks the paper's T_F, T_B, T_W; the simulator calls the
-  // input-gradient pass I and a fused full backward B = I + W.
-  const costs: CliCosts = { F: f, I: b, W: w, B: b + w };
+  // PyTorch's letters, resolved as the API's ActionCosts: I defaults to 1,
+  // or to B − W when only B is given; B defaults to I + W.
+  if (i === undefined && b !== undefined && b < w) {
+    throw new UsageError(
+      `--cost-b ${b} is below --cost-w ${w}: the full backward B = I + W includes W`,
+    );
+  }
+  const I = i ?? (b === undefined ? 1 : b - w);
+  const costs: CliCosts = { F: f, I, W: w, B: b ?? I + w };
   return { name: String(name), ranks, microBatches, stagesPerRank, costs, comm, memoryLimit };
 }
 
@@ -227,7 +254,7 @@ export function buildSchedule(spec: ScheduleSpec): Schedule {
   } catch (err) {
     if (err instanceof RangeError || err instanceof TypeError) {
       throw new UsageError(
-        `${err.message} (--schedule ${spec.name} --stages ${spec.ranks} ` +
+        `${err.message} (--schedule ${spec.name} --ranks ${spec.ranks} ` +
           `--microbatches ${spec.microBatches}` +
           (spec.stagesPerRank === undefined ? "" : ` --virtual-stages ${spec.stagesPerRank}`) +
           ")",

@@ -36,7 +36,7 @@ export interface CliCommand {
  * @example
  * ```ts
  * import { UsageError } from "@conveyor/core/cli";
- * const e = new UsageError('--stages must be a positive integer, got "x"');
+ * const e = new UsageError('--ranks must be a positive integer, got "x"');
  * console.log(e.name); // "UsageError"
  * ```
  */

@@ -60,7 +60,7 @@ function scheduleJson(schedule: Schedule): ScheduleJson {
   };
 }
 
-const USAGE = `Usage: cli.ts schedule --schedule NAME --stages P --microbatches M [options]
+const USAGE = `Usage: cli.ts schedule --schedule NAME --ranks P --microbatches M [options]
 
 Prints a pipeline schedule.
 
@@ -123,7 +123,7 @@ async function run(args: string[], io: CliIo): Promise<number> {
  * import { scheduleCommand } from "@conveyor/core/cli";
  * let out = "";
  * const io = { out: (t: string) => void (out += t), err: () => {} };
- * await scheduleCommand.run(["--schedule", "1f1b", "--stages", "2", "--microbatches", "2"], io);
+ * await scheduleCommand.run(["--schedule", "1f1b", "--ranks", "2", "--microbatches", "2"], io);
  * console.log(JSON.parse(out).ranks); // 2
  * ```
  */

@@ -40,7 +40,7 @@ export interface SimulateJson {
   readonly stagesPerRank: number;
   /** Iterations simulated back to back. */
   readonly iterations: number;
-  /** Costs per action kind as the simulator uses them (I = `--cost-b`, B = I + W). */
+  /** Costs per action kind as the simulator uses them (`--cost-f`, `--cost-i`, `--cost-w`, `--cost-b`). */
   readonly costs: {
     readonly F: number;
     readonly I: number;
@@ -65,7 +65,7 @@ export interface SimulateJson {
   readonly peakActivations: readonly number[];
 }
 
-const USAGE = `Usage: cli.ts simulate --schedule NAME --stages P --microbatches M [options]
+const USAGE = `Usage: cli.ts simulate --schedule NAME --ranks P --microbatches M [options]
 
 Simulates a schedule and prints makespan, busy and idle time per rank, the
 bubble fraction, the steady-state bubble (with --iterations 2 or more) and
@@ -157,7 +157,7 @@ async function run(args: string[], io: CliIo): Promise<number> {
  * let out = "";
  * const io = { out: (t: string) => void (out += t), err: () => {} };
  * await simulateCommand.run(
- *   ["--schedule", "gpipe", "--stages", "4", "--microbatches", "8", "--json"],
+ *   ["--schedule", "gpipe", "--ranks", "4", "--microbatches", "8", "--json"],
  *   io,
  * );
  * console.log(JSON.parse(out).bubbleFraction.toFixed(3)); // "0.273"

@@ -2,7 +2,7 @@
  * `cli.ts train`: trains the tiny character-level GPT on the shipped corpus
  * across pipeline ranks (one Deno worker per rank) with the chosen schedule,
  * printing the loss, measured bubble and makespan of every step, then the
- * sum and sum of squares of all parameters. `--stages 1` is single-device
+ * sum and sum of squares of all parameters. `--ranks 1` is single-device
  * training through the same code path (one rank).
  *
  * The run is reproducible from `--seed S`: the weights come from
@@ -74,12 +74,12 @@ export interface TrainParamsJson {
   readonly paramSumSq: number;
 }
 
-const USAGE = `Usage: cli.ts train --schedule NAME --stages P --microbatches M [options]
+const USAGE = `Usage: cli.ts train --schedule NAME --ranks P --microbatches M [options]
 
 Trains the tiny character-level GPT on the shipped corpus across P pipeline
 ranks (one Deno worker each) with the given schedule, and prints the loss,
 the measured bubble and makespan of every step, then the sum and sum of
-squares of all parameters. --stages 1 is single-device training (one rank).
+squares of all parameters. --ranks 1 is single-device training (one rank).
 Weights come from --seed S, batches from Rng(S + 1); AdamW, weight decay 0.
 
 Options:
@@ -140,7 +140,7 @@ async function run(args: string[], io: CliIo): Promise<number> {
   if (layers + 3 < chunks) {
     throw new UsageError(
       `--layers ${layers} gives ${layers + 3} layers (embedding, blocks, norm, head), ` +
-        `fewer than the ${chunks} chunks of --stages ${spec.ranks} × ${schedule.stagesPerRank}`,
+        `fewer than the ${chunks} chunks of --ranks ${spec.ranks} × ${schedule.stagesPerRank}`,
     );
   }
   const trace = values.trace;
@@ -236,7 +236,7 @@ async function run(args: string[], io: CliIo): Promise<number> {
  * let out = "";
  * const io = { out: (t: string) => void (out += t), err: () => {} };
  * await trainCommand.run(
- *   ["--schedule", "1f1b", "--stages", "2", "--microbatches", "2", "--steps", "1",
+ *   ["--schedule", "1f1b", "--ranks", "2", "--microbatches", "2", "--steps", "1",
  *    "--backend", "cpu", "--in-process", "--json"],
  *   io,
  * );
