@@ -9,7 +9,7 @@
 
 import { renderAscii } from "../pipeline/render/render_ascii.ts";
 import { simulate } from "../pipeline/analysis/simulate.ts";
-import type { CliCommand, CliIo } from "./command.ts";
+import { type CliCommand, type CliIo, UsageError } from "./command.ts";
 import {
   buildSchedule,
   HELP_LINE,
@@ -96,11 +96,23 @@ async function run(args: string[], io: CliIo): Promise<number> {
   const spec = readScheduleSpec(values);
   const iterations = positiveInt(values, "iterations", false) ?? 1;
   const schedule = buildSchedule(spec);
-  const sim = simulate(schedule, {
-    costs: simulationCosts(spec, schedule),
-    comm: spec.comm,
-    iterations,
-  });
+  let sim;
+  try {
+    sim = simulate(schedule, {
+      costs: simulationCosts(spec, schedule),
+      comm: spec.comm,
+      iterations,
+    });
+  } catch (err) {
+    // Too many events for one simulation: a bad combination of flags.
+    if (err instanceof RangeError && /over the limit/.test(err.message)) {
+      throw new UsageError(
+        `${err.message} (--ranks ${spec.ranks} --microbatches ${spec.microBatches} ` +
+          `--iterations ${iterations})`,
+      );
+    }
+    throw err;
+  }
   const c = spec.costs;
 
   if (values.json) {
@@ -125,7 +137,7 @@ async function run(args: string[], io: CliIo): Promise<number> {
     const lines = [
       `schedule             ${schedule.name}  (ranks ${schedule.ranks}, micro-batches ${schedule.microBatches}, ` +
       `chunks per rank ${schedule.stagesPerRank})`,
-      `costs                F ${num(c.F)}, B ${num(c.I)}, W ${num(c.W)} (full backward ${
+      `costs                F ${num(c.F)}, I ${num(c.I)}, W ${num(c.W)} (full backward B ${
         num(c.B)
       }), ` +
       `comm ${num(spec.comm)}; ${iterations} iteration${iterations === 1 ? "" : "s"}`,

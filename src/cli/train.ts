@@ -26,6 +26,7 @@ import {
 } from "../pipeline/model/pipeline_parallel_model.ts";
 import type { CliCommand, CliIo } from "./command.ts";
 import { UsageError } from "./command.ts";
+import { checkTrainMemory } from "./_train_memory.ts";
 import {
   buildSchedule,
   HELP_LINE,
@@ -147,6 +148,15 @@ async function run(args: string[], io: CliIo): Promise<number> {
   if (trace !== undefined && String(trace) === "") throw new UsageError("--trace needs a path");
 
   const tok = CharTokenizer.fromText(TINY_CORPUS);
+  checkTrainMemory({
+    batch,
+    seqLen,
+    dim,
+    heads,
+    layers,
+    vocab: tok.vocabSize,
+    microBatches: spec.microBatches,
+  });
   const tokens = tok.encode(TINY_CORPUS);
   const cpu = new CpuBackend();
   const net = createTinyGPT({ vocabSize: tok.vocabSize, seqLen, dim, heads, layers, seed }, cpu);

@@ -14,7 +14,7 @@ export { formatAction, parseAction } from "./schedule/action.ts";
 export type { Schedule, TimedEvent } from "./schedule/schedule.ts";
 export type { ActionCosts, CostValue } from "./schedule/costs.ts";
 export type { GenerateOptions, ScheduleName } from "./schedule/generate.ts";
-export { generateSchedule, SCHEDULE_NAMES } from "./schedule/generate.ts";
+export { generateSchedule, MAX_SCHEDULE_ACTIONS, SCHEDULE_NAMES } from "./schedule/generate.ts";
 export { scheduleFromCsv, scheduleToCsv } from "./schedule/schedule_csv.ts";
 export type { SimulateOptions, SimulationResult } from "./analysis/simulate.ts";
 export { simulate } from "./analysis/simulate.ts";

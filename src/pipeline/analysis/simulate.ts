@@ -66,6 +66,9 @@ export interface SimulationResult {
   readonly events: readonly TimedEvent[];
 }
 
+/** The most events one simulation may produce (actions × iterations). */
+export const MAX_SIMULATED_EVENTS = 6_000_000;
+
 /**
  * Simulates a schedule. Each rank runs its actions in list order, one at a
  * time, each as early as its inputs allow: F(s, mb) needs F(s−1, mb);
@@ -91,6 +94,16 @@ export function simulate(schedule: Schedule, options: SimulateOptions = {}): Sim
     throw new RangeError(`iterations must be a positive integer, got ${iterations}`);
   }
   const comm = checkComm(options.comm);
+  const perIteration = Array.isArray(schedule?.actions)
+    ? schedule.actions.reduce((n, list) => n + (Array.isArray(list) ? list.length : 0), 0)
+    : 0;
+  if (perIteration * iterations > MAX_SIMULATED_EVENTS) {
+    throw new RangeError(
+      `iterations ${iterations} × ${perIteration} actions would simulate ${
+        perIteration * iterations
+      } events, over the limit of ${MAX_SIMULATED_EVENTS}`,
+    );
+  }
   const structure = checkStructure(schedule);
   if (structure.length > 0) throw structureError(structure);
   const costs = resolveCosts(options.costs, schedule.stageToRank.length);

@@ -59,6 +59,15 @@ export function describeArray(x: unknown): string {
   return x === null ? "null" : typeof x;
 }
 
+/** Throws a RangeError naming the first non-finite value of `data` (`what[i]`). */
+export function checkFinite(data: Float32Array, what: string): void {
+  for (let i = 0; i < data.length; i++) {
+    if (!Number.isFinite(data[i])) {
+      throw new RangeError(`${what}[${i}] is ${data[i]}: the values must be finite`);
+    }
+  }
+}
+
 /**
  * Checks `b` (`where` names it in errors) and splits it into each rank's
  * payload for one iteration.
@@ -84,6 +93,7 @@ export function splitBatch(
       }], got ${describeArray(b.inputs)}`,
     );
   }
+  checkFinite(b.inputs, `${where}.inputs`);
   if (B < m) {
     throw new RangeError(
       `${where} has ${B} rows (dim 0), fewer than the ${m} micro-batches: each micro-batch ` +
@@ -100,6 +110,7 @@ export function splitBatch(
       }] for ${layout.loss}), got ${describeArray(b.targets)}`,
     );
   }
+  if (layout.loss === "mse") checkFinite(b.targets, `${where}.targets`);
   if (layout.loss === "cross-entropy") {
     const V = out[out.length - 1];
     const t = b.targets;

@@ -125,6 +125,22 @@ export function checkModelOptions(o: PipelineParallelModelOptions): CheckedModel
       `clipGradNorm must be a finite positive number, got ${String(o.clipGradNorm)}`,
     );
   }
+  // Checked in every mode, though only worker ranks use them.
+  for (const [name, v] of [["heartbeatMs", o.heartbeatMs], ["stallTimeoutMs", o.stallTimeoutMs]]) {
+    if (v !== undefined && (typeof v !== "number" || !(v > 0) || !Number.isFinite(v))) {
+      throw new RangeError(`${name} must be a finite number of ms > 0, got ${String(v)}`);
+    }
+  }
+  if (o.modules !== undefined) {
+    if (!Array.isArray(o.modules)) {
+      throw new TypeError(`modules must be an array of module URLs, got ${typeof o.modules}`);
+    }
+    o.modules.forEach((m, i) => {
+      if (typeof m !== "string" && !(m instanceof URL)) {
+        throw new TypeError(`modules[${i}] must be a URL or a string, got ${typeof m}`);
+      }
+    });
+  }
   if (o.faultInjection !== undefined) {
     const fault = checkFaultInjection(o.faultInjection, "faultInjection");
     if (fault.hangAt !== undefined && fault.hang === "block" && !workers) {

@@ -29,6 +29,7 @@ import { planModel } from "./plan.ts";
 import { buildRanks } from "./build.ts";
 import {
   type BatchLayout,
+  checkFinite,
   describeArray,
   evenRows,
   predictionPayloads,
@@ -224,6 +225,7 @@ export class PipelineParallelModel {
         }], got ${describeArray(input.inputs)}`,
       );
     }
+    checkFinite(input.inputs, "predict: inputs");
     if (shape[0] < this.microBatches) {
       return await this.#exclusive(async () => {
         let cur: Prediction = { data: input.inputs, shape };

@@ -13,7 +13,11 @@ import type { Schedule } from "../schedule/schedule.ts";
 import { generateSchedule } from "../schedule/generate.ts";
 import { validateSchedule } from "../analysis/validate.ts";
 import { checkInFlightCap } from "../analysis/in_flight.ts";
-import { LoadBalancedPartition, type PartitionResult } from "../partition/partition.ts";
+import {
+  LoadBalancedPartition,
+  type PartitionResult,
+  validatePartition,
+} from "../partition/partition.ts";
 import { layerCosts } from "../partition/layer_costs.ts";
 import type { PipelineParallelModelOptions } from "./options.ts";
 
@@ -113,8 +117,29 @@ export async function planModel(
       cost: costSource === "count" ? 1 : l.parameters().reduce((a, p) => a + p.value.size, 0),
     }));
   const strategy = o.partition ?? new LoadBalancedPartition();
+  if (
+    strategy === null || typeof strategy !== "object" || typeof strategy.partition !== "function"
+  ) {
+    throw new TypeError(
+      `partition must be a PartitionStrategy (an object with a partition method), got ${
+        strategy === null ? "null" : typeof strategy
+      }`,
+    );
+  }
   const partition = strategy.partition(costs, numStages);
-  const b = partition.boundaries;
+  const b = partition?.boundaries;
+  // A user's strategy may return anything: check its cut before slicing by it.
+  try {
+    validatePartition(b, costs.length, numStages);
+  } catch (e) {
+    const shown = Array.isArray(b)
+      ? `[${b.slice(0, 20).join(", ")}${b.length > 20 ? ", …" : ""}]`
+      : String(b);
+    throw new RangeError(
+      `partition ${shown} from the "${String(strategy.name)}" strategy: ${(e as Error).message} ` +
+        `(${costs.length} layers into ${numStages} chunks)`,
+    );
+  }
   const slices = Array.from({ length: numStages }, (_, s) => o.model.slice(b[s], b[s + 1]));
   // Each rank's weights: its chunks' parameters, named as in the whole model.
   const rankParams: Parameter[][] = Array.from({ length: schedule.ranks }, () => []);

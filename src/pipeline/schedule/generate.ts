@@ -80,6 +80,20 @@ const MULTI_CHUNK: ReadonlySet<string> = new Set([
 ]);
 
 /**
+ * The most actions a generated schedule may hold (3 · ranks · microBatches ·
+ * stagesPerRank counts them, an I/W split's worst case): about 60 bytes
+ * each once built, so the limit keeps a schedule near 200 MiB.
+ *
+ * @example
+ * ```ts
+ * import { MAX_SCHEDULE_ACTIONS } from "@conveyor/core";
+ * console.log(MAX_SCHEDULE_ACTIONS); // 3000000
+ * ```
+ */
+export const MAX_SCHEDULE_ACTIONS = 3_000_000;
+const ACTION_BYTES = 64;
+
+/**
  * Checks a schedule name (TypeError listing the valid names); for the
  * modules that take names beside {@linkcode generateSchedule}.
  */
@@ -115,6 +129,15 @@ export function checkScheduleShape(
   const V = stagesPerRank === undefined
     ? (MULTI_CHUNK.has(name) ? 2 : 1)
     : checkPositiveInt(stagesPerRank, "stagesPerRank");
+  // Refuse, before building anything, a schedule too large to hold in memory.
+  const actions = 3 * p * m * V;
+  if (actions > MAX_SCHEDULE_ACTIONS) {
+    throw new RangeError(
+      `ranks ${p} × microBatches ${m} × stagesPerRank ${V} gives up to ${actions.toExponential(2)} ` +
+        `actions (F, I, W per chunk and micro-batch), over the limit of ${MAX_SCHEDULE_ACTIONS} ` +
+        `(about ${Math.round(MAX_SCHEDULE_ACTIONS * ACTION_BYTES / 2 ** 20)} MiB)`,
+    );
+  }
   switch (name) {
     case "interleaved-1f1b": {
       if (V < 2) {
