@@ -68,6 +68,25 @@ export class Mailbox {
     for (const w of waiters) w.reject(error);
   }
 
+  /**
+   * Drops the kept messages and the waiting receives whose tag matches
+   * (a dropped receive never settles: its caller has moved on). Returns how
+   * many messages were dropped.
+   */
+  discard(match: (tag: string) => boolean): number {
+    let n = 0;
+    for (const [key, queue] of this.#messages) {
+      if (match(key.slice(key.indexOf("|") + 1))) {
+        n += queue.length;
+        this.#messages.delete(key);
+      }
+    }
+    for (const key of this.#waiters.keys()) {
+      if (match(key.slice(key.indexOf("|") + 1))) this.#waiters.delete(key);
+    }
+    return n;
+  }
+
   /** Messages kept for receives not yet called. */
   get bufferedCount(): number {
     let n = 0;

@@ -66,6 +66,13 @@ export interface CommBackend {
   ): Promise<void>;
   /** Resolves with the next message from `peer` under `tag`. */
   recv(peer: number, tag: string): Promise<Float32Array>;
+  /**
+   * Drops the messages kept here, and the receives waiting here, whose tag
+   * matches (a dropped receive never settles): for traffic its sender and
+   * receiver have both abandoned, e.g. a replayed iteration's first attempt.
+   * Returns how many messages were dropped.
+   */
+  discard(match: (tag: string) => boolean): number;
   /** Resolves once every rank of the group has called `barrier` as often as this one. */
   barrier(): Promise<void>;
   /** Sends a control message to every other rank (not to this one). */

@@ -125,6 +125,11 @@ export class InProcessBackend implements CommBackend {
     deliverTo(this.#group.members[peer], this.rank, tag, movedArray(array, transfer));
   }
 
+  /** See {@linkcode CommBackend.discard}. */
+  discard(match: (tag: string) => boolean): number {
+    return this.#mailbox.discard(match);
+  }
+
   /** See {@linkcode CommBackend.recv}. */
   recv(peer: number, tag: string): Promise<Float32Array> {
     return checkedRecv(this.#mailbox, this.size, peer, tag);

@@ -19,6 +19,12 @@ export interface TagFields {
   readonly chunk: number;
   /** Training iteration (non-negative integer). */
   readonly iteration: number;
+  /**
+   * Attempt at the iteration (default 0): an iteration replayed after a
+   * rolled-back step runs again as attempt 1, 2, …, so its messages never
+   * meet the abandoned attempt's.
+   */
+  readonly attempt?: number;
 }
 
 const PREFIX: Readonly<Record<TagSpace, string>> = { activation: "act", gradient: "grad" };
@@ -33,7 +39,8 @@ function checkIndex(value: unknown, what: string): number {
 /**
  * Builds the tag of one pipeline tensor. Activation and gradient tags start
  * with different prefixes (`act/…`, `grad/…`), and the numeric fields are
- * separated, so distinct fields always give distinct tags.
+ * separated, so distinct fields always give distinct tags. A replayed
+ * iteration's attempt follows its number (`act/i3a1/…`).
  *
  * @example
  * ```ts
@@ -55,5 +62,6 @@ export function makeTag(fields: TagFields): string {
   const it = checkIndex(fields.iteration, "iteration");
   const chunk = checkIndex(fields.chunk, "chunk");
   const mb = checkIndex(fields.microBatch, "microBatch");
-  return `${prefix}/i${it}/c${chunk}/m${mb}`;
+  const attempt = checkIndex(fields.attempt ?? 0, "attempt");
+  return `${prefix}/i${it}${attempt === 0 ? "" : `a${attempt}`}/c${chunk}/m${mb}`;
 }

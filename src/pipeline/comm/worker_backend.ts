@@ -195,6 +195,11 @@ export class WorkerBackend implements CommBackend {
     this.#ports[peer]!.postMessage(message, [owned.buffer as ArrayBuffer]);
   }
 
+  /** See {@linkcode CommBackend.discard}. */
+  discard(match: (tag: string) => boolean): number {
+    return this.#mailbox.discard(match);
+  }
+
   /** See {@linkcode CommBackend.recv}. */
   recv(peer: number, tag: string): Promise<Float32Array> {
     return checkedRecv(this.#mailbox, this.size, peer, tag);

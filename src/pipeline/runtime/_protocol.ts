@@ -4,6 +4,7 @@
 import type { Action } from "../schedule/action.ts";
 import type { Schedule, TimedEvent } from "../schedule/schedule.ts";
 import type { FaultInjection } from "./fault_injection.ts";
+import type { RolledBack } from "./stage_runner.ts";
 
 /** Status board layout: Int32Array over a SharedArrayBuffer. */
 export const ABORT_INDEX = 0;
@@ -42,6 +43,7 @@ export type ToWorker =
     readonly heartbeatIntervalMs: number;
     readonly connectTimeoutMs: number;
     readonly fault?: FaultInjection;
+    readonly validateSteps: "off" | "skip" | "stop";
   }
   | {
     readonly type: "run";
@@ -74,6 +76,7 @@ export type FromWorker =
     readonly id: number;
     readonly events: TimedEvent[];
     readonly reports: unknown[];
+    readonly rolledBack: RolledBack[];
   }
   | { readonly type: "result"; readonly id: number; readonly value: unknown }
   | { readonly type: "failed"; readonly id?: number; readonly report: ErrorReport }

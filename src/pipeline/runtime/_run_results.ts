@@ -4,6 +4,16 @@
 import type { TimedEvent } from "../schedule/schedule.ts";
 import { summarizeTimeline } from "../analysis/timeline_summary.ts";
 import type { RankGroupRunOptions, RankGroupRunResult } from "./rank_group.ts";
+import type { RolledBack } from "./stage_runner.ts";
+
+/** Checks a rank group's `validateSteps` option (default "off"). */
+export function checkValidateSteps(v: unknown): "off" | "skip" | "stop" {
+  if (v === undefined) return "off";
+  if (v !== "off" && v !== "skip" && v !== "stop") {
+    throw new RangeError(`validateSteps must be "off", "skip" or "stop", got ${JSON.stringify(v)}`);
+  }
+  return v;
+}
 
 /** Checked run options: the iteration count and each rank's payloads. */
 export interface CheckedRun {
@@ -43,6 +53,7 @@ export function checkRunOptions(options: RankGroupRunOptions | undefined): Check
 export interface RankShare {
   readonly events: readonly TimedEvent[];
   readonly reports: readonly unknown[];
+  readonly rolledBack?: readonly RolledBack[];
 }
 
 /** The run's result: every rank's events on one clock from the first start (t0 = 0). */
@@ -57,11 +68,15 @@ export function assembleRun(
   const events = shares.flatMap((s) =>
     s.events.map((e) => ({ ...e, start: e.start - t0, end: e.end - t0 }))
   ).sort((a, b) => a.start - b.start || a.rank - b.rank);
+  // Every rank sees the same verdicts; the union guards against a share without them.
+  const rolled = new Map<number, RolledBack>();
+  for (const s of shares) for (const r of s.rolledBack ?? []) rolled.set(r.iteration, r);
   return {
     ...summarizeTimeline(events, ranks),
     firstIteration,
     events,
     reports: shares.map((s) => s.reports),
+    rolledBack: [...rolled.values()].sort((a, b) => a.iteration - b.iteration),
     startTime: t0,
   };
 }

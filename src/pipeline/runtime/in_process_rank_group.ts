@@ -20,6 +20,7 @@ import type {
 import { runRank } from "./stage_runner.ts";
 import { assembleRun, checkRunOptions } from "./_run_results.ts";
 import { stagesOf } from "./_placement.ts";
+import { checkValidateSteps } from "./_run_results.ts";
 import { type CheckedFault, checkFaultInjection, type FaultInjection } from "./fault_injection.ts";
 
 /** Options of {@linkcode InProcessRankGroup.create}. */
@@ -35,6 +36,8 @@ export interface InProcessRankGroupOptions<C extends CallMap = NoCalls> {
   readonly executorOptions?: unknown;
   /** A fault to inject (tests), checked here. */
   readonly fault?: FaultInjection;
+  /** Post-validation of optimizer steps (see `RankRunOptions.validateSteps`; default "off"). */
+  readonly validateSteps?: "off" | "skip" | "stop";
 }
 
 /**
@@ -109,7 +112,10 @@ export class InProcessRankGroup<C extends CallMap = NoCalls> implements RankGrou
       for (const c of comms) c.close();
       throw rejected.reason;
     }
-    return new InProcessRankGroup(schedule, comms, executors, abortFlag, controller, fault);
+    return new InProcessRankGroup(schedule, comms, executors, abortFlag, controller, {
+      fault,
+      validateSteps: checkValidateSteps(options.validateSteps),
+    });
   }
 
   /** Every rank runs in this thread. */
@@ -121,6 +127,7 @@ export class InProcessRankGroup<C extends CallMap = NoCalls> implements RankGrou
   readonly #abortFlag: Int32Array;
   readonly #controller: AbortController;
   readonly #fault: CheckedFault | undefined;
+  readonly #validateSteps: "off" | "skip" | "stop";
   #nextIteration = 0;
   #running = false;
   #closed = false;
@@ -133,10 +140,11 @@ export class InProcessRankGroup<C extends CallMap = NoCalls> implements RankGrou
     executors: StageExecutor<C>[],
     abortFlag: Int32Array,
     controller: AbortController,
-    fault: CheckedFault | undefined,
+    checks: { fault: CheckedFault | undefined; validateSteps: "off" | "skip" | "stop" },
   ) {
     this.schedule = schedule;
-    this.#fault = fault;
+    this.#fault = checks.fault;
+    this.#validateSteps = checks.validateSteps;
     this.#comms = comms;
     this.#executors = executors;
     this.#abortFlag = abortFlag;
@@ -183,6 +191,7 @@ export class InProcessRankGroup<C extends CallMap = NoCalls> implements RankGrou
           forwardOnly: run.forwardOnly,
           fault: this.#fault,
           abortFlag: this.#abortFlag,
+          validateSteps: this.#validateSteps,
         }).catch((e) => {
           if (firstError === null) {
             firstError = e;
@@ -290,6 +299,7 @@ export async function runPipelineInProcess<C extends CallMap = NoCalls>(
     createExecutor: options.createExecutor,
     executorOptions: options.executorOptions,
     ...(options.fault === undefined ? {} : { fault: options.fault }),
+    ...(options.validateSteps === undefined ? {} : { validateSteps: options.validateSteps }),
   });
   let result: InProcessRunResult;
   try {

@@ -11,6 +11,7 @@
 import type { Schedule, TimedEvent } from "../schedule/schedule.ts";
 import type { TimelineSummary } from "../analysis/timeline_summary.ts";
 import type { CallMap, NoCalls } from "./stage_executor.ts";
+import type { RolledBack } from "./stage_runner.ts";
 
 /** Where a group's ranks live. */
 export type RankGroupKind = "in-process" | "workers";
@@ -36,6 +37,8 @@ export interface RankGroupRunResult extends TimelineSummary {
   readonly events: readonly TimedEvent[];
   /** `reports[rank][i]`: the executor's `endIteration` value for the run's i-th iteration. */
   readonly reports: readonly (readonly unknown[])[];
+  /** Steps that post-validation rolled back (see `validateSteps`), by iteration. */
+  readonly rolledBack: readonly RolledBack[];
   /** `performance.now()` on this thread at the run's time 0. */
   readonly startTime: number;
 }

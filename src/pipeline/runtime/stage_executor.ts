@@ -66,6 +66,28 @@ export type CallHandlers<C extends CallMap> = {
   readonly [K in keyof C]: (args: C[K]["args"]) => C[K]["result"] | Promise<C[K]["result"]>;
 };
 
+/**
+ * A stage's own check of one step: whether its gradients and, on the last
+ * stage, its losses were finite, and if not, what was not.
+ */
+export interface StepCheck {
+  /** Whether every gradient (and loss) of the stage was finite. */
+  readonly finite: boolean;
+  /** What was not: the loss (last stage) or a gradient. */
+  readonly what?: "loss" | "gradient";
+  /** The first micro-batch whose loss was not finite, where known. */
+  readonly microBatch?: number;
+}
+
+/** A check still being read back (e.g. from a GPU): the runtime publishes it when it resolves. */
+export interface PendingCheck {
+  /** Resolves to the stage's check. */
+  readonly check: PromiseLike<StepCheck>;
+}
+
+/** What `step` may give back: nothing (no check: finite), a check, or a pending one. */
+export type StepResultOf = void | StepCheck | PendingCheck;
+
 /** What an executor learns about its place in the pipeline when it is created. */
 export interface StageExecutorInit {
   /** This rank. */
@@ -140,8 +162,33 @@ export interface StageExecutor<C extends CallMap = NoCalls> {
   ): StageOutput | Promise<StageOutput>;
   /** W: weight gradient from what I kept. */
   backwardWeight(ctx: StageContext): void | Promise<void>;
-  /** Optimizer step of one stage, right after its last backward of `iteration`. */
-  step(stage: number, iteration: number): void | Promise<void>;
+  /**
+   * Optimizer step of one stage, right after its last backward of
+   * `iteration`. With step validation on (see `runRank`), it returns the
+   * stage's {@linkcode StepCheck} (or a promise of it, e.g. a GPU read-back,
+   * which the runtime does not wait for) and keeps what
+   * {@linkcode StageExecutor.rollbackStep} needs until
+   * {@linkcode StageExecutor.commitStep}; an executor without a check
+   * returns nothing and counts as finite.
+   */
+  step(
+    stage: number,
+    iteration: number,
+  ): StepResultOf | Promise<StepResultOf>;
+  /**
+   * Undoes the step of `stage` in `iteration` exactly: parameters and
+   * optimizer state as they were before it (a stage that did not step
+   * leaves them as they are). Called when some stage's check failed.
+   */
+  rollbackStep?(stage: number, iteration: number): void | Promise<void>;
+  /** The step of `stage` in `iteration` is final: what a rollback would need can go. */
+  commitStep?(stage: number, iteration: number): void | Promise<void>;
+  /**
+   * Drops everything an abandoned attempt at `iteration` left behind (state
+   * kept for backward, accumulated gradients, losses), before the runtime
+   * runs the iteration again or stops.
+   */
+  abandonIteration?(iteration: number): void | Promise<void>;
   /**
    * Called right after each action (and each `step`) settles: a promise
    * that settles once the device has finished all the work recorded so far

@@ -13,7 +13,15 @@ import { type Action, formatAction } from "../schedule/action.ts";
 import type { Schedule, TimedEvent } from "../schedule/schedule.ts";
 import { CommAbortedError, type CommBackend } from "../comm/backend.ts";
 import { makeTag } from "../comm/tag.ts";
-import type { PendingOutput, StageContext, StageExecutor, StageOutput } from "./stage_executor.ts";
+import type {
+  PendingOutput,
+  StageContext,
+  StageExecutor,
+  StageOutput,
+  StepCheck,
+  StepResultOf,
+} from "./stage_executor.ts";
+import { Abandon, type BadVerdict, VerdictBoard } from "./_verdicts.ts";
 import { type DeviceFailure, DeviceTimeline } from "./_device_timeline.ts";
 import { createEventLoopTurn } from "./_event_loop_turn.ts";
 import { applyFault, type CheckedFault } from "./fault_injection.ts";
@@ -50,16 +58,39 @@ export interface RankRunOptions {
   readonly fault?: CheckedFault;
   /** The run's abort flag (index 0 turns nonzero on abort): wakes a "block" fault. */
   readonly abortFlag?: Int32Array;
+  /**
+   * Post-validation of optimizer steps (default `"off"`): with `"skip"`,
+   * every stage publishes its step's {@linkcode StepCheck}; a step that any
+   * stage found non-finite is rolled back on every stage and, where the
+   * next iteration had started on the stepped weights, that iteration runs
+   * again on the restored ones (see the module documentation of the
+   * verdicts). `"stop"` rolls back the same way and ends the run at the bad
+   * step instead of going on.
+   */
+  readonly validateSteps?: "off" | "skip" | "stop";
   /** Told when the rank changes state; `index` is the action's position in the rank's list. */
   readonly onState?: (state: RankState, index: number, iteration: number) => void;
+}
+
+/** A step rolled back by post-validation. */
+export interface RolledBack {
+  /** The iteration whose steps were undone. */
+  readonly iteration: number;
+  /** The lowest stage whose check failed. */
+  readonly stage: number;
 }
 
 /** What {@linkcode runRank} returns. */
 export interface RankRunResult {
   /** Every action run, in list order, timed per `clock` as {@linkcode runRank} defines. */
   readonly events: TimedEvent[];
-  /** `executor.endIteration`'s value per iteration (undefined where it has none). */
+  /**
+   * `executor.endIteration`'s value per iteration (undefined where it has
+   * none); a replayed iteration reports once, from its last attempt.
+   */
   readonly reports: unknown[];
+  /** The iterations whose steps post-validation rolled back (empty when it is off). */
+  readonly rolledBack: RolledBack[];
 }
 
 /**
@@ -120,14 +151,20 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
   if (!Number.isInteger(rank) || rank < 0 || rank >= schedule.ranks) {
     throw new RangeError(`rank must be in [0, ${schedule.ranks - 1}], got ${rank}`);
   }
+  const validate = options.validateSteps ?? "off";
+  if (validate !== "off" && validate !== "skip" && validate !== "stop") {
+    throw new RangeError(`validateSteps must be "off", "skip" or "stop", got ${String(validate)}`);
+  }
   const clock = options.clock ?? (() => performance.now());
   const onState = options.onState ?? (() => {});
   const forwardOnly = options.forwardOnly === true;
+  const checking = validate !== "off" && !forwardOnly;
   const list = forwardOnly
     ? schedule.actions[rank].filter((a) => a.kind === "F")
     : schedule.actions[rank];
   const where = schedule.stageToRank;
   const numStages = where.length;
+  const myStages = [...new Set(list.map((a) => a.stage))].sort((x, y) => x - y);
   const lastBackward = new Map<number, number>();
   list.forEach((a, i) => {
     if (a.kind !== "F") lastBackward.set(a.stage, i);
@@ -135,10 +172,16 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
 
   const timeline = new DeviceTimeline(rank, clock);
   const reports: unknown[] = [];
+  const rolledBack: RolledBack[] = [];
   const sends = new Set<Promise<void>>();
   let sendFailure: DeviceFailure | null = null;
+  const board = checking ? new VerdictBoard(comm, where) : null;
+  const attempts = new Map<number, number>();
+  // The last iteration whose verdict was acted upon (its steps committed or rolled back).
+  let settledUpTo = first - 1;
   const fail = (a: Action, iteration: number, cause: unknown): never => {
     if (cause instanceof CommAbortedError || cause instanceof PipelineWorkerError) throw cause;
+    if (cause instanceof Abandon) throw cause;
     const detail = cause instanceof Error ? cause.message : String(cause);
     throw new PipelineWorkerError({ rank, kind: "error", action: a, iteration, detail });
   };
@@ -146,8 +189,8 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
     const f = sendFailure ?? timeline.failure;
     if (f !== null) fail(f.action, f.iteration, f.cause);
   };
-  // Runs one piece of work (an action when `event`, else an optimizer step) and dates it.
   const abortFlag = options.abortFlag ?? new Int32Array(1);
+  // Runs one piece of work (an action when `event`, else an optimizer step) and dates it.
   const run = async <T>(a: Action, it: number, event: boolean, work: () => T | Promise<T>) => {
     if (event) {
       const hang = applyFault(options.fault, a, it, abortFlag);
@@ -173,71 +216,146 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
     sends.add(p);
   };
   const tag = (space: "activation" | "gradient", chunk: number, mb: number, it: number) =>
-    makeTag({ space, microBatch: mb, chunk, iteration: it });
+    makeTag({ space, microBatch: mb, chunk, iteration: it, attempt: attempts.get(it) ?? 0 });
+  // A receive that gives up when the previous iteration's verdict turns bad.
+  const receive = (peer: number, tag: string, it: number): Promise<Float32Array> => {
+    const data = comm.recv(peer, tag);
+    if (board === null || it - 1 <= settledUpTo) return data;
+    return Promise.race([
+      data,
+      board.whenBad(it - 1).then((v) => Promise.reject(new Abandon(v))),
+    ]);
+  };
+  // Publishes a stage's check when it is known (a pending one when it resolves).
+  const publish = (stage: number, it: number, out: StepResultOf) => {
+    if (board === null) return;
+    const check = out !== undefined && out !== null && "check" in out
+      ? Promise.resolve(out.check)
+      : Promise.resolve((out ?? { finite: true }) as StepCheck);
+    check.then(
+      (c) => board.publish(it, stage, c),
+      (cause) =>
+        timeline.failure ??= { action: list[lastBackward.get(stage)!], iteration: it, cause },
+    );
+  };
+  // Settles iteration `k`'s steps once its verdict is in: commit, or roll back.
+  const settle = async (k: number): Promise<BadVerdict | null> => {
+    const bad = await board!.verdict(k);
+    for (const s of myStages) {
+      if (bad === null) await executor.commitStep?.(s, k);
+      else await executor.rollbackStep?.(s, k);
+    }
+    if (bad !== null) rolledBack.push({ iteration: k, stage: bad.stage });
+    settledUpTo = k;
+    board!.forgetBefore(k);
+    return bad;
+  };
+
+  // One attempt at iteration `it`; throws Abandon when the verdict of
+  // it − 1 turns bad before this rank's first step of `it`.
+  const runIteration = async (it: number): Promise<void> => {
+    onState("idle", -1, it);
+    board?.listen(it);
+    await executor.beginIteration?.(it, options.payloads?.[it - first]);
+    let stepped = false;
+    for (let i = 0; i < list.length; i++) {
+      await loop.turn();
+      throwIfFailed();
+      if (board !== null && it - 1 > settledUpTo) {
+        const bad = board.badSoFar(it - 1);
+        if (bad !== null) throw new Abandon(bad);
+      }
+      const a = list[i];
+      const s = a.stage;
+      const mb = a.microBatch;
+      const ctx: StageContext = {
+        rank,
+        action: a,
+        iteration: it,
+        isFirstStage: s === 0,
+        isLastStage: s === numStages - 1,
+        forwardOnly,
+      };
+      try {
+        onState("recv", i, it);
+        if (a.kind === "F") {
+          const input = s === 0
+            ? null
+            : await receive(where[s - 1], tag("activation", s, mb, it), it);
+          onState("compute", i, it);
+          const out = await run(a, it, true, () => executor.forward(ctx, input));
+          if (s < numStages - 1) {
+            handOver(a, it, where[s + 1], tag("activation", s + 1, mb, it), out);
+          }
+        } else if (a.kind === "W") {
+          onState("compute", i, it);
+          await run(a, it, true, () => executor.backwardWeight(ctx));
+        } else {
+          const grad = s === numStages - 1
+            ? null
+            : await receive(where[s + 1], tag("gradient", s, mb, it), it);
+          onState("compute", i, it);
+          const out = await run(
+            a,
+            it,
+            true,
+            () => a.kind === "B" ? executor.backward(ctx, grad) : executor.backwardInput(ctx, grad),
+          );
+          if (s > 0) handOver(a, it, where[s - 1], tag("gradient", s - 1, mb, it), out);
+        }
+        if (!forwardOnly && lastBackward.get(s) === i) {
+          // Before the first step of `it`, the previous step must be final.
+          if (board !== null && it - 1 > settledUpTo && !stepped) {
+            const bad = await settle(it - 1);
+            if (bad !== null) throw new Abandon({ ...bad, iteration: it - 1 });
+          }
+          stepped = true;
+          onState("step", i, it);
+          const out = await run(a, it, false, () => executor.step(s, it));
+          publish(s, it, out as StepResultOf);
+        }
+      } catch (e) {
+        fail(a, it, e);
+      }
+    }
+    reports.push(await executor.endIteration?.(it));
+  };
 
   const loop = createEventLoopTurn();
   try {
-    for (let it = first; it < first + iterations; it++) {
-      onState("idle", -1, it);
-      await executor.beginIteration?.(it, options.payloads?.[it - first]);
-      for (let i = 0; i < list.length; i++) {
-        await loop.turn();
-        throwIfFailed();
-        const a = list[i];
-        const s = a.stage;
-        const mb = a.microBatch;
-        const ctx: StageContext = {
-          rank,
-          action: a,
-          iteration: it,
-          isFirstStage: s === 0,
-          isLastStage: s === numStages - 1,
-          forwardOnly,
-        };
-        try {
-          onState("recv", i, it);
-          if (a.kind === "F") {
-            const input = s === 0
-              ? null
-              : await comm.recv(where[s - 1], tag("activation", s, mb, it));
-            onState("compute", i, it);
-            const out = await run(a, it, true, () => executor.forward(ctx, input));
-            if (s < numStages - 1) {
-              handOver(a, it, where[s + 1], tag("activation", s + 1, mb, it), out);
-            }
-          } else if (a.kind === "W") {
-            onState("compute", i, it);
-            await run(a, it, true, () => executor.backwardWeight(ctx));
-          } else {
-            const grad = s === numStages - 1
-              ? null
-              : await comm.recv(where[s + 1], tag("gradient", s, mb, it));
-            onState("compute", i, it);
-            const out = await run(
-              a,
-              it,
-              true,
-              () =>
-                a.kind === "B" ? executor.backward(ctx, grad) : executor.backwardInput(ctx, grad),
-            );
-            if (s > 0) handOver(a, it, where[s - 1], tag("gradient", s - 1, mb, it), out);
-          }
-          if (!forwardOnly && lastBackward.get(s) === i) {
-            onState("step", i, it);
-            await run(a, it, false, () => executor.step(s, it));
-          }
-        } catch (e) {
-          fail(a, it, e);
+    let it = first;
+    while (it < first + iterations) {
+      try {
+        await runIteration(it);
+        it++;
+      } catch (e) {
+        if (!(e instanceof Abandon)) throw e;
+        // The previous step was bad: it is rolled back everywhere; this
+        // attempt's traffic and state go, and the iteration runs again on
+        // the restored weights (or, with "stop", the run ends here).
+        if (settledUpTo < it - 1) await settle(it - 1);
+        const attempt = attempts.get(it) ?? 0;
+        const prefix = [
+          `act/i${it}${attempt === 0 ? "" : `a${attempt}`}/`,
+          `grad/i${it}${attempt === 0 ? "" : `a${attempt}`}/`,
+        ];
+        comm.discard((t) => prefix.some((x) => t.startsWith(x)));
+        await executor.abandonIteration?.(it);
+        if (validate === "stop") {
+          comm.discard((t) => t.startsWith(`verdict/i${it}/`));
+          break;
         }
+        attempts.set(it, attempt + 1);
       }
-      reports.push(await executor.endIteration?.(it));
     }
     while (sends.size > 0) await Promise.all([...sends]);
     await timeline.settled();
     throwIfFailed();
+    // The run's last step is final only once its verdict is in.
+    if (board !== null && settledUpTo < it - 1) await settle(it - 1);
   } finally {
     loop.close();
   }
   onState("done", list.length, first + iterations - 1);
-  return { events: timeline.events, reports };
+  return { events: timeline.events, reports, rolledBack };
 }

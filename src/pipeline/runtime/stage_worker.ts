@@ -48,6 +48,7 @@ let comm: WorkerBackend | null = null;
 let executor: StageExecutor<CallMap> | null = null;
 let board: Int32Array | null = null;
 let fault: CheckedFault | undefined;
+let validateSteps: "off" | "skip" | "stop" = "off";
 let clock: () => number = () => performance.now();
 const controller = new AbortController();
 
@@ -98,6 +99,7 @@ async function handle(msg: ToWorker): Promise<void> {
         schedule = msg.schedule;
         board = new Int32Array(msg.board);
         fault = msg.fault === undefined ? undefined : checkFaultInjection(msg.fault, "fault");
+        validateSteps = msg.validateSteps;
         // Event times on the main thread's performance.now() scale.
         const offset = performance.timeOrigin - msg.timeOrigin;
         clock = () => performance.now() + offset;
@@ -147,8 +149,15 @@ async function handle(msg: ToWorker): Promise<void> {
           onState: setState,
           fault,
           abortFlag: board!.subarray(ABORT_INDEX, ABORT_INDEX + 1),
+          validateSteps,
         });
-        scope.postMessage({ type: "done", id: msg.id, events: r.events, reports: r.reports });
+        scope.postMessage({
+          type: "done",
+          id: msg.id,
+          events: r.events,
+          reports: r.reports,
+          rolledBack: r.rolledBack,
+        });
       } catch (e) {
         controller.abort(e);
         // An abort means another rank (or the pool) failed first and has reported it.

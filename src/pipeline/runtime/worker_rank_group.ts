@@ -23,7 +23,12 @@ import { liveCount, startWorker, type TrackedWorker } from "./_worker_registry.t
 import { waitForThreadsToExit } from "./_threads.ts";
 import { Watchdog } from "./_watchdog.ts";
 import { checkFaultInjection, type FaultInjection } from "./fault_injection.ts";
-import { assembleRun, checkRunOptions, type RankShare } from "./_run_results.ts";
+import {
+  assembleRun,
+  checkRunOptions,
+  checkValidateSteps,
+  type RankShare,
+} from "./_run_results.ts";
 import {
   ABORT_INDEX,
   boardLength,
@@ -72,6 +77,8 @@ export interface WorkerRankGroupOptions {
   readonly startupTimeoutMs?: number;
   /** A fault to inject (tests), checked before any worker starts. */
   readonly fault?: FaultInjection;
+  /** Post-validation of optimizer steps (see `RankRunOptions.validateSteps`; default "off"). */
+  readonly validateSteps?: "off" | "skip" | "stop";
 }
 
 interface PendingRun {
@@ -162,6 +169,7 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> implements RankGroup<C
       );
     }
     if (options.fault !== undefined) checkFaultInjection(options.fault, "fault");
+    checkValidateSteps(options.validateSteps);
     await controlPlaneSettled();
     const group = new WorkerRankGroup<C>(options);
     try {
@@ -260,6 +268,7 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> implements RankGroup<C
         heartbeatIntervalMs: hbInterval,
         connectTimeoutMs: startupMs,
         ...(options.fault === undefined ? {} : { fault: options.fault }),
+        validateSteps: checkValidateSteps(options.validateSteps),
       };
       tracked.worker.postMessage(init, mesh[r].filter((x): x is MessagePort => x !== null));
     }
@@ -412,7 +421,7 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> implements RankGroup<C
       case "done": {
         const run = this.#run;
         if (run === null || run.done[rank] !== undefined) return;
-        run.done[rank] = { events: msg.events, reports: msg.reports };
+        run.done[rank] = { events: msg.events, reports: msg.reports, rolledBack: msg.rolledBack };
         if (++run.count === this.ranks) {
           this.#run = null;
           run.resolve(assembleRun(this.ranks, run.firstIteration, run.done as RankShare[]));

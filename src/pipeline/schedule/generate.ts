@@ -133,7 +133,9 @@ export function checkScheduleShape(
   const actions = 3 * p * m * V;
   if (actions > MAX_SCHEDULE_ACTIONS) {
     throw new RangeError(
-      `ranks ${p} × microBatches ${m} × stagesPerRank ${V} gives up to ${actions.toExponential(2)} ` +
+      `ranks ${p} × microBatches ${m} × stagesPerRank ${V} gives up to ${
+        actions.toExponential(2)
+      } ` +
         `actions (F, I, W per chunk and micro-batch), over the limit of ${MAX_SCHEDULE_ACTIONS} ` +
         `(about ${Math.round(MAX_SCHEDULE_ACTIONS * ACTION_BYTES / 2 ** 20)} MiB)`,
     );

@@ -15,6 +15,8 @@ export interface AffineOptions {
   /** Initial weight per global stage. */
   readonly weights: readonly number[];
   readonly lr: number;
+  /** Make this stage's gradient NaN in this iteration (its step's check fails). */
+  readonly poison?: { readonly iteration: number; readonly stage: number };
 }
 
 /** The affine executor's calls: its stages' weights. */
@@ -28,6 +30,8 @@ export function createStageExecutor(init: StageExecutorInit): StageExecutor<Affi
   const pendingW = new Map<string, Float32Array>();
   let batch: Float32Array[] = [];
   let loss = 0;
+  // Weights before each stage's latest step, until it is committed or rolled back.
+  const before = new Map<number, number>();
   const k = (ctx: StageContext) => `${ctx.action.stage}/${ctx.action.microBatch}`;
   const dx = (ctx: StageContext, dy: Float32Array) => {
     const x = inputs.get(k(ctx))!;
@@ -71,9 +75,28 @@ export function createStageExecutor(init: StageExecutorInit): StageExecutor<Affi
       inputs.delete(k(ctx));
       pendingW.delete(k(ctx));
     },
-    step(stage) {
-      w.set(stage, w.get(stage)! - o.lr * grad.get(stage)!);
+    step(stage, iteration) {
+      const g = o.poison?.iteration === iteration && o.poison.stage === stage
+        ? NaN
+        : grad.get(stage)!;
       grad.set(stage, 0);
+      if (!Number.isFinite(g)) return { finite: false, what: "gradient" as const };
+      before.set(stage, w.get(stage)!);
+      w.set(stage, w.get(stage)! - o.lr * g);
+      return { finite: true };
+    },
+    rollbackStep(stage) {
+      if (before.has(stage)) w.set(stage, before.get(stage)!);
+      before.delete(stage);
+    },
+    commitStep(stage) {
+      before.delete(stage);
+    },
+    abandonIteration() {
+      inputs.clear();
+      pendingW.clear();
+      for (const s of grad.keys()) grad.set(s, 0);
+      loss = 0;
     },
     endIteration: () => ({ loss }),
     calls: {
@@ -87,6 +110,7 @@ export function referenceTraining(
   weights: readonly number[],
   lr: number,
   batches: readonly (readonly (readonly number[])[])[],
+  skip: ReadonlySet<number> = new Set(),
 ): { weights: number[]; losses: number[] } {
   const w = [...weights];
   const losses: number[] = [];
@@ -103,7 +127,7 @@ export function referenceTraining(
         dy = dy.map((v) => v * w[s]);
       }
     }
-    for (let s = 0; s < w.length; s++) w[s] -= lr * g[s];
+    if (!skip.has(losses.length)) { for (let s = 0; s < w.length; s++) w[s] -= lr * g[s]; }
     losses.push(loss);
   }
   return { weights: w, losses };
