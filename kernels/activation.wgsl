@@ -1,7 +1,10 @@
-// Elementwise activation over vec4s: ACT 0 = relu, 1 = gelu (tanh
-// approximation), 2 = tanh. 2-D grid, padding as in binary.wgsl.
+// Elementwise activation over vec4s, ACT one of the named codes below: relu,
+// gelu (tanh approximation), tanh. 2-D grid, padding as in binary.wgsl.
 
 const ACT: u32 = 0u;
+const ACT_RELU: u32 = 0u;
+const ACT_GELU: u32 = 1u;
+const ACT_TANH: u32 = 2u;
 const WG: u32 = 256u;
 const GELU_C: f32 = 0.7978845608028654; // sqrt(2 / pi)
 const GELU_A: f32 = 0.044715;
@@ -30,9 +33,9 @@ fn main(
     return;
   }
   let x = X[i];
-  if (ACT == 0u) {
+  if (ACT == ACT_RELU) {
     O[i] = max(x, vec4<f32>(0.0));
-  } else if (ACT == 1u) {
+  } else if (ACT == ACT_GELU) {
     O[i] = 0.5 * x * (1.0 + safeTanh(GELU_C * (x + GELU_A * x * x * x)));
   } else {
     O[i] = safeTanh(x);

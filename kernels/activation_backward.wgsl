@@ -6,6 +6,9 @@
 //   ACT 2: dy · (1 - y²)
 
 const ACT: u32 = 0u;
+const ACT_RELU: u32 = 0u;
+const ACT_GELU: u32 = 1u;
+const ACT_TANH: u32 = 2u;
 const WG: u32 = 256u;
 const GELU_C: f32 = 0.7978845608028654; // sqrt(2 / pi)
 const GELU_A: f32 = 0.044715;
@@ -30,9 +33,9 @@ fn main(
   }
   let v = V[i];
   let g = DY[i];
-  if (ACT == 0u) {
+  if (ACT == ACT_RELU) {
     O[i] = select(vec4<f32>(0.0), g, v > vec4<f32>(0.0));
-  } else if (ACT == 1u) {
+  } else if (ACT == ACT_GELU) {
     let u = clamp(GELU_C * (v + GELU_A * v * v * v), vec4<f32>(-10.0), vec4<f32>(10.0));
     let t = tanh(u);
     let du = GELU_C * (1.0 + 3.0 * GELU_A * v * v);

@@ -1,10 +1,15 @@
-// Elementwise out = a (op) b over vec4s: OP 0 = add, 1 = sub, 2 = mul.
+// Elementwise out = a (op) b over vec4s; OP selects the op by one of the
+// named codes below (the host's table of them is checked against these
+// declarations when the kernels load).
 //
 // Buffers are sized in whole vec4s, so the last vec4 may run into padding
 // past the tensor's end; that padding is never read as data.
 // Launched as a 2-D grid of workgroups (x ≤ 65535) for large tensors.
 
 const OP: u32 = 0u;
+const OP_ADD: u32 = 0u;
+const OP_SUB: u32 = 1u;
+const OP_MUL: u32 = 2u;
 const WG: u32 = 256u;
 
 struct Params {
@@ -27,9 +32,9 @@ fn main(
   }
   let a = A[i];
   let b = B[i];
-  if (OP == 0u) {
+  if (OP == OP_ADD) {
     O[i] = a + b;
-  } else if (OP == 1u) {
+  } else if (OP == OP_SUB) {
     O[i] = a - b;
   } else {
     O[i] = a * b;

@@ -19,12 +19,12 @@ export * as ops from "./ops.ts";
 export type { MatmulOptions, SoftmaxOptions } from "./ops.ts";
 export { CpuBackend } from "./cpu_backend.ts";
 export { randomTensor, Rng } from "./random.ts";
-export { WebGPUBackend } from "./webgpu_backend.ts";
+export { WebGPUBackend } from "./webgpu/mod.ts";
 export type {
   BufferPoolStats,
   MatmulConfig,
   MatmulTuneResult,
   WebGPUBackendOptions,
-} from "./webgpu_backend.ts";
+} from "./webgpu/mod.ts";
 export { createBackend } from "./create_backend.ts";
 export type { BackendKind } from "./create_backend.ts";

@@ -24,14 +24,14 @@ import { createBackend } from "../../src/tensor/create_backend.ts";
 import * as ops from "../../src/tensor/ops.ts";
 import type { Backend, Shape } from "../../src/tensor/backend.ts";
 import type { Tensor } from "../../src/tensor/tensor.ts";
-import { type MatmulConfig, WebGPUBackend } from "../../src/tensor/webgpu_backend.ts";
+import { type MatmulConfig, WebGPUBackend } from "../../src/tensor/webgpu/mod.ts";
 import {
   candidateConfigs,
   clearConfigCache,
   defaultConfig,
   LARGE_MATMUL_OUTPUTS,
-} from "../../src/tensor/_webgpu_matmul.ts";
-import { specialize } from "../../src/tensor/_webgpu_shader.ts";
+} from "../../src/tensor/webgpu/_matmul_config.ts";
+import { specialize } from "../../src/tensor/webgpu/_shader.ts";
 import { lcgData } from "./_helpers.ts";
 
 const REL = 1e-4, ABS = 1e-5; // elementwise / row-wise
