@@ -8,15 +8,20 @@ export type {
   AdamWParams,
   Backend,
   BackendName,
+  BinaryOp,
   CrossEntropyResult,
+  InvalidIndex,
   LayerNormResult,
   MemoryStats,
+  RmsNormResult,
   SGDParams,
   Shape,
+  UnaryGradOp,
+  UnaryOp,
 } from "./backend.ts";
 export { checkShape, shapeSize, Tensor } from "./tensor.ts";
 export * as ops from "./ops.ts";
-export type { MatmulOptions, SoftmaxOptions } from "./ops.ts";
+export type { DropoutOptions, MatmulOptions, SoftmaxOptions } from "./ops.ts";
 export { CpuBackend } from "./cpu_backend.ts";
 export { randomTensor, Rng } from "./random.ts";
 export { WebGPUBackend } from "./webgpu/mod.ts";

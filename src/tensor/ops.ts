@@ -24,3 +24,4 @@ export * from "./ops/reductions.ts";
 export * from "./ops/losses.ts";
 export * from "./ops/optimizers.ts";
 export * from "./ops/layout.ts";
+export * from "./ops/dropout.ts";

@@ -401,6 +401,104 @@ gpuTest(
   },
 );
 
+gpuTest("webgpu unary ops and gradients (exp, log, sigmoid, silu) equal the CPU", async () => {
+  for (const shape of ELEMENTWISE_SHAPES) {
+    const d = data(size(shape), -6, 6);
+    if (d.length > 2) d[0] = 30, d[1] = -30;
+    const [cx, gx] = pair(shape, d), [cdy, gdy] = pair(shape);
+    const [cp, gp] = pair(shape, data(size(shape), 1e-3, 50));
+    for (const op of [ops.exp, ops.sigmoid, ops.silu]) {
+      const [got, want] = await both(op(cx), op(gx));
+      assertNear(got, want, `${op.name} [${shape}]`);
+    }
+    let [got, want] = await both(ops.log(cp), ops.log(gp));
+    assertNear(got, want, `log [${shape}]`);
+    const cy = ops.sigmoid(cx), gy = ops.sigmoid(gx);
+    [got, want] = await both(ops.sigmoidBackward(cy, cdy), ops.sigmoidBackward(gy, gdy));
+    assertNear(got, want, `sigmoidBackward [${shape}]`);
+    [got, want] = await both(ops.siluBackward(cx, cdy), ops.siluBackward(gx, gdy));
+    assertNear(got, want, `siluBackward [${shape}]`);
+  }
+});
+
+gpuTest(
+  "webgpu broadcast binary ops, where and sumToShape equal the CPU (awkward shapes)",
+  async () => {
+    const cases: [Shape, Shape][] = [
+      [[7, 13], [13]],
+      [[7, 13], [7, 1]],
+      [[3, 5, 7], [1, 5, 1]],
+      [[1, 130], [65, 1]],
+      [[2, 3, 4, 5, 6], [3, 1, 5, 1]],
+      [[1000], [1]],
+      [[70001, 3], [3]],
+    ];
+    for (const [aShape, bShape] of cases) {
+      const [ca, ga] = pair(aShape), [cb, gb] = pair(bShape, data(size(bShape), 0.5, 2));
+      for (const op of [ops.add, ops.sub, ops.mul, ops.div, ops.maximum]) {
+        const [got, want] = await both(op(ca, cb), op(ga, gb));
+        assertNear(got, want, `${op.name} [${aShape}] with [${bShape}]`);
+        const [got2, want2] = await both(op(cb, ca), op(gb, ga));
+        assertNear(got2, want2, `${op.name} [${bShape}] with [${aShape}]`);
+      }
+      const cond = data(size(bShape)).map((v) => (v > 0 ? 1 : 0));
+      const [cc, gc] = pair(bShape, cond);
+      let [got, want] = await both(ops.where(cc, ca, cb), ops.where(gc, ga, gb));
+      assertExact(got, want, `where [${bShape}] [${aShape}] [${bShape}]`);
+      // The gradient of the broadcast operand: long sums, tolerance on Σ|terms|.
+      const y = ops.mul(ca, cb);
+      const absSum = await ops.sumToShape(
+        cpu.fromData((await y.toArray()).map(Math.abs), y.shape),
+        bShape,
+      ).toArray();
+      [got, want] = await both(ops.sumToShape(y, bShape), ops.sumToShape(ops.mul(ga, gb), bShape));
+      assertNear(got, want, `sumToShape [${aShape}] → [${bShape}]`, absSum);
+    }
+  },
+);
+
+gpuTest("webgpu log-sum-exp and RMS norm (forward, I and W) equal the CPU", async () => {
+  for (const shape of ROW_SHAPES) {
+    const cols = shape[shape.length - 1];
+    const d = data(size(shape), -4, 4);
+    if (d.length > 3) d[1] = 80; // past exp's f32 range without the max shift
+    const [cx, gx] = pair(shape, d), [cdy, gdy] = pair(shape);
+    let [got, want] = await both(ops.logSumExp(cx), ops.logSumExp(gx));
+    assertNear(got, want, `logSumExp [${shape}]`);
+    const [cw, gw] = pair([cols], data(cols, 0.5, 1.5));
+    const cr = ops.rmsNorm(cx, cw), gr = ops.rmsNorm(gx, gw);
+    [got, want] = await both(cr.y, gr.y);
+    assertNear(got, want, `rmsNorm.y [${shape}]`);
+    [got, want] = await both(cr.rstd, gr.rstd);
+    assertNear(got, want, `rmsNorm.rstd [${shape}]`);
+    [got, want] = await both(
+      ops.rmsNormBackwardInput(cdy, cx, cr.rstd, cw),
+      ops.rmsNormBackwardInput(gdy, gx, gr.rstd, gw),
+    );
+    assertNear(got, want, `rmsNormBackwardInput [${shape}]`);
+    const scale = new Float32Array(cols);
+    const dd = await cdy.toArray(), rs = await cr.rstd.toArray();
+    for (let i = 0; i < d.length; i++) {
+      scale[i % cols] += Math.abs(dd[i] * d[i] * rs[Math.floor(i / cols)]);
+    }
+    [got, want] = await both(
+      ops.rmsNormBackwardWeight(cdy, cx, cr.rstd),
+      ops.rmsNormBackwardWeight(gdy, gx, gr.rstd),
+    );
+    assertNear(got, want, `rmsNormBackwardWeight [${shape}]`, scale);
+  }
+});
+
+gpuTest("webgpu dropout drops exactly the CPU's elements, bit for bit", async () => {
+  for (const shape of [[1], [7], [3, 5, 7], [1000], [2, 65]] as Shape[]) {
+    const [cx, gx] = pair(shape);
+    for (const o of [{ p: 0.5, seed: 1 }, { p: 0.1, seed: 0xffffffff, step: 3, rowOffset: 5 }]) {
+      const [got, want] = await both(ops.dropout(cx, o), ops.dropout(gx, o));
+      assertExact(got, want, `dropout ${JSON.stringify(o)} [${shape}]`);
+    }
+  }
+});
+
 gpuTest("webgpu sums: sumRows, sum, sumSquares (long sums, tolerance on Σ|x|)", async () => {
   for (const shape of [[1], [1, 9], [9, 1], [5, 7], [3, 4, 5], [300, 3], [70001], [2, 40000]]) {
     const d = data(size(shape));

@@ -6,7 +6,8 @@
  * @module
  */
 
-import type { Backend } from "../backend.ts";
+import type { Backend, Shape } from "../backend.ts";
+import { broadcastPlan, broadcastShapes } from "../_broadcast.ts";
 import { fmtShape } from "../_validate.ts";
 import { Tensor } from "../tensor.ts";
 
@@ -25,11 +26,82 @@ export function backendLabel(b: Backend): string {
   return `${b.name}#${id}`;
 }
 
+/** A value for an error message: never the contents of an array, only its type and length. */
 export function describe(v: unknown): string {
   if (v === null) return "null";
   if (Array.isArray(v)) return `array of length ${v.length}`;
+  if (ArrayBuffer.isView(v)) {
+    const len = (v as unknown as { length?: number }).length ?? v.byteLength;
+    return `${v.constructor.name} of length ${len}`;
+  }
   if (typeof v === "object") return (v as object).constructor?.name ?? "object";
   return `${typeof v} ${String(v)}`;
+}
+
+/** Most dimensions a broadcast may keep after merging (the WebGPU kernels' limit). */
+export const MAX_BROADCAST_AXES = 8;
+
+/**
+ * The broadcast shape of the named tensors (NumPy rules), or a RangeError
+ * naming every shape and the first conflicting dimension.
+ */
+export function checkBroadcast(op: string, named: Record<string, Tensor>): Shape {
+  const entries = Object.entries(named);
+  const shapes = entries.map(([, t]) => t.shape);
+  const r = broadcastShapes(shapes);
+  const list = entries.map(([n, t]) => `${n} ${fmtShape(t.shape)}`).join(", ");
+  if (!("shape" in r)) {
+    throw new RangeError(
+      `${op}: shapes ${list} cannot be broadcast together: dimension ${r.axis} has extents ${
+        r.extents.join(" vs ")
+      } (each must be 1 or the same)`,
+    );
+  }
+  const merged = broadcastPlan(r.shape, shapes).shape.length;
+  if (merged > MAX_BROADCAST_AXES) {
+    throw new RangeError(
+      `${op}: shapes ${list} broadcast over ${merged} separate axes; at most ${MAX_BROADCAST_AXES} are supported`,
+    );
+  }
+  return r.shape;
+}
+
+/** Checks a shape argument (array of non-negative integers), naming only type and length when long. */
+export function checkShapeArg(op: string, name: string, shape: unknown): Shape {
+  if (!Array.isArray(shape)) {
+    throw new TypeError(`${op}: ${name} must be an array of dimensions, got ${describe(shape)}`);
+  }
+  const bad = shape.findIndex((d) => !Number.isInteger(d) || d < 0);
+  if (bad >= 0) {
+    const what = shape.length <= 8 ? fmtShape(shape) : describe(shape);
+    throw new RangeError(
+      `${op}: ${name} must hold non-negative integers, got ${what} (entry ${bad} is ${
+        describe(shape[bad])
+      })`,
+    );
+  }
+  return shape;
+}
+
+/** `backend` must be a Backend. */
+export function checkBackend(op: string, backend: unknown): Backend {
+  if (
+    backend === null || typeof backend !== "object" ||
+    typeof (backend as Backend).full !== "function"
+  ) {
+    throw new TypeError(`${op}: backend must be a Backend, got ${describe(backend)}`);
+  }
+  return backend as Backend;
+}
+
+/** Throws the RangeError of an integer input outside [0, n) (ids, targets), if any. */
+export function checkIndices(op: string, what: string, be: Backend, ids: Tensor, n: number): void {
+  const bad = be.invalidIndex(ids, n);
+  if (bad) {
+    throw new RangeError(
+      `${op}: ${what} at position ${bad.index} must be an integer in [0, ${n}), got ${bad.value}`,
+    );
+  }
 }
 
 export function checkTensor(op: string, name: string, t: unknown): Tensor {

@@ -8,6 +8,7 @@ import type { CrossEntropyResult } from "../backend.ts";
 import {
   aliases,
   checkFinite,
+  checkIndices,
   checkNonEmptyRows,
   checkTargets,
   checkTensors,
@@ -33,6 +34,7 @@ export function crossEntropy(logits: Tensor, targets: Tensor): CrossEntropyResul
   const be = checkTensors(op, { logits, targets });
   checkNonEmptyRows(op, "logits", logits);
   checkTargets(op, "logits", logits, targets);
+  checkIndices(op, "target", be, targets, logits.cols);
   return be.crossEntropy(logits, targets);
 }
 
@@ -55,6 +57,7 @@ export function crossEntropyBackward(probs: Tensor, targets: Tensor, scale: numb
   checkNonEmptyRows(op, "probs", probs);
   checkTargets(op, "probs", probs, targets);
   checkFinite(op, "scale", scale);
+  checkIndices(op, "target", be, targets, probs.cols);
   return be.crossEntropyBackward(probs, targets, scale);
 }
 
@@ -76,6 +79,7 @@ export function embedding(table: Tensor, ids: Tensor): Tensor {
   if (table.shape.length !== 2) {
     throw new RangeError(`${op}: table must be 2-D [V, C], got shape ${fmtShape(table.shape)}`);
   }
+  checkIndices(op, "id", be, ids, table.shape[0]);
   return be.embedding(table, ids);
 }
 
@@ -110,5 +114,6 @@ export function embeddingBackwardInPlace(dTable: Tensor, ids: Tensor, dy: Tensor
   if (aliases(dTable, dy) || aliases(dTable, ids)) {
     throw new RangeError(`${op}: dTable must not share storage with ids or dy`);
   }
+  checkIndices(op, "id", be, ids, dTable.shape[0]);
   be.embeddingBackwardInPlace(dTable, ids, dy);
 }

@@ -19,8 +19,6 @@
  * @module
  */
 
-import activation from "../../../kernels/activation.wgsl" with { type: "text" };
-import activationBackward from "../../../kernels/activation_backward.wgsl" with { type: "text" };
 import adamw from "../../../kernels/adamw.wgsl" with { type: "text" };
 import addBias from "../../../kernels/add_bias.wgsl" with { type: "text" };
 import axpy from "../../../kernels/axpy.wgsl" with { type: "text" };
@@ -33,6 +31,7 @@ import crossEntropyBackward from "../../../kernels/cross_entropy_backward.wgsl" 
 import embedding from "../../../kernels/embedding.wgsl" with { type: "text" };
 import embeddingBackward from "../../../kernels/embedding_backward.wgsl" with { type: "text" };
 import fill from "../../../kernels/fill.wgsl" with { type: "text" };
+import logSumExp from "../../../kernels/log_sum_exp.wgsl" with { type: "text" };
 import layerNorm from "../../../kernels/layer_norm.wgsl" with { type: "text" };
 import layerNormBackwardInput from "../../../kernels/layer_norm_backward_input.wgsl" with {
   type: "text",
@@ -43,6 +42,13 @@ import layerNormBackwardWeight from "../../../kernels/layer_norm_backward_weight
 import matmul from "../../../kernels/matmul.wgsl" with { type: "text" };
 import matmulTiled from "../../../kernels/matmul_tiled.wgsl" with { type: "text" };
 import permute from "../../../kernels/permute.wgsl" with { type: "text" };
+import rmsNorm from "../../../kernels/rms_norm.wgsl" with { type: "text" };
+import rmsNormBackwardInput from "../../../kernels/rms_norm_backward_input.wgsl" with {
+  type: "text",
+};
+import rmsNormBackwardWeight from "../../../kernels/rms_norm_backward_weight.wgsl" with {
+  type: "text",
+};
 import reduce from "../../../kernels/reduce.wgsl" with { type: "text" };
 import scale from "../../../kernels/scale.wgsl" with { type: "text" };
 import scaleInPlace from "../../../kernels/scale_in_place.wgsl" with { type: "text" };
@@ -50,7 +56,13 @@ import sgd from "../../../kernels/sgd.wgsl" with { type: "text" };
 import softmax from "../../../kernels/softmax.wgsl" with { type: "text" };
 import softmaxBackward from "../../../kernels/softmax_backward.wgsl" with { type: "text" };
 import sumRows from "../../../kernels/sum_rows.wgsl" with { type: "text" };
+import unary from "../../../kernels/unary.wgsl" with { type: "text" };
+import unaryBackward from "../../../kernels/unary_backward.wgsl" with { type: "text" };
+import where from "../../../kernels/where.wgsl" with { type: "text" };
+import dropout from "../../../kernels/dropout.wgsl" with { type: "text" };
+import nan from "../../../kernels/_nan.wgsl" with { type: "text" };
 import rowReduce from "../../../kernels/_row_reduce.wgsl" with { type: "text" };
+import { BINARY_OPS, opCodes, UNARY_GRAD_OPS, UNARY_OPS } from "../_elementwise_ops.ts";
 import { resolveIncludes } from "./_shader.ts";
 import {
   checkOpCodes,
@@ -61,7 +73,7 @@ import {
 } from "./_params.ts";
 
 // Shared WGSL taken in by `//#include NAME` lines.
-const SNIPPETS = { "_row_reduce.wgsl": rowReduce };
+const SNIPPETS = { "_row_reduce.wgsl": rowReduce, "_nan.wgsl": nan };
 
 /** Access of one storage binding: read-only or read-write. */
 export type BindingAccess = "r" | "w";
@@ -84,11 +96,11 @@ function k<F extends ParamFields>(
   src: string,
   bindings: string,
   fields: F,
-  opCodes: OpTables = {},
+  codes: OpTables = {},
 ): KernelSource<F> {
   const full = resolveIncludes(src, SNIPPETS);
   checkParamsStruct(name, full, fields);
-  for (const [prefix, table] of Object.entries(opCodes)) checkOpCodes(name, full, prefix, table);
+  for (const [prefix, table] of Object.entries(codes)) checkOpCodes(name, full, prefix, table);
   return {
     name,
     src: full,
@@ -98,17 +110,24 @@ function k<F extends ParamFields>(
   };
 }
 
-/** Codes of `binary.wgsl`'s `OP` (`const OP_ADD: u32 = 0u;` …). */
-export const BINARY_OP = { add: 0, sub: 1, mul: 2 } as const;
-/** A binary elementwise op. */
-export type BinaryOpName = keyof typeof BINARY_OP;
-
-/** Codes of `activation.wgsl` / `activation_backward.wgsl`'s `ACT`. */
-export const ACTIVATION = { relu: 0, gelu: 1, tanh: 2 } as const;
-/** An activation. */
-export type ActivationName = keyof typeof ACTIVATION;
-
 const N4 = { n4: "u32" } as const;
+// Elementwise kernels with a broadcast layout: element count (vec4 count in
+// the same-shape layout), merged rank, shape and per-operand strides.
+const BCAST2 = {
+  n: "u32",
+  rank: "u32",
+  shape: "array<vec4<u32>, 2>",
+  aStrides: "array<vec4<u32>, 2>",
+  bStrides: "array<vec4<u32>, 2>",
+} as const;
+const BCAST3 = {
+  n: "u32",
+  rank: "u32",
+  shape: "array<vec4<u32>, 2>",
+  cStrides: "array<vec4<u32>, 2>",
+  aStrides: "array<vec4<u32>, 2>",
+  bStrides: "array<vec4<u32>, 2>",
+} as const;
 const MATMUL = {
   M: "u32",
   N: "u32",
@@ -129,10 +148,6 @@ const CHUNKED = { rows: "u32", cols: "u32", chunk: "u32" } as const;
 
 /** Every kernel, by the name the backend uses. */
 export const KERNELS = {
-  activation: k("activation", activation, "rw", N4, { ACT: ACTIVATION }),
-  activationBackward: k("activation_backward", activationBackward, "rrw", N4, {
-    ACT: ACTIVATION,
-  }),
   adamw: k("adamw", adamw, "wrww", {
     n4: "u32",
     lr: "f32",
@@ -147,7 +162,7 @@ export const KERNELS = {
   }),
   addBias: k("add_bias", addBias, "rrw", { n: "u32", cols: "u32" }),
   axpy: k("axpy", axpy, "wr", { n4: "u32", alpha: "f32" }),
-  binary: k("binary", binary, "rrw", N4, { OP: BINARY_OP }),
+  binary: k("binary", binary, "rrw", BCAST2, { OP: opCodes(BINARY_OPS) }),
   copy2d: k("copy2d", copy2d, "rw", {
     n: "u32",
     rows: "u32",
@@ -162,6 +177,13 @@ export const KERNELS = {
   crossEntropyBackward: k("cross_entropy_backward", crossEntropyBackward, "rrw", {
     n: "u32",
     cols: "u32",
+    scale: "f32",
+  }),
+  dropout: k("dropout", dropout, "rw", {
+    n4: "u32",
+    key: "u32",
+    base: "u32",
+    threshold: "u32",
     scale: "f32",
   }),
   embedding: k("embedding", embedding, "rrw", { n: "u32", cols: "u32", vocab: "u32" }),
@@ -184,6 +206,7 @@ export const KERNELS = {
     "rrrrw",
     CHUNKED,
   ),
+  logSumExp: k("log_sum_exp", logSumExp, "rw", ROWS),
   matmul: k("matmul", matmul, "rrw", MATMUL),
   matmulTiled: k("matmul_tiled", matmulTiled, "rrw", MATMUL),
   permute: k("permute", permute, "rw", {
@@ -192,6 +215,9 @@ export const KERNELS = {
     shape: "array<vec4<u32>, 2>",
     strides: "array<vec4<u32>, 2>",
   }),
+  rmsNorm: k("rms_norm", rmsNorm, "rrww", { rows: "u32", cols: "u32", eps: "f32" }),
+  rmsNormBackwardInput: k("rms_norm_backward_input", rmsNormBackwardInput, "rrrrw", ROWS),
+  rmsNormBackwardWeight: k("rms_norm_backward_weight", rmsNormBackwardWeight, "rrrw", CHUNKED),
   reduce: k("reduce", reduce, "rw", { n: "u32" }),
   scale: k("scale", scale, "rw", { n4: "u32", s: "f32" }),
   scaleInPlace: k("scale_in_place", scaleInPlace, "w", { n4: "u32", s: "f32" }),
@@ -201,4 +227,7 @@ export const KERNELS = {
   softmax: k("softmax", softmax, "rw", ROWS),
   softmaxBackward: k("softmax_backward", softmaxBackward, "rrw", ROWS),
   sumRows: k("sum_rows", sumRows, "rw", CHUNKED),
+  unary: k("unary", unary, "rw", N4, { OP: opCodes(UNARY_OPS) }),
+  unaryBackward: k("unary_backward", unaryBackward, "rrw", N4, { OP: opCodes(UNARY_GRAD_OPS) }),
+  where: k("where", where, "rrrw", BCAST3),
 } as const;

@@ -1,15 +1,17 @@
 /**
  * WebGPU glue of the reductions: column sums (`sum_rows.wgsl`, staged until
  * one row is left) and full sums / sums of squares (`reduce.wgsl`, staged
- * until one value is left).
+ * until one value is left), and the sum to a broadcast shape.
  *
  * @module
  */
 
+import type { Shape } from "../backend.ts";
 import { rowCount } from "../_rows.ts";
 import type { Tensor } from "../tensor.ts";
 import { buf, ceilDiv, type DeviceCore, grid, MAX_GROUPS } from "./_device.ts";
 import { KERNELS } from "./_kernels.ts";
+import { permute } from "./_layout.ts";
 
 // Column-sum kernels: invocations per workgroup, one column each.
 const COL_WG = 64;
@@ -88,4 +90,35 @@ export function reduce(core: DeviceCore, x: Tensor, square: boolean): Tensor {
     n = groups;
     first = false;
   }
+}
+
+/**
+ * Sum of `x` over the axes where `shape` (right-aligned) has extent 1:
+ * the summed axes are moved first (one permute, skipped when they already
+ * lead), then the column sums above reduce them.
+ */
+export function sumToShape(core: DeviceCore, x: Tensor, shape: Shape): Tensor {
+  const out = core.newTensor(shape);
+  if (out.size === 0) return out;
+  if (x.size === 0) {
+    core.clear(buf(out), out.size);
+    return out;
+  }
+  const r = x.shape.length, off = r - shape.length;
+  const summed: number[] = [], kept: number[] = [];
+  for (let d = 0; d < r; d++) {
+    const t = d >= off ? shape[d - off] : 1;
+    (t === 1 && x.shape[d] !== 1 ? summed : kept).push(d);
+  }
+  if (summed.length === 0) {
+    core.copyBytes(buf(x), 0, buf(out), 0, x.size * 4);
+    return out;
+  }
+  const perm = [...summed, ...kept];
+  const moved = perm.filter((d) => x.shape[d] !== 1);
+  const inOrder = moved.every((d, i) => i === 0 || d > moved[i - 1]);
+  const t = inOrder ? null : permute(core, x, perm);
+  columnSums(core, buf(t ?? x), x.size / out.size, out.size, buf(out));
+  t?.dispose();
+  return out;
 }

@@ -6,10 +6,10 @@
  * | ---------------------------------------- | ----------------- | ------------------------------- |
  * | submission, uniforms, pipelines, buffers | `_device.ts`      | —                               |
  * | matmul (tuning and dispatch)             | `_matmul.ts`      | `matmul*.wgsl`                  |
- * | binary ops, bias, scale, axpy, fill      | `_elementwise.ts` | `binary.wgsl`, …                |
- * | activations and their gradients          | `_activations.ts` | `activation*.wgsl`              |
- * | softmax, layer norm                      | `_rows.ts`        | `softmax*.wgsl`, `layer_norm*`  |
- * | column sums, sums, sums of squares       | `_reductions.ts`  | `sum_rows.wgsl`, `reduce.wgsl`  |
+ * | binary ops, where, bias, scale, dropout  | `_elementwise.ts` | `binary.wgsl`, `where.wgsl`, …  |
+ * | unary ops and their gradients            | `_unary.ts`       | `unary*.wgsl`                   |
+ * | softmax, layer / RMS norm, log-sum-exp   | `_rows.ts`        | `softmax*`, `*_norm*`, …        |
+ * | column sums, sums, sums to a shape       | `_reductions.ts`  | `sum_rows.wgsl`, `reduce.wgsl`  |
  * | cross-entropy                            | `_losses.ts`      | `cross_entropy*.wgsl`           |
  * | embedding gather and scatter-add         | `_embedding.ts`   | `embedding*.wgsl`               |
  * | AdamW, SGD                               | `_optimizers.ts`  | `adamw.wgsl`, `sgd.wgsl`        |
@@ -25,15 +25,19 @@ import type {
   AdamWParams,
   Backend,
   BackendName,
+  BinaryOp,
   CrossEntropyResult,
+  InvalidIndex,
   LayerNormResult,
   MemoryStats,
+  RmsNormResult,
   SGDParams,
   Shape,
+  UnaryGradOp,
+  UnaryOp,
 } from "../backend.ts";
 import { checkFromData, checkZeros } from "../_validate.ts";
 import type { Tensor } from "../tensor.ts";
-import { activation, activationBackward } from "./_activations.ts";
 import { buf, DeviceCore } from "./_device.ts";
 import * as ew from "./_elementwise.ts";
 import * as emb from "./_embedding.ts";
@@ -48,8 +52,9 @@ import {
 } from "./_matmul_config.ts";
 import * as opt from "./_optimizers.ts";
 import type { BufferPoolStats } from "./_pool.ts";
-import { reduce, sumRows } from "./_reductions.ts";
+import { reduce, sumRows, sumToShape } from "./_reductions.ts";
 import * as rows from "./_rows.ts";
+import { unary, unaryBackward } from "./_unary.ts";
 
 export type { BufferPoolStats, MatmulConfig, MatmulTuneResult };
 
@@ -238,6 +243,21 @@ export class WebGPUBackend implements Backend {
     return t;
   }
 
+  /** A tensor with every element `value` (one fill). */
+  full(shape: Shape, value: number): Tensor {
+    this.#core.live();
+    checkZeros(shape);
+    return ew.full(this.#core, shape, value);
+  }
+
+  /**
+   * The first entry of `ids` that is not an integer in [0, n), or null; or
+   * undefined when `ids` has no host copy to check (see `_indices.ts`).
+   */
+  invalidIndex(_ids: Tensor, _n: number): InvalidIndex | null | undefined {
+    return undefined;
+  }
+
   /** Copies a tensor's contents out once the work queued before it is done. */
   read(t: Tensor): Promise<Float32Array> {
     return this.#core.read(t);
@@ -277,19 +297,34 @@ export class WebGPUBackend implements Backend {
     return this.#matmul.matmul(a, b, transA, transB);
   }
 
-  /** Elementwise `a + b`. */
+  /** Elementwise `a + b` (same shapes). */
   add(a: Tensor, b: Tensor): Tensor {
-    return ew.binary(this.#c(), "add", a, b);
+    return ew.binary(this.#c(), "add", a, b, a.shape);
   }
 
-  /** Elementwise `a - b`. */
+  /** Elementwise `a - b` (same shapes). */
   sub(a: Tensor, b: Tensor): Tensor {
-    return ew.binary(this.#c(), "sub", a, b);
+    return ew.binary(this.#c(), "sub", a, b, a.shape);
   }
 
-  /** Elementwise `a * b`. */
+  /** Elementwise `a * b` (same shapes). */
   mul(a: Tensor, b: Tensor): Tensor {
-    return ew.binary(this.#c(), "mul", a, b);
+    return ew.binary(this.#c(), "mul", a, b, a.shape);
+  }
+
+  /** `a (op) b` broadcast to `out`. */
+  binary(op: BinaryOp, a: Tensor, b: Tensor, out: Shape): Tensor {
+    return ew.binary(this.#c(), op, a, b, out);
+  }
+
+  /** `cond ≠ 0 ? a : b` broadcast to `out`. */
+  where(cond: Tensor, a: Tensor, b: Tensor, out: Shape): Tensor {
+    return ew.where(this.#c(), cond, a, b, out);
+  }
+
+  /** Dropout with the counter-based mask. */
+  dropout(x: Tensor, p: number, seed: number, step: number, rowOffset: number): Tensor {
+    return ew.dropout(this.#c(), x, p, seed, step, rowOffset);
   }
 
   /** `x + bias` broadcast over rows. */
@@ -327,36 +362,46 @@ export class WebGPUBackend implements Backend {
     ew.scaleInPlace(this.#c(), x, s);
   }
 
-  // ---- kernels: activations (_activations.ts) ------------------------------------
+  // ---- kernels: unary ops (_unary.ts) ------------------------------------------
 
-  /** `max(x, 0)`. */
+  /** `max(x, 0)` (NaN kept). */
   relu(x: Tensor): Tensor {
-    return activation(this.#c(), "relu", x);
+    return unary(this.#c(), "relu", x);
   }
 
   /** `dy * (x > 0)`. */
   reluBackward(x: Tensor, dy: Tensor): Tensor {
-    return activationBackward(this.#c(), "relu", x, dy);
+    return unaryBackward(this.#c(), "relu", x, dy);
   }
 
   /** GELU (tanh approximation). */
   gelu(x: Tensor): Tensor {
-    return activation(this.#c(), "gelu", x);
+    return unary(this.#c(), "gelu", x);
   }
 
   /** `dy * gelu'(x)`. */
   geluBackward(x: Tensor, dy: Tensor): Tensor {
-    return activationBackward(this.#c(), "gelu", x, dy);
+    return unaryBackward(this.#c(), "gelu", x, dy);
   }
 
   /** `tanh(x)`. */
   tanh(x: Tensor): Tensor {
-    return activation(this.#c(), "tanh", x);
+    return unary(this.#c(), "tanh", x);
   }
 
   /** `dy * (1 - y²)`. */
   tanhBackward(y: Tensor, dy: Tensor): Tensor {
-    return activationBackward(this.#c(), "tanh", y, dy);
+    return unaryBackward(this.#c(), "tanh", y, dy);
+  }
+
+  /** Elementwise unary op; NaN kept. */
+  unary(op: UnaryOp, x: Tensor): Tensor {
+    return unary(this.#c(), op, x);
+  }
+
+  /** Unary input gradient from `v` (x or y) and `dy`. */
+  unaryBackward(op: UnaryGradOp, v: Tensor, dy: Tensor): Tensor {
+    return unaryBackward(this.#c(), op, v, dy);
   }
 
   // ---- kernels: row-wise and reductions (_rows.ts, _reductions.ts) -----------------
@@ -395,6 +440,31 @@ export class WebGPUBackend implements Backend {
     rstd: Tensor,
   ): { dgamma: Tensor; dbeta: Tensor } {
     return rows.layerNormBackwardWeight(this.#c(), dy, x, mean, rstd);
+  }
+
+  /** RMS norm forward. */
+  rmsNorm(x: Tensor, weight: Tensor, eps: number): RmsNormResult {
+    return rows.rmsNorm(this.#c(), x, weight, eps);
+  }
+
+  /** RMS norm input gradient. */
+  rmsNormBackwardInput(dy: Tensor, x: Tensor, rstd: Tensor, weight: Tensor): Tensor {
+    return rows.rmsNormBackwardInput(this.#c(), dy, x, rstd, weight);
+  }
+
+  /** RMS norm weight gradient. */
+  rmsNormBackwardWeight(dy: Tensor, x: Tensor, rstd: Tensor): Tensor {
+    return rows.rmsNormBackwardWeight(this.#c(), dy, x, rstd);
+  }
+
+  /** Row-wise log Σ exp. */
+  logSumExp(x: Tensor): Tensor {
+    return rows.logSumExp(this.#c(), x);
+  }
+
+  /** Sum over the axes where `shape` has extent 1. */
+  sumToShape(x: Tensor, shape: Shape): Tensor {
+    return sumToShape(this.#c(), x, shape);
   }
 
   /** Column sums `[..., N]` → `[N]`. */
