@@ -19,6 +19,9 @@ import type { Tensor } from "../tensor.ts";
 /**
  * Softmax cross-entropy of `logits` `[rows, classes]` against integer class
  * indices `targets` `[rows]`: per-row `loss` and the `probs` backward needs.
+ * A target that is not an integer in [0, classes) is a RangeError naming
+ * the op, the value, its position and the range, on every backend, before
+ * any work (on WebGPU for targets from host data; see `WebGPUBackend`).
  *
  * @example
  * ```ts
@@ -63,6 +66,9 @@ export function crossEntropyBackward(probs: Tensor, targets: Tensor, scale: numb
 
 /**
  * Row gather: `table` `[V, C]` and integer `ids` of any shape → `[...ids.shape, C]`.
+ * An id that is not an integer in [0, V) is a RangeError naming the op,
+ * the id, its position and the range, on every backend, before any work
+ * (on WebGPU for ids from host data; see `WebGPUBackend`).
  *
  * @example
  * ```ts

@@ -13,8 +13,12 @@
  *   declared bindings; bind groups are built per dispatch.
  * - Buffers come from a size-bucketed pool (`_pool.ts` says when a released
  *   buffer may be reused); reads go through a staging pool.
- * - Errors raised by the device asynchronously (validation, device loss)
- *   are kept and thrown by the next `read()` or `sync()`.
+ * - Errors raised by the device asynchronously (validation, device loss,
+ *   out-of-range ids found by a device check) are kept and thrown by the
+ *   next `read()` or `sync()`.
+ * - Host records of uploaded integer data (`_host_values.ts`) are kept per
+ *   buffer and forgotten on any write to it: every dispatch binding it
+ *   read-write, every copy or clear into it, its release.
  *
  * @module
  */
@@ -26,6 +30,7 @@ import { shapeSize, Tensor } from "../tensor.ts";
 import type { KernelSource } from "./_kernels.ts";
 import type { ParamFields, ParamValues } from "./_params.ts";
 import { writeParams } from "./_params.ts";
+import { type HostValues, recordValues } from "./_host_values.ts";
 import { BufferPool } from "./_pool.ts";
 import { type ShaderDefines, specialize } from "./_shader.ts";
 
@@ -91,6 +96,7 @@ export class DeviceCore {
   readonly #u32: Uint32Array;
   readonly #i32: Int32Array;
   readonly #f32: Float32Array;
+  readonly #hostValues = new WeakMap<GPUBuffer, HostValues>();
   readonly #pipelines = new Map<string, Pipeline>();
   readonly #layouts = new Map<string, GPUBindGroupLayout>();
   #encoder: GPUCommandEncoder | null = null;
@@ -182,7 +188,19 @@ export class DeviceCore {
       // Offsets of a typed-array source count elements, not bytes.
       this.device.queue.writeBuffer(buf(t), 0, data as Float32Array<ArrayBuffer>, 0, data.length);
     }
+    const h = recordValues(data);
+    if (h !== null) this.#hostValues.set(buf(t), h);
     return t;
+  }
+
+  /** What the host knows of a tensor's values (`_host_values.ts`), if anything. */
+  hostValues(t: Tensor): HostValues | undefined {
+    return this.#hostValues.get(buf(t));
+  }
+
+  /** Records what the host knows of `t`'s values, right after the op that wrote them. */
+  setHostValues(t: Tensor, h: HostValues | null): void {
+    if (h !== null && h.length === t.size) this.#hostValues.set(buf(t), h);
   }
 
   /** A temporary buffer of at least `bytes` for recorded work; give it back with `pool.release`. */
@@ -192,6 +210,7 @@ export class DeviceCore {
 
   /** Records a buffer-to-buffer copy (nothing for 0 bytes). */
   copyBytes(src: GPUBuffer, srcOff: number, dst: GPUBuffer, dstOff: number, bytes: number): void {
+    this.#hostValues.delete(dst);
     if (bytes === 0) return;
     this.#endPass();
     this.#enc().copyBufferToBuffer(src, srcOff, dst, dstOff, bytes);
@@ -199,6 +218,7 @@ export class DeviceCore {
 
   /** Records zeroing of the first `floats` floats (rounded up to whole vec4s). */
   clear(b: GPUBuffer, floats: number): void {
+    this.#hostValues.delete(b);
     const bytes = Math.min(b.size, round4(floats) * 4);
     if (bytes === 0) return;
     this.#endPass();
@@ -232,6 +252,9 @@ export class DeviceCore {
       (slot * this.#slot) / 4,
     );
     this.#slots++;
+    for (let i = 0; i < buffers.length; i++) {
+      if (kernel.bindings[i] === "w") this.#hostValues.delete(buffers[i]);
+    }
     const entries: GPUBindGroupEntry[] = [
       {
         binding: 0,
@@ -293,9 +316,31 @@ export class DeviceCore {
     return out;
   }
 
+  /**
+   * Copies `bytes` of `src` out without waiting: submits now and calls
+   * `then` with the data once the GPU is done (not at all if the device is
+   * lost or destroyed first, which the next read or sync reports anyway).
+   * For checks whose outcome is reported through {@linkcode deferError}.
+   */
+  readBackLater(src: GPUBuffer, bytes: number, then: (data: ArrayBuffer) => void): void {
+    const staging = this.#staging.acquire(bytes, true);
+    this.copyBytes(src, 0, staging, 0, bytes);
+    this.flush();
+    staging.mapAsync(GPUMapMode.READ, 0, bytes).then(
+      () => {
+        const data = staging.getMappedRange(0, bytes).slice(0);
+        staging.unmap();
+        this.#staging.releaseIdle(staging);
+        then(data);
+      },
+      () => {},
+    );
+  }
+
   /** Gives a tensor's buffer back to the pool (called by `Tensor.dispose`). */
   release(storage: unknown, bytes: number): void {
     this.memory.free(bytes);
+    this.#hostValues.delete(storage as GPUBuffer);
     if (!this.#destroyed) this.pool.release(storage as GPUBuffer);
   }
 

@@ -7,11 +7,13 @@
 
 import type { Tensor } from "../tensor.ts";
 import { buf, ceilDiv, type DeviceCore, grid, WG } from "./_device.ts";
+import { checkOnDevice } from "./_index_check.ts";
 import { KERNELS } from "./_kernels.ts";
 
 /** Row gather: `table` `[V, C]`, `ids` of any shape → `[...ids.shape, C]`. */
 export function embedding(core: DeviceCore, table: Tensor, ids: Tensor): Tensor {
   const [V, C] = table.shape;
+  checkOnDevice(core, "embedding", "id", ids, V);
   const out = core.newTensor([...ids.shape, C]);
   if (out.size === 0) return out;
   if (V === 0) {
@@ -38,7 +40,8 @@ export function embeddingBackwardInPlace(
   ids: Tensor,
   dy: Tensor,
 ): void {
-  const C = dTable.shape[1];
+  const [V, C] = dTable.shape;
+  checkOnDevice(core, "embeddingBackwardInPlace", "id", ids, V);
   if (dTable.size === 0 || ids.size === 0) return;
   const vec = C % 4 === 0;
   const units = vec ? dTable.size / 4 : dTable.size;

@@ -23,6 +23,7 @@ import adamw from "../../../kernels/adamw.wgsl" with { type: "text" };
 import addBias from "../../../kernels/add_bias.wgsl" with { type: "text" };
 import axpy from "../../../kernels/axpy.wgsl" with { type: "text" };
 import binary from "../../../kernels/binary.wgsl" with { type: "text" };
+import checkIndices from "../../../kernels/check_indices.wgsl" with { type: "text" };
 import copy2d from "../../../kernels/copy2d.wgsl" with { type: "text" };
 import crossEntropy from "../../../kernels/cross_entropy.wgsl" with { type: "text" };
 import crossEntropyBackward from "../../../kernels/cross_entropy_backward.wgsl" with {
@@ -163,6 +164,7 @@ export const KERNELS = {
   addBias: k("add_bias", addBias, "rrw", { n: "u32", cols: "u32" }),
   axpy: k("axpy", axpy, "wr", { n4: "u32", alpha: "f32" }),
   binary: k("binary", binary, "rrw", BCAST2, { OP: opCodes(BINARY_OPS) }),
+  checkIndices: k("check_indices", checkIndices, "rw", { n: "u32", limit: "u32" }),
   copy2d: k("copy2d", copy2d, "rw", {
     n: "u32",
     rows: "u32",

@@ -11,18 +11,21 @@ import type { Shape } from "../backend.ts";
 import { fmtShape } from "../_validate.ts";
 import { shapeSize, type Tensor } from "../tensor.ts";
 import { buf, ceilDiv, type DeviceCore, grid, WG } from "./_device.ts";
+import { concatValues, sliceValues } from "./_host_values.ts";
 import { KERNELS } from "./_kernels.ts";
 
 /** A fresh copy of `x`: one buffer copy. */
 export function copy(core: DeviceCore, x: Tensor): Tensor {
   const out = core.newTensor(x.shape);
   core.copyBytes(buf(x), 0, buf(out), 0, x.size * 4);
+  core.setHostValues(out, core.hostValues(x) ?? null);
   return out;
 }
 
 /** `dst ← src`: one buffer copy, no dispatch. */
 export function copyInPlace(core: DeviceCore, dst: Tensor, src: Tensor): void {
   core.copyBytes(buf(src), 0, buf(dst), 0, src.size * 4);
+  core.setHostValues(dst, core.hostValues(src) ?? null);
 }
 
 /** Copy of rows `[start, end)` along dimension 0. */
@@ -30,6 +33,8 @@ export function sliceRows(core: DeviceCore, x: Tensor, start: number, end: numbe
   const inner = shapeSize(x.shape.slice(1));
   const out = core.newTensor([end - start, ...x.shape.slice(1)]);
   core.copyBytes(buf(x), start * inner * 4, buf(out), 0, out.size * 4);
+  const h = core.hostValues(x);
+  if (h !== undefined) core.setHostValues(out, sliceValues(h, start * inner, end * inner));
   return out;
 }
 
@@ -43,6 +48,7 @@ export function concatRows(core: DeviceCore, parts: readonly Tensor[]): Tensor {
     core.copyBytes(buf(p), 0, buf(out), off, p.size * 4);
     off += p.size * 4;
   }
+  core.setHostValues(out, concatValues(parts.map((p) => core.hostValues(p))));
   return out;
 }
 

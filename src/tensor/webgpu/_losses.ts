@@ -10,6 +10,7 @@ import type { CrossEntropyResult } from "../backend.ts";
 import { rowCount } from "../_rows.ts";
 import type { Tensor } from "../tensor.ts";
 import { buf, ceilDiv, type DeviceCore, grid, WG } from "./_device.ts";
+import { checkOnDevice } from "./_index_check.ts";
 import { KERNELS } from "./_kernels.ts";
 
 /** Softmax cross-entropy forward. */
@@ -19,6 +20,7 @@ export function crossEntropy(
   targets: Tensor,
 ): CrossEntropyResult {
   const cols = logits.cols, rows = rowCount(logits);
+  checkOnDevice(core, "crossEntropy", "target", targets, cols);
   const probs = core.newTensor(logits.shape);
   const loss = core.newTensor([rows]);
   if (rows > 0) {
@@ -40,6 +42,7 @@ export function crossEntropyBackward(
   targets: Tensor,
   scale: number,
 ): Tensor {
+  checkOnDevice(core, "crossEntropyBackward", "target", targets, probs.cols);
   const out = core.newTensor(probs.shape);
   const n = probs.size;
   if (n > 0) {

@@ -41,6 +41,7 @@ import type { Tensor } from "../tensor.ts";
 import { buf, DeviceCore } from "./_device.ts";
 import * as ew from "./_elementwise.ts";
 import * as emb from "./_embedding.ts";
+import { invalidIndex } from "./_index_check.ts";
 import * as layout from "./_layout.ts";
 import * as losses from "./_losses.ts";
 import { MatmulEngine } from "./_matmul.ts";
@@ -100,9 +101,10 @@ export interface WebGPUBackendOptions {
  * `createBackend("webgpu")`); tensors then live in GPU buffers and kernels
  * run as WGSL compute shaders.
  *
- * Integer inputs (embedding ids, cross-entropy targets) cannot be checked
- * without a read-back; out-of-range values give NaN rows or losses here,
- * while the CPU reference throws a RangeError.
+ * Integer inputs (embedding ids, cross-entropy targets) out of range are a
+ * RangeError as on the CPU, thrown before any work when they came from host
+ * data, and by the next `read()` or `sync()` when they were computed on the
+ * device (see `_index_check.ts`).
  *
  * @example
  * ```ts
@@ -252,10 +254,10 @@ export class WebGPUBackend implements Backend {
 
   /**
    * The first entry of `ids` that is not an integer in [0, n), or null; or
-   * undefined when `ids` has no host copy to check (see `_indices.ts`).
+   * undefined when `ids` has no host record to check (see `_index_check.ts`).
    */
-  invalidIndex(_ids: Tensor, _n: number): InvalidIndex | null | undefined {
-    return undefined;
+  invalidIndex(ids: Tensor, n: number): InvalidIndex | null | undefined {
+    return invalidIndex(this.#c(), ids, n);
   }
 
   /** Copies a tensor's contents out once the work queued before it is done. */
