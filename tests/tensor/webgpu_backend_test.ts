@@ -565,6 +565,55 @@ gpuTest(
   },
 );
 
+gpuTest(
+  "webgpu embedding backward, sorted (both sorts) and scanning: bit for bit the CPU's sums (position order)",
+  async () => {
+    for (const [variant, local] of [["sort", false], ["sort", true], ["scan", false]] as const) {
+      const be = await WebGPUBackend.create({
+        matmul: "default",
+        embeddingBackward: variant,
+        sortInWorkgroupMemory: local,
+      });
+      try {
+        const cases: [number, number, number][] = [[7, 4, 5], [3, 5, 513], [50, 8, 1500], [
+          1000,
+          3,
+          700,
+        ]];
+        if (variant === "sort") cases.push([300, 4, 20000], [2, 1, 4097]);
+        for (const [V, C, N] of cases) {
+          // Heavy repeats: a few ids take most positions.
+          const idData = Float32Array.from(
+            { length: N },
+            (_, i) => (i % 3 === 0 ? 1 % V : (i * 7919) % V),
+          );
+          const dTable = data(V * C), dyData = data(N * C);
+          const ct = cpu.fromData(dTable, [V, C]), gt = be.fromData(dTable, [V, C]);
+          ops.embeddingBackwardInPlace(ct, cpu.fromData(idData, [N]), cpu.fromData(dyData, [N, C]));
+          ops.embeddingBackwardInPlace(gt, be.fromData(idData, [N]), be.fromData(dyData, [N, C]));
+          assertExact(
+            await gt.toArray(),
+            await ct.toArray(),
+            `${variant} local=${local} V=${V} C=${C} N=${N}`,
+          );
+        }
+        // Ids computed on the device (no host check) that are out of range add nothing.
+        const ids = ops.scale(be.fromData(Float32Array.of(0, 1, 2, 9), [4]), 1);
+        const t = be.zeros([3, 2]);
+        ops.embeddingBackwardInPlace(t, ids, be.fromData(new Float32Array(8).fill(1), [4, 2]));
+        await assert.rejects(() => t.toArray(), RangeError);
+        assertExact(
+          await t.toArray(),
+          Float32Array.of(1, 1, 1, 1, 1, 1),
+          `${variant} bad id skipped`,
+        );
+      } finally {
+        be.destroy();
+      }
+    }
+  },
+);
+
 gpuTest("webgpu adamw: three steps equal the CPU", async () => {
   for (const shape of [[1], [7], [3, 5]]) {
     const [cp, gp] = pair(shape),

@@ -72,6 +72,10 @@ export interface DeviceCoreOptions {
   readonly rowWorkgroupSize?: number;
   /** Dispatches recorded before a batch is submitted (default 256). */
   readonly maxDispatchesPerSubmit?: number;
+  /** Embedding backward variant (see `_embedding.ts`); default `"auto"`. */
+  readonly embeddingBackward?: "auto" | "scan" | "sort";
+  /** Whether sorts use workgroup memory for short distances (default: not on CPU adapters). */
+  readonly sortInWorkgroupMemory?: boolean;
 }
 
 /** Submission, uniforms, pipelines, buffers and errors of one device. */
@@ -86,6 +90,10 @@ export class DeviceCore {
   readonly pool: BufferPool;
   /** Invocations per workgroup of the row-wise kernels. */
   readonly rowWG: number;
+  /** Embedding backward variant: by size, or forced. */
+  readonly embeddingBackward: "auto" | "scan" | "sort";
+  /** Whether sorts do their short distances in workgroup memory. */
+  readonly sortInWorkgroupMemory: boolean;
   readonly #owner: Backend;
   readonly #staging: BufferPool;
   readonly #maxBinding: number;
@@ -131,12 +139,25 @@ export class DeviceCore {
       );
     }
     this.rowWG = rowWG;
+    const eb = opts.embeddingBackward ?? "auto";
+    if (eb !== "auto" && eb !== "scan" && eb !== "sort") {
+      throw new RangeError(
+        `embeddingBackward must be "auto", "scan" or "sort", got ${JSON.stringify(eb)}`,
+      );
+    }
+    this.embeddingBackward = eb;
+    this.sortInWorkgroupMemory = opts.sortInWorkgroupMemory ?? !cpuAdapter;
     device.addEventListener("uncapturederror", (e) => {
       this.#error ??= new Error(`WebGPU error: ${(e as GPUUncapturedErrorEvent).error.message}`);
     });
     device.lost.then((info) => {
       if (!this.#destroyed) this.#error ??= new Error(`WebGPU device lost: ${info.message}`);
     });
+  }
+
+  /** Largest storage binding of this device, in bytes. */
+  get maxBindingBytes(): number {
+    return this.#maxBinding;
   }
 
   /** Throws a TypeError once the backend was destroyed. */

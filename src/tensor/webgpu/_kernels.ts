@@ -31,6 +31,11 @@ import crossEntropyBackward from "../../../kernels/cross_entropy_backward.wgsl" 
 };
 import embedding from "../../../kernels/embedding.wgsl" with { type: "text" };
 import embeddingBackward from "../../../kernels/embedding_backward.wgsl" with { type: "text" };
+import embeddingBackwardScan from "../../../kernels/embedding_backward_scan.wgsl" with {
+  type: "text",
+};
+import embeddingKeys from "../../../kernels/embedding_keys.wgsl" with { type: "text" };
+import bitonicSort from "../../../kernels/bitonic_sort.wgsl" with { type: "text" };
 import fill from "../../../kernels/fill.wgsl" with { type: "text" };
 import logSumExp from "../../../kernels/log_sum_exp.wgsl" with { type: "text" };
 import layerNorm from "../../../kernels/layer_norm.wgsl" with { type: "text" };
@@ -194,6 +199,17 @@ export const KERNELS = {
     cols: "u32",
     count: "u32",
   }),
+  embeddingBackwardScan: k("embedding_backward_scan", embeddingBackwardScan, "wrr", {
+    n: "u32",
+    cols: "u32",
+    count: "u32",
+  }),
+  embeddingKeys: k("embedding_keys", embeddingKeys, "rw", {
+    n: "u32",
+    padded: "u32",
+    vocab: "u32",
+  }),
+  bitonicSort: k("bitonic_sort", bitonicSort, "w", { n: "u32", k: "u32", j: "u32" }),
   fill: k("fill", fill, "w", { n4: "u32", value: "f32" }),
   layerNorm: k("layer_norm", layerNorm, "rrrwww", { rows: "u32", cols: "u32", eps: "f32" }),
   layerNormBackwardInput: k(

@@ -94,6 +94,20 @@ export interface WebGPUBackendOptions {
   readonly rowWorkgroupSize?: number;
   /** Dispatches recorded before a batch is submitted (default 256). */
   readonly maxDispatchesPerSubmit?: number;
+  /**
+   * Embedding weight-gradient kernel: `"auto"` (default) picks by size;
+   * `"sort"` sorts the ids and adds each id's rows (O(N·C) after an
+   * O(N log² N) sort); `"scan"` scans every id for every table entry
+   * (O(V·C·N), one dispatch). Both add in position order and equal the CPU
+   * bit for bit; for benchmarks and tests.
+   */
+  readonly embeddingBackward?: "auto" | "scan" | "sort";
+  /**
+   * Whether GPU sorts (the sorted embedding backward) do their short
+   * distances in workgroup memory: default true on GPUs, false on CPU
+   * adapters such as llvmpipe, where workgroup barriers are slow.
+   */
+  readonly sortInWorkgroupMemory?: boolean;
 }
 
 /**
