@@ -8,6 +8,7 @@
 
 import type { Backend, Shape, Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
+import { keep } from "../tensor/tidy.ts";
 import { checkKey, fmtKey, fmtShape, needInputGrad, sameShape } from "./_util.ts";
 import {
   type BackwardOptions,
@@ -19,6 +20,15 @@ import {
   type Parameter,
   type StateKey,
 } from "./layer.ts";
+
+/** Exempts every tensor-valued field of a state object from open `tidy` scopes. */
+function keepState(state: object): void {
+  for (const v of Object.values(state as Record<string, unknown>)) {
+    if (v !== null && typeof v === "object" && typeof (v as Tensor).dispose === "function") {
+      keep(v as Tensor);
+    }
+  }
+}
 
 /** Disposes every tensor-valued field of a state object and clears it. */
 function disposeState(state: object): void {
@@ -108,7 +118,8 @@ export abstract class LayerBase<S extends object = Record<string, Tensor>> imple
 
   /** Registers a trainable tensor (takes ownership) and creates its gradient. */
   protected addParam(local: string, value: Tensor): Tensor {
-    this.#params.push({ local, value, grad: this.backend.zeros(value.shape) });
+    // Parameters outlive any tidy() scope they are created in.
+    this.#params.push({ local, value: keep(value), grad: keep(this.backend.zeros(value.shape)) });
     return value;
   }
 
@@ -193,7 +204,11 @@ export abstract class LayerBase<S extends object = Record<string, Tensor>> imple
       throw e;
     }
     const { y, state } = out;
-    if (save) this.#states.set(key, { phase: "forward", outShape, state: state ?? ({} as S) });
+    if (save) {
+      // What backward needs survives a tidy() around the forward.
+      if (state !== undefined) keepState(state);
+      this.#states.set(key, { phase: "forward", outShape, state: state ?? ({} as S) });
+    }
     return y;
   }
 
@@ -226,6 +241,7 @@ export abstract class LayerBase<S extends object = Record<string, Tensor>> imple
       );
     }
     const dx = this.backwardInputImpl(dy, rec.state, key, need);
+    keepState(rec.state); // what W needs survives a tidy() around B
     rec.phase = "input";
     if (!need) {
       dx?.dispose();

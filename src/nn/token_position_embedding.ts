@@ -7,6 +7,7 @@
 
 import type { Backend, Shape, Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
+import { keep } from "../tensor/tidy.ts";
 import { randomTensor } from "../tensor/random.ts";
 import { checkPositive, checkPositiveInt, fmtShape, initRng, retain } from "./_util.ts";
 import { LayerBase } from "./layer_base.ts";
@@ -117,7 +118,7 @@ export class TokenPositionEmbedding extends LayerBase<TokenPositionEmbeddingStat
     if (p === undefined) {
       const data = new Float32Array(b * t);
       for (let i = 0; i < data.length; i++) data[i] = i % t;
-      p = this.backend.fromData(data, [b, t]);
+      p = keep(this.backend.fromData(data, [b, t])); // a cache: outlives tidy()
       this.#posCache.set(k, p);
     }
     return p;

@@ -32,4 +32,6 @@ export type {
   WebGPUBackendOptions,
 } from "./webgpu/mod.ts";
 export { createBackend } from "./create_backend.ts";
+export { keep, tidy } from "./tidy.ts";
+export { LeakWatch, type LeakWatchOptions } from "./leak_watch.ts";
 export type { BackendKind } from "./create_backend.ts";
