@@ -23,13 +23,13 @@ export interface TokenPositionEmbeddingOptions extends InitOptions {
 interface TokenPositionEmbeddingState {
   ids?: Tensor; // [B, T] (view)
   pos?: Tensor; // [B, T] position ids (view of the cached tensor)
-  dy?: Tensor; // [B, T, C] (kept by B for W)
+  dy?: Tensor; // [B, T, C] (kept by I for W)
 }
 
 /**
  * `y[b, t] = token[ids[b, t]] + position[t]`: input token ids `[B, T]`
  * (integers stored as f32, `T ≤ maxLen`), output `[B, T, dim]`. Parameters
- * `token` `[vocabSize, dim]` and `position` `[maxLen, dim]`. B returns zeros
+ * `token` `[vocabSize, dim]` and `position` `[maxLen, dim]`. I returns zeros
  * of the ids' shape (ids carry no gradient); W scatter-adds into both tables.
  *
  * @example

@@ -21,7 +21,7 @@ export type {
 } from "./backend.ts";
 export { checkShape, shapeSize, Tensor } from "./tensor.ts";
 export * as ops from "./ops.ts";
-export type { DropoutOptions, MatmulOptions, SoftmaxOptions } from "./ops.ts";
+export type { DropoutOpOptions, MatmulOptions, SoftmaxOptions } from "./ops.ts";
 export { CpuBackend } from "./cpu_backend.ts";
 export { randomTensor, Rng } from "./random.ts";
 export { WebGPUBackend } from "./webgpu/mod.ts";

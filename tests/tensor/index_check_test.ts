@@ -12,7 +12,7 @@
 import assert from "node:assert/strict";
 import type { Backend } from "../../src/tensor/backend.ts";
 import * as ops from "../../src/tensor/ops.ts";
-import { WebGPUBackend } from "../../src/tensor/webgpu/mod.ts";
+import type { WebGPUBackend } from "../../src/tensor/webgpu/mod.ts";
 import { assertThrowsWith, lcgData, take } from "./_helpers.ts";
 import { label, testBackends } from "./_backends.ts";
 

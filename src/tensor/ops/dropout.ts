@@ -11,7 +11,7 @@ import { checkTensors, describe } from "./_check.ts";
 import type { Tensor } from "../tensor.ts";
 
 /** Options of {@linkcode dropout}. */
-export interface DropoutOptions {
+export interface DropoutOpOptions {
   /** Drop probability in [0, 1). */
   readonly p: number;
   /** Seed of the mask, an integer in [0, 2^32). */
@@ -54,7 +54,7 @@ function u32(op: string, name: string, v: unknown): number {
  * assert.deepEqual([...await tail.toArray()], [...whole.subarray(6)]);
  * ```
  */
-export function dropout(x: Tensor, opts: DropoutOptions): Tensor {
+export function dropout(x: Tensor, opts: DropoutOpOptions): Tensor {
   const op = "dropout";
   const be = checkTensors(op, { x });
   if (opts === null || typeof opts !== "object") {

@@ -179,7 +179,8 @@ export function layerNormBackwardWeight(
 /**
  * RMS norm over the last dimension: `y = x · rstd · weight` with
  * `rstd = 1 / sqrt(mean(x²) + eps)`, returning `y` and the per-row `rstd`
- * (`[rows]`) that the gradients need. `weight` is `[cols]`.
+ * (`[rows]`) that the gradients need. `weight` is `[cols]`; `eps` defaults
+ * to 2^-23 (f32 machine epsilon, as PyTorch's `nn.RMSNorm`).
  *
  * @example
  * ```ts
@@ -193,7 +194,7 @@ export function layerNormBackwardWeight(
  * assert.deepEqual(y.shape, [1, 2]);
  * ```
  */
-export function rmsNorm(x: Tensor, weight: Tensor, eps = 1e-6): RmsNormResult {
+export function rmsNorm(x: Tensor, weight: Tensor, eps: number = 2 ** -23): RmsNormResult {
   const op = "rmsNorm";
   const be = checkTensors(op, { x, weight });
   checkNonEmptyRows(op, "x", x);
