@@ -9,7 +9,16 @@ import * as ops from "../tensor/ops.ts";
 import { LayerBase } from "./layer_base.ts";
 import type { ForwardContext, LayerCost, LayerSpec } from "./layer.ts";
 
-/** Options of {@linkcode Dropout}. */
+/**
+ * Options of {@linkcode Dropout}.
+ *
+ * @example
+ * ```ts
+ * import type { DropoutOptions } from "@conveyor/core";
+ * const opts: DropoutOptions = { seed: 1234 };
+ * console.log(opts.seed);
+ * ```
+ */
 export interface DropoutOptions {
   /** Seed of the masks, an integer in [0, 2^32) (default 0). */
   readonly seed?: number;

@@ -10,7 +10,16 @@ import { checkPositiveInt, fmtShape, retain } from "./_util.ts";
 import { LayerBase } from "./layer_base.ts";
 import type { LayerCost, LayerSpec } from "./layer.ts";
 
-/** Options of {@linkcode RMSNorm}. */
+/**
+ * Options of {@linkcode RMSNorm}.
+ *
+ * @example
+ * ```ts
+ * import type { RMSNormOptions } from "@conveyor/core";
+ * const opts: RMSNormOptions = { eps: 1e-6 }; // as LLaMA
+ * console.log(opts.eps);
+ * ```
+ */
 export interface RMSNormOptions {
   /**
    * Added to the mean square before the square root; default 2^-23 ≈

@@ -21,17 +21,51 @@
 const GELU_C = Math.sqrt(2 / Math.PI);
 const GELU_A = 0.044715;
 
-/** A unary elementwise op: `y = f(x)`. */
+/**
+ * A unary elementwise op: `y = f(x)` (`Backend.unary`).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { CpuBackend, type UnaryOp } from "@conveyor/core";
+ * const be = new CpuBackend();
+ * const op: UnaryOp = "exp";
+ * assert.deepEqual([...await be.unary(op, be.zeros([2])).toArray()], [1, 1]);
+ * ```
+ */
 export type UnaryOp = "relu" | "gelu" | "tanh" | "sigmoid" | "silu" | "exp" | "log";
 
 /**
  * The input gradient of a unary op, `dy · f'(·)`, computed from `v`: the
  * forward input `x` for relu, gelu and silu, the forward output `y` for
- * tanh and sigmoid.
+ * tanh and sigmoid (`Backend.unaryBackward`).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { CpuBackend, type UnaryGradOp } from "@conveyor/core";
+ * const be = new CpuBackend();
+ * const op: UnaryGradOp = "sigmoid"; // from y: dy · y · (1 − y)
+ * const y = be.fromData(new Float32Array([0.5]), [1]);
+ * assert.deepEqual([...await be.unaryBackward(op, y, be.fromData(new Float32Array([4]), [1])).toArray()], [1]);
+ * ```
  */
 export type UnaryGradOp = "relu" | "gelu" | "tanh" | "sigmoid" | "silu";
 
-/** A binary elementwise op with broadcasting: `out = a (op) b`. */
+/**
+ * A binary elementwise op with broadcasting: `out = a (op) b`
+ * (`Backend.binary`, which takes the broadcast output shape).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { type BinaryOp, CpuBackend } from "@conveyor/core";
+ * const be = new CpuBackend();
+ * const op: BinaryOp = "maximum";
+ * const a = be.fromData(new Float32Array([1, 5]), [2]), b = be.fromData(new Float32Array([3]), [1]);
+ * assert.deepEqual([...await be.binary(op, a, b, [2]).toArray()], [3, 5]);
+ * ```
+ */
 export type BinaryOp = "add" | "sub" | "mul" | "div" | "maximum";
 
 interface UnaryDef {

@@ -93,7 +93,18 @@ export interface LayerNormResult {
   readonly rstd: Tensor;
 }
 
-/** Result of an RMS norm forward: the output and the per-row statistic. */
+/**
+ * Result of an RMS norm forward: the output and the per-row statistic.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { CpuBackend, ops, type RmsNormResult } from "@conveyor/core";
+ * const be = new CpuBackend();
+ * const r: RmsNormResult = ops.rmsNorm(ops.ones(be, [3, 2]), ops.ones(be, [2]));
+ * assert.deepEqual(r.rstd.shape, [3]); // one per row
+ * ```
+ */
 export interface RmsNormResult {
   /** Normalised and scaled output, same shape as the input. */
   readonly y: Tensor;
@@ -101,7 +112,18 @@ export interface RmsNormResult {
   readonly rstd: Tensor;
 }
 
-/** The first invalid entry of an integer tensor (ids, class targets). */
+/**
+ * The first invalid entry of an integer tensor (ids, class targets).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { CpuBackend } from "@conveyor/core";
+ * const be = new CpuBackend();
+ * const ids = be.fromData(new Float32Array([0, 2, 7]), [3]);
+ * assert.deepEqual(be.invalidIndex(ids, 5), { index: 2, value: 7 });
+ * ```
+ */
 export interface InvalidIndex {
   /** Flat position of the entry. */
   readonly index: number;

@@ -8,7 +8,16 @@
 
 import type { MemoryStats } from "./backend.ts";
 
-/** Options of {@linkcode LeakWatch}. */
+/**
+ * Options of {@linkcode LeakWatch}.
+ *
+ * @example
+ * ```ts
+ * import type { LeakWatchOptions } from "@conveyor/core";
+ * const opts: LeakWatchOptions = { patience: 10, warn: (m) => console.error(m) };
+ * console.log(opts.patience);
+ * ```
+ */
 export interface LeakWatchOptions {
   /** Consecutive growing steps before the warning (default 5). */
   readonly patience?: number;

@@ -10,7 +10,17 @@
 import { checkTensors, describe } from "./_check.ts";
 import type { Tensor } from "../tensor.ts";
 
-/** Options of {@linkcode dropout}. */
+/**
+ * Options of {@linkcode dropout}.
+ *
+ * @example
+ * ```ts
+ * import type { DropoutOpOptions } from "@conveyor/core";
+ * // Step 12, a micro-batch starting at row 32 of the full batch.
+ * const o: DropoutOpOptions = { p: 0.1, seed: 42, step: 12, rowOffset: 32 };
+ * console.log(o.p);
+ * ```
+ */
 export interface DropoutOpOptions {
   /** Drop probability in [0, 1). */
   readonly p: number;
