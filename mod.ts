@@ -2,7 +2,7 @@
  * Conveyor: pipeline-parallel training on Deno's native WebGPU.
  *
  * - Tensors on WebGPU (WGSL kernels) with a CPU reference backend.
- * - Layers whose backward is split into an input-gradient pass (B) and a
+ * - Layers whose backward is split into an input-gradient pass (I) and a
  *   weight-gradient pass (W), losses, optimizers, safetensors I/O.
  * - Pipeline schedules as data (GPipe, 1F1B, Interleaved 1F1B, Looped BFS,
  *   ZB-H1, ZB-H2, ZB-V, automatic zero-bubble), a validator, a simulator,

@@ -1,8 +1,8 @@
 // Softmax cross-entropy forward, one workgroup per row on a 2-D grid:
 // probs = softmax(logits), loss = log Σ exp(x - max) - (x[target] - max).
 // Targets are integers stored as f32; a target that is not an integer in
-// [0, cols) yields a NaN loss (a GPU kernel cannot throw; the CPU reference
-// raises a RangeError for it instead).
+// [0, cols) yields a NaN loss; the host refuses such targets before
+// dispatching, or reports them after (check_indices.wgsl).
 
 const WG: u32 = 64u;
 

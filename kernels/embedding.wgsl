@@ -1,8 +1,8 @@
 // Row gather: out[i, c] = table[ids[i], c], one unit per invocation on a 2-D
 // grid (a vec4 of columns with VEC, when C is a multiple of 4; else a float).
 // Ids are integers stored as f32; an id that is not an integer in [0, V)
-// yields a NaN row (a GPU kernel cannot throw; the CPU reference raises a
-// RangeError instead).
+// yields a NaN row; the host refuses such ids before dispatching, or, for
+// ids computed on the device, reports them after (check_indices.wgsl).
 
 const VEC: bool = false;
 const WG: u32 = 256u;

@@ -1,15 +1,18 @@
-// In place scatter-add dTable[ids[i]] += dy[i] without float atomics: one
-// invocation per (table row v, column unit c) on a 2-D grid scans every id in
-// order and adds the matching dy rows, so each table entry receives its
-// updates in position order, exactly as the CPU reference adds them.
-// Cost: V · C · N comparisons; fine for the vocabularies this project trains.
-// Ids that are not integers in [0, V) match no row.
+// In place scatter-add dTable[ids[i]] += dy[i] from keys sorted by (id,
+// position) (embedding_keys.wgsl, bitonic_sort.wgsl): one invocation per
+// (sorted position s, column unit c) on a 2-D grid; the invocation at the
+// first position of each id's run adds that run's dy rows, in position
+// order, to the table row — exactly the order of the CPU reference, so the
+// result is the same bit for bit, with no float atomics. Cost O(N · C)
+// after the O(N log² N) sort, instead of the scan's O(V · C · N).
+// Keys with the id NONE (padding, invalid ids) sort last and add nothing.
 
 const VEC: bool = false;
 const WG: u32 = 256u;
+const NONE: u32 = 0xffffffffu;
 
 struct Params {
-  // Units in the table, units per row (C or C / 4), and ids N.
+  // Units to visit (N · units per row), units per row (C or C / 4), ids N.
   n: u32,
   cols: u32,
   count: u32,
@@ -21,7 +24,7 @@ struct Params {
 //#else
 @group(0) @binding(1) var<storage, read_write> DT: array<f32>;
 //#endif
-@group(0) @binding(2) var<storage, read> IDS: array<f32>;
+@group(0) @binding(2) var<storage, read> KEYS: array<vec2<u32>>;
 //#if VEC
 @group(0) @binding(3) var<storage, read> DY: array<vec4<f32>>;
 //#else
@@ -37,13 +40,21 @@ fn main(
   if (i >= p.n) {
     return;
   }
-  let v = f32(i / p.cols);
+  let s = i / p.cols;
   let c = i % p.cols;
-  var acc = DT[i];
-  for (var k = 0u; k < p.count; k++) {
-    if (IDS[k] == v) {
-      acc += DY[k * p.cols + c];
+  let id = KEYS[s].x;
+  if (id == NONE || (s > 0u && KEYS[s - 1u].x == id)) {
+    return;
+  }
+  let o = id * p.cols + c;
+  var acc = DT[o];
+  var t = s;
+  loop {
+    acc += DY[KEYS[t].y * p.cols + c];
+    t++;
+    if (t >= p.count || KEYS[t].x != id) {
+      break;
     }
   }
-  DT[i] = acc;
+  DT[o] = acc;
 }

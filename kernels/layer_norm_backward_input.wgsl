@@ -1,4 +1,4 @@
-// Layer norm input gradient (the B pass), one workgroup per row on a 2-D
+// Layer norm input gradient (the I pass), one workgroup per row on a 2-D
 // grid. With g = dy · gamma and x̂ = (x - mean) · rstd:
 // dx = rstd · (g - mean_row(g) - x̂ · mean_row(g · x̂)).
 

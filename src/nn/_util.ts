@@ -3,7 +3,13 @@
 
 import type { Shape, Tensor } from "../tensor/mod.ts";
 import { Rng } from "../tensor/random.ts";
-import type { BackwardOptions, InitOptions, StateKey } from "./layer.ts";
+import type {
+  BackwardOptions,
+  ForwardContext,
+  ForwardOptions,
+  InitOptions,
+  StateKey,
+} from "./layer.ts";
 
 /** `[2, 3]` — shapes in error messages. */
 export function fmtShape(shape: Shape): string {
@@ -80,4 +86,35 @@ export function rowsOf(shape: Shape): number {
   let n = 1;
   for (let i = 0; i < shape.length - 1; i++) n *= shape[i];
   return n;
+}
+
+/**
+ * The checked training context of forward options: `training` a boolean
+ * (default false), `step` an integer in [0, 2^32) when given, `rowOffset`
+ * a non-negative integer (default 0).
+ */
+export function forwardContext(where: string, opts: ForwardOptions | undefined): ForwardContext {
+  const training = opts?.training ?? false;
+  if (typeof training !== "boolean") {
+    throw new TypeError(`${where}: training must be a boolean, got ${String(training)}`);
+  }
+  const step = opts?.step;
+  if (
+    step !== undefined &&
+    (typeof step !== "number" || !Number.isInteger(step) || step < 0 || step > 0xffffffff)
+  ) {
+    throw new RangeError(`${where}: step must be an integer in [0, 2^32), got ${String(step)}`);
+  }
+  const rowOffset = opts?.rowOffset ?? 0;
+  if (typeof rowOffset !== "number" || !Number.isSafeInteger(rowOffset) || rowOffset < 0) {
+    throw new RangeError(
+      `${where}: rowOffset must be a non-negative integer, got ${String(rowOffset)}`,
+    );
+  }
+  return { training, step, rowOffset };
+}
+
+/** Forward options for a sublayer: the key, `save` and the context, passed on unchanged. */
+export function subOptions(key: StateKey, save: boolean, ctx: ForwardContext): ForwardOptions {
+  return { key, save, training: ctx.training, step: ctx.step, rowOffset: ctx.rowOffset };
 }

@@ -6,6 +6,7 @@
 
 import type { Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
+import { keep } from "../tensor/tidy.ts";
 import type { Parameter } from "./layer.ts";
 import {
   checkFraction,
@@ -99,7 +100,8 @@ export class AdamW implements Optimizer {
         let s = this.#state.get(p.value);
         if (s === undefined) {
           const be = p.value.backend;
-          s = { m: be.zeros(p.value.shape), v: be.zeros(p.value.shape) };
+          // Moments outlive any tidy() around the step.
+          s = { m: keep(be.zeros(p.value.shape)), v: keep(be.zeros(p.value.shape)) };
           this.#state.set(p.value, s);
         }
         ops.adamwInPlace(p.value, p.grad, s.m, s.v, hp);

@@ -6,9 +6,9 @@
 
 import type { Backend, Shape, Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
-import { checkPositiveInt, fmtShape, initRng, moveReshape } from "./_util.ts";
+import { checkPositiveInt, fmtShape, initRng, moveReshape, subOptions } from "./_util.ts";
 import { LayerBase } from "./layer_base.ts";
-import type { InitOptions, LayerCost, LayerSpec, StateKey } from "./layer.ts";
+import type { ForwardContext, InitOptions, LayerCost, LayerSpec, StateKey } from "./layer.ts";
 import { Linear } from "./linear.ts";
 
 /** @internal What the layer keeps between its passes. */
@@ -31,7 +31,7 @@ const MERGE_HEADS = [1, 3, 0, 2, 4];
  * and projected by a second `Linear` (`proj`). Parameters:
  * `qkv.weight`, `qkv.bias`, `proj.weight`, `proj.bias`.
  *
- * B runs the attention core's backward and both Linears' B passes; W runs
+ * I runs the attention core's backward and both Linears' I passes; W runs
  * only the Linears' W passes (the core has no weights).
  *
  * @example
@@ -110,10 +110,12 @@ export class CausalSelfAttention extends LayerBase<AttentionState> {
     x: Tensor,
     key: StateKey,
     save: boolean,
+    fctx: ForwardContext,
   ): { y: Tensor; state?: AttentionState } {
     const [b, t, c] = x.shape;
     const h = this.heads, d = this.headDim, bh = b * h;
-    const qkv = this.qkv.forward(x, { key, save }); // [B, T, 3C]
+    const o = subOptions(key, save, fctx);
+    const qkv = this.qkv.forward(x, o); // [B, T, 3C]
     const qkv5 = moveReshape(qkv, [b, t, 3, h, d]); // [B, T, 3, H, D]
     const heads = ops.permute(qkv5, SPLIT_HEADS); // [3, B, H, T, D]
     qkv5.dispose();
@@ -133,7 +135,7 @@ export class CausalSelfAttention extends LayerBase<AttentionState> {
     const merged = ops.permute(ctx4, [0, 2, 1, 3]); // [B, T, H, D]
     ctx4.dispose();
     const merged3 = moveReshape(merged, [b, t, c]); // [B, T, C]
-    const y = this.proj.forward(merged3, { key, save }); // [B, T, C]
+    const y = this.proj.forward(merged3, o); // [B, T, C]
     merged3.dispose();
     if (!save) {
       for (const z of [q, k, v, p]) z.dispose();

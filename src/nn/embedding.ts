@@ -20,13 +20,13 @@ export interface EmbeddingOptions extends InitOptions {
 /** @internal What the layer keeps between its passes. */
 interface EmbeddingState {
   ids?: Tensor; // [...] integer ids stored as f32 (view)
-  dy?: Tensor; // [..., C] (kept by B for W)
+  dy?: Tensor; // [..., C] (kept by I for W)
 }
 
 /**
  * Lookup table `weight` `[numEmbeddings, dim]`: input integer ids (stored as
  * f32) of any shape `[...]`, output `[..., dim]`. Ids must lie in
- * `[0, numEmbeddings)`. Ids carry no gradient, so B returns zeros of the
+ * `[0, numEmbeddings)`. Ids carry no gradient, so I returns zeros of the
  * ids' shape (keeping the layer contract uniform) and W scatter-adds `dy`
  * into the table's gradient.
  *

@@ -1,6 +1,6 @@
 /**
  * The layer contract: a forward pass that keeps what backward needs under a
- * caller-chosen key, and a backward split into an input-gradient pass (B)
+ * caller-chosen key, and a backward split into an input-gradient pass (I)
  * and a weight-gradient pass (W), as the zero-bubble pipeline schedules need.
  *
  * Ownership rules shared by every layer:
@@ -9,7 +9,7 @@
  *   storage (a same-shape `reshape` view), so nothing is copied.
  * - Tensors returned (`y`, `dx`) are owned by the caller.
  * - State lives per key: `forward` with `save` (the default) stores under
- *   `key`; `backwardInput` releases what only B needed and keeps what W
+ *   `key`; `backwardInput` releases what only I needed and keeps what W
  *   needs; `backwardWeight` accumulates into the parameter gradients and
  *   releases the rest. `forward` with `save: false` stores nothing (for
  *   inference and for activation-checkpoint recomputation).
@@ -29,12 +29,76 @@ export type StateKey = string | number;
 /** The key used when the caller gives none. */
 export const DEFAULT_KEY: StateKey = 0;
 
-/** Options of {@linkcode Layer.forward}. */
+/**
+ * Options of {@linkcode Layer.forward}.
+ *
+ * `training`, `step` and `rowOffset` describe where the forward sits in
+ * training, for layers whose forward depends on it (`Dropout`). Containers
+ * (`Sequential`, composite layers) pass them to every sublayer unchanged.
+ * `rowOffset` counts along dimension 0 of the layer's input, which every
+ * built-in layer keeps as the batch dimension.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { CpuBackend, Dropout, type ForwardOptions, ops, Sequential } from "@conveyor/core";
+ * const be = new CpuBackend();
+ * const model = new Sequential([new Dropout(be, 0.5, { seed: 1 })]);
+ * const x = ops.ones(be, [4, 3]);
+ * // Training step 7, micro-batch of rows 2..3 of the full batch:
+ * const opts: ForwardOptions = { key: "mb1", training: true, step: 7, rowOffset: 2 };
+ * const y = model.forward(ops.sliceRows(x, 2, 4), opts);
+ * const whole = model.forward(x, { save: false, training: true, step: 7 });
+ * assert.deepEqual([...await y.toArray()], [...(await whole.toArray()).subarray(6)]);
+ * // Without `training` (prediction, evaluation) nothing is dropped.
+ * assert.deepEqual([...await model.forward(x, { save: false }).toArray()], new Array(12).fill(1));
+ * ```
+ */
 export interface ForwardOptions {
   /** Where to keep what backward needs; {@linkcode DEFAULT_KEY} when omitted. */
   readonly key?: StateKey;
   /** Keep state for backward (default `true`); `false` keeps nothing. */
   readonly save?: boolean;
+  /**
+   * Training mode (default `false`): layers that behave differently while
+   * training (`Dropout`) do so only when this is `true`, so prediction and
+   * evaluation, which leave it unset, never drop anything. A training loop
+   * passes `true` with `step` (and `rowOffset` for micro-batches).
+   */
+  readonly training?: boolean;
+  /**
+   * The training step, an integer in [0, 2^32), for randomness that must
+   * change every step (`Dropout`'s mask). Required by `Dropout` when
+   * `training` is true.
+   */
+  readonly step?: number;
+  /**
+   * Index in the full batch of the input's first row (along dimension 0)
+   * when the input is a micro-batch (default 0), so per-row randomness
+   * does not depend on how the batch was split or which rank runs it.
+   */
+  readonly rowOffset?: number;
+}
+
+/**
+ * The training context of one forward (`training`, `step`, `rowOffset` of
+ * {@linkcode ForwardOptions}, checked and with defaults), as `LayerBase`
+ * hands it to `forwardImpl` and containers pass it on.
+ *
+ * @example
+ * ```ts
+ * import type { ForwardContext } from "@conveyor/core";
+ * const ctx: ForwardContext = { training: true, step: 3, rowOffset: 0 };
+ * console.log(ctx.training); // true
+ * ```
+ */
+export interface ForwardContext {
+  /** Training mode. */
+  readonly training: boolean;
+  /** The training step, when given. */
+  readonly step: number | undefined;
+  /** Row of the full batch where this input starts. */
+  readonly rowOffset: number;
 }
 
 /** Options of {@linkcode Layer.backwardInput} and {@linkcode Layer.backward}. */
@@ -72,7 +136,7 @@ export interface LayerCost {
 }
 
 /**
- * A model layer with a forward pass and a backward split into B (input
+ * A model layer with a forward pass and a backward split into I (input
  * gradient) and W (weight gradient). See the module documentation for the
  * ownership rules.
  *
@@ -83,7 +147,7 @@ export interface LayerCost {
  * const layer: Layer = new Linear(be, 4, 2, { seed: 1 });
  * const x = be.fromData(new Float32Array(12).fill(0.5), [3, 4]);
  * const y = layer.forward(x, { key: "mb0" }); // [3, 2]
- * const dx = layer.backwardInput(y, "mb0"); // B: [3, 4]
+ * const dx = layer.backwardInput(y, "mb0"); // I: [3, 4]
  * layer.backwardWeight("mb0"); // W: accumulates into parameters()[i].grad
  * console.log(y.shape, dx.shape, layer.parameters().map((p) => p.name));
  * for (const t of [x, y, dx]) t.dispose();
@@ -99,20 +163,20 @@ export interface Layer {
    */
   forward(x: Tensor, opts?: ForwardOptions): Tensor;
   /**
-   * B: returns `dx` for the output gradient `dy` of the forward under `key`,
+   * I: returns `dx` for the output gradient `dy` of the forward under `key`,
    * and keeps only what {@linkcode Layer.backwardWeight} needs.
    */
   backwardInput(dy: Tensor, key?: StateKey): Tensor;
   /**
-   * B as above; with `needInputGrad: false` returns `null` where the layer
+   * I as above; with `needInputGrad: false` returns `null` where the layer
    * skips `dx` (a layer that cannot returns `dx`, which the caller disposes).
    */
   backwardInput(dy: Tensor, key: StateKey | undefined, opts: BackwardOptions): Tensor | null;
   /** W: adds the parameter gradients of the pass under `key`, then frees its state. */
   backwardWeight(key?: StateKey): void;
-  /** B then W; returns `dx`. */
+  /** B, the full backward: I then W; returns `dx`. */
   backward(dy: Tensor, key?: StateKey): Tensor;
-  /** B then W, with the options of {@linkcode Layer.backwardInput}. */
+  /** B, the full backward: I then W, with the options of {@linkcode Layer.backwardInput}. */
   backward(dy: Tensor, key: StateKey | undefined, opts: BackwardOptions): Tensor | null;
   /** Frees whatever is kept under `key` (no-op when nothing is). */
   dropState(key?: StateKey): void;

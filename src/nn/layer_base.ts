@@ -1,6 +1,6 @@
 /**
  * `LayerBase`: the machinery behind every built-in layer, for writing new
- * ones — per-key state with the F → B → W order enforced, parameters with
+ * ones — per-key state with the F → I → W order enforced, parameters with
  * dotted names, sublayers, shape checks before any work.
  *
  * @module
@@ -8,10 +8,12 @@
 
 import type { Backend, Shape, Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
-import { checkKey, fmtKey, fmtShape, needInputGrad, sameShape } from "./_util.ts";
+import { keep } from "../tensor/tidy.ts";
+import { checkKey, fmtKey, fmtShape, forwardContext, needInputGrad, sameShape } from "./_util.ts";
 import {
   type BackwardOptions,
   DEFAULT_KEY,
+  type ForwardContext,
   type ForwardOptions,
   type Layer,
   type LayerCost,
@@ -19,6 +21,15 @@ import {
   type Parameter,
   type StateKey,
 } from "./layer.ts";
+
+/** Exempts every tensor-valued field of a state object from open `tidy` scopes. */
+function keepState(state: object): void {
+  for (const v of Object.values(state as Record<string, unknown>)) {
+    if (v !== null && typeof v === "object" && typeof (v as Tensor).dispose === "function") {
+      keep(v as Tensor);
+    }
+  }
+}
 
 /** Disposes every tensor-valued field of a state object and clears it. */
 function disposeState(state: object): void {
@@ -46,14 +57,15 @@ interface OwnParam {
 
 /**
  * Base class of the built-in layers, and the easiest way to write a new one.
- * It keeps one state object per key, enforces F → B → W per key (clear
+ * It keeps one state object per key, enforces F → I → W per key (clear
  * errors otherwise), checks inputs (backend, disposal, shape through
  * `outputShapeOf`) before any work, names parameters (`addParam`) and
  * sublayers (`addChild`, prefixing their parameter names), and frees every
  * tensor left in a state object when the state ends.
  *
  * A subclass implements five hooks: `outputShapeOf`, `costOf`,
- * `forwardImpl` (returns `y` and, when saving, the state object),
+ * `forwardImpl` (returns `y` and, when saving, the state object; it also
+ * gets the training context of the forward and passes it to sublayers),
  * `backwardInputImpl` (returns `dx`; disposes and deletes the state fields W
  * does not need) and `backwardWeightImpl` (adds into the gradients). Inputs
  * to the hooks stay owned by the caller: keep one with `x.reshape(x.shape)`.
@@ -108,7 +120,8 @@ export abstract class LayerBase<S extends object = Record<string, Tensor>> imple
 
   /** Registers a trainable tensor (takes ownership) and creates its gradient. */
   protected addParam(local: string, value: Tensor): Tensor {
-    this.#params.push({ local, value, grad: this.backend.zeros(value.shape) });
+    // Parameters outlive any tidy() scope they are created in.
+    this.#params.push({ local, value: keep(value), grad: keep(this.backend.zeros(value.shape)) });
     return value;
   }
 
@@ -129,11 +142,16 @@ export abstract class LayerBase<S extends object = Record<string, Tensor>> imple
   protected abstract outputShapeOf(inputShape: Shape): Shape;
   /** Cost for an input shape `outputShapeOf` accepted. */
   protected abstract costOf(inputShape: Shape): LayerCost;
-  /** Computes `y`; when `save`, returns the state backward needs. */
+  /**
+   * Computes `y`; when `save`, returns the state backward needs. `ctx` is
+   * the checked training context (`training`, `step`, `rowOffset`), which
+   * containers pass on to their sublayers.
+   */
   protected abstract forwardImpl(
     x: Tensor,
     key: StateKey,
     save: boolean,
+    ctx: ForwardContext,
   ): { y: Tensor; state?: S };
   /**
    * Computes `dx`; disposes (and removes) the fields W does not need. When
@@ -146,7 +164,7 @@ export abstract class LayerBase<S extends object = Record<string, Tensor>> imple
     key: StateKey,
     needInputGrad: boolean,
   ): Tensor | null;
-  /** Accumulates parameter gradients from what B left in the state. */
+  /** Accumulates parameter gradients from what I left in the state. */
   protected abstract backwardWeightImpl(state: S, key: StateKey): void;
 
   /** Output shape for an input shape; throws a RangeError naming the values if incompatible. */
@@ -177,6 +195,7 @@ export abstract class LayerBase<S extends object = Record<string, Tensor>> imple
     const key = opts?.key ?? DEFAULT_KEY;
     checkKey(this.kind, key);
     const save = opts?.save ?? true;
+    const ctx = forwardContext(this.kind, opts);
     const outShape = this.outputShape(x.shape);
     if (save && this.#states.has(key)) {
       throw new Error(
@@ -186,20 +205,24 @@ export abstract class LayerBase<S extends object = Record<string, Tensor>> imple
     }
     let out: { y: Tensor; state?: S };
     try {
-      out = this.forwardImpl(x, key, save);
+      out = this.forwardImpl(x, key, save, ctx);
     } catch (e) {
       // Sublayers that already ran must not keep state for a forward that failed.
       if (save) { for (const [, c] of this.#children) c.dropState(key); }
       throw e;
     }
     const { y, state } = out;
-    if (save) this.#states.set(key, { phase: "forward", outShape, state: state ?? ({} as S) });
+    if (save) {
+      // What backward needs survives a tidy() around the forward.
+      if (state !== undefined) keepState(state);
+      this.#states.set(key, { phase: "forward", outShape, state: state ?? ({} as S) });
+    }
     return y;
   }
 
-  /** B: returns `dx` and keeps only what W needs. */
+  /** I: returns `dx` and keeps only what W needs. */
   backwardInput(dy: Tensor, key?: StateKey): Tensor;
-  /** B; with `needInputGrad: false` skips `dx` where the layer can, and returns `null`. */
+  /** I; with `needInputGrad: false` skips `dx` where the layer can, and returns `null`. */
   backwardInput(dy: Tensor, key: StateKey | undefined, opts: BackwardOptions): Tensor | null;
   backwardInput(
     dy: Tensor,
@@ -226,6 +249,7 @@ export abstract class LayerBase<S extends object = Record<string, Tensor>> imple
       );
     }
     const dx = this.backwardInputImpl(dy, rec.state, key, need);
+    keepState(rec.state); // what W needs survives a tidy() around I
     rec.phase = "input";
     if (!need) {
       dx?.dispose();
@@ -249,9 +273,9 @@ export abstract class LayerBase<S extends object = Record<string, Tensor>> imple
     this.#states.delete(key);
   }
 
-  /** B then W; returns `dx`. */
+  /** B, the full backward: I then W; returns `dx`. */
   backward(dy: Tensor, key?: StateKey): Tensor;
-  /** B then W; with `needInputGrad: false` returns `null` (see `backwardInput`). */
+  /** B, the full backward: I then W; with `needInputGrad: false` returns `null` (see `backwardInput`). */
   backward(dy: Tensor, key: StateKey | undefined, opts: BackwardOptions): Tensor | null;
   backward(dy: Tensor, key: StateKey = DEFAULT_KEY, opts?: BackwardOptions): Tensor | null {
     const dx = this.backwardInput(dy, key, opts ?? {});

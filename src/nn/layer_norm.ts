@@ -21,7 +21,7 @@ interface LayerNormState {
   x?: Tensor; // [..., C] (view of the input)
   mean?: Tensor; // [R]
   rstd?: Tensor; // [R]
-  dy?: Tensor; // [..., C] (kept by B for W)
+  dy?: Tensor; // [..., C] (kept by I for W)
 }
 
 /**

@@ -11,6 +11,7 @@
 
 import type { Backend } from "../tensor/mod.ts";
 import { CausalSelfAttention } from "./causal_self_attention.ts";
+import { Dropout } from "./dropout.ts";
 import { Embedding } from "./embedding.ts";
 import { GELU } from "./gelu.ts";
 import type { Layer, LayerSpec } from "./layer.ts";
@@ -18,7 +19,9 @@ import { LayerNorm } from "./layer_norm.ts";
 import { Linear } from "./linear.ts";
 import { MLP } from "./mlp.ts";
 import { ReLU } from "./relu.ts";
+import { RMSNorm } from "./rms_norm.ts";
 import { Sequential } from "./sequential.ts";
+import { SiLU } from "./silu.ts";
 import { Tanh } from "./tanh.ts";
 import { TokenPositionEmbedding } from "./token_position_embedding.ts";
 import { TransformerBlock } from "./transformer_block.ts";
@@ -86,6 +89,15 @@ const BUILT_IN: ReadonlyMap<string, LayerFactory> = new Map<string, LayerFactory
   ["ReLU", (_a, be) => new ReLU(be)],
   ["GELU", (_a, be) => new GELU(be)],
   ["Tanh", (_a, be) => new Tanh(be)],
+  ["SiLU", (_a, be) => new SiLU(be)],
+  [
+    "RMSNorm",
+    (a, be) => new RMSNorm(be, num("RMSNorm", a, "dim"), { eps: optNum("RMSNorm", a, "eps") }),
+  ],
+  [
+    "Dropout",
+    (a, be) => new Dropout(be, num("Dropout", a, "p"), { seed: optNum("Dropout", a, "seed") }),
+  ],
   [
     "LayerNorm",
     (a, be) =>
@@ -235,7 +247,9 @@ export function layerFromSpec(spec: LayerSpec, backend: Backend): Layer {
     throw new RangeError(
       `layerFromSpec: unknown layer kind ${JSON.stringify(spec.kind)}; known: ${
         registeredLayerKinds().join(", ")
-      } (register custom layers with registerLayer in a module the workers import)`,
+      }. A custom layer must be registered with registerLayer(kind, factory) at the top level of a ` +
+        "module, and pipeline workers must import that module: list its URL in the modules option of " +
+        'PipelineParallelModel.create (modules: [new URL("./my_layers.ts", import.meta.url).href])',
     );
   }
   return factory(args, backend, (s) => layerFromSpec(s, backend));

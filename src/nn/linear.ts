@@ -22,7 +22,7 @@ export interface LinearOptions extends InitOptions {
 /** @internal What the layer keeps between its passes. */
 interface LinearState {
   x?: Tensor; // [R, in] (view of the input)
-  dy?: Tensor; // [R, out] (view of the output gradient, kept by B for W)
+  dy?: Tensor; // [R, out] (view of the output gradient, kept by I for W)
 }
 
 /**

@@ -5,10 +5,10 @@
  */
 
 import type { Backend, Shape, Tensor } from "../tensor/mod.ts";
-import { checkPositiveInt, fmtShape, initRng } from "./_util.ts";
+import { checkPositiveInt, fmtShape, initRng, subOptions } from "./_util.ts";
 import { LayerBase } from "./layer_base.ts";
 import { GELU } from "./gelu.ts";
-import type { InitOptions, LayerCost, LayerSpec, StateKey } from "./layer.ts";
+import type { ForwardContext, InitOptions, LayerCost, LayerSpec, StateKey } from "./layer.ts";
 import { Linear } from "./linear.ts";
 
 /** Options of {@linkcode MLP}. */
@@ -20,8 +20,8 @@ export interface MLPOptions extends InitOptions {
 /**
  * Feed-forward block `proj(gelu(fc(x)))` over the last dimension: input
  * `[..., dim]`, hidden `[..., hidden]`, output `[..., dim]`. Parameters
- * `fc.weight`, `fc.bias`, `proj.weight`, `proj.bias`. B runs the sublayers'
- * B passes in reverse order; W runs each Linear's W.
+ * `fc.weight`, `fc.bias`, `proj.weight`, `proj.bias`. I runs the sublayers'
+ * I passes in reverse order; W runs each Linear's W.
  *
  * @example
  * ```ts
@@ -85,11 +85,17 @@ export class MLP extends LayerBase<Record<string, never>> {
   }
 
   /** @ignore */
-  protected forwardImpl(x: Tensor, key: StateKey, save: boolean): { y: Tensor } {
-    const h = this.fc.forward(x, { key, save }); // [..., hidden]
-    const g = this.act.forward(h, { key, save }); // [..., hidden]
+  protected forwardImpl(
+    x: Tensor,
+    key: StateKey,
+    save: boolean,
+    ctx: ForwardContext,
+  ): { y: Tensor } {
+    const o = subOptions(key, save, ctx);
+    const h = this.fc.forward(x, o); // [..., hidden]
+    const g = this.act.forward(h, o); // [..., hidden]
     h.dispose();
-    const y = this.proj.forward(g, { key, save }); // [..., dim]
+    const y = this.proj.forward(g, o); // [..., dim]
     g.dispose();
     return { y };
   }

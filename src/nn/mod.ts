@@ -7,6 +7,7 @@
 export { LayerBase } from "./layer_base.ts";
 export type {
   BackwardOptions,
+  ForwardContext,
   ForwardOptions,
   InitOptions,
   Layer,
@@ -18,6 +19,9 @@ export { Linear, type LinearOptions } from "./linear.ts";
 export { ReLU } from "./relu.ts";
 export { GELU } from "./gelu.ts";
 export { Tanh } from "./tanh.ts";
+export { SiLU } from "./silu.ts";
+export { RMSNorm, type RMSNormOptions } from "./rms_norm.ts";
+export { Dropout, type DropoutOptions } from "./dropout.ts";
 export { LayerNorm, type LayerNormOptions } from "./layer_norm.ts";
 export { Embedding, type EmbeddingOptions } from "./embedding.ts";
 export {

@@ -17,7 +17,7 @@ interface ReLUState {
 
 /**
  * ReLU activation, elementwise over any shape. No parameters; the forward
- * keeps its input for B, and W does nothing.
+ * keeps its input for I, and W does nothing.
  *
  * @example
  * ```ts

@@ -6,7 +6,7 @@
  */
 
 import type { Shape, Tensor } from "../tensor/mod.ts";
-import { checkKey, fmtKey, fmtShape, needInputGrad } from "./_util.ts";
+import { checkKey, fmtKey, fmtShape, forwardContext, needInputGrad, subOptions } from "./_util.ts";
 import {
   type BackwardOptions,
   DEFAULT_KEY,
@@ -160,10 +160,15 @@ export class Sequential implements Layer {
     return { params, flops };
   }
 
+  /**
+   * Runs every layer in order, passing on `key`, `save` and the training
+   * context (`training`, `step`, `rowOffset`) unchanged.
+   */
   forward(x: Tensor, opts?: ForwardOptions): Tensor {
     const key = opts?.key ?? DEFAULT_KEY;
     checkKey("Sequential", key);
     const save = opts?.save ?? true;
+    const sub = subOptions(key, save, forwardContext("Sequential", opts));
     this.outputShape(x.shape);
     if (save) {
       // Checked for every layer first so a refused forward leaves no layer half-run.
@@ -180,7 +185,7 @@ export class Sequential implements Layer {
     let h = x;
     try {
       for (const l of this.layers) {
-        const next = l.forward(h, { key, save });
+        const next = l.forward(h, sub);
         if (h !== x) h.dispose();
         h = next;
       }
@@ -193,10 +198,10 @@ export class Sequential implements Layer {
     return h;
   }
 
-  /** B through every layer, last to first; returns `dx`. */
+  /** I through every layer, last to first; returns `dx`. */
   backwardInput(dy: Tensor, key?: StateKey): Tensor;
   /**
-   * B; with `needInputGrad: false` the first layer skips `dx` where it can
+   * I; with `needInputGrad: false` the first layer skips `dx` where it can
    * (the others' input gradients are needed) and `null` is returned.
    */
   backwardInput(dy: Tensor, key: StateKey | undefined, opts: BackwardOptions): Tensor | null;
@@ -226,9 +231,9 @@ export class Sequential implements Layer {
     for (let i = this.layers.length - 1; i >= 0; i--) this.layers[i].backwardWeight(key);
   }
 
-  /** B then W; returns `dx`. */
+  /** B, the full backward: I then W; returns `dx`. */
   backward(dy: Tensor, key?: StateKey): Tensor;
-  /** B then W; with `needInputGrad: false` returns `null` (see `backwardInput`). */
+  /** B, the full backward: I then W; with `needInputGrad: false` returns `null` (see `backwardInput`). */
   backward(dy: Tensor, key: StateKey | undefined, opts: BackwardOptions): Tensor | null;
   backward(dy: Tensor, key: StateKey = DEFAULT_KEY, opts?: BackwardOptions): Tensor | null {
     const dx = this.backwardInput(dy, key, opts ?? {});

@@ -6,6 +6,7 @@
 
 import type { Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
+import { keep } from "../tensor/tidy.ts";
 import type { Parameter } from "./layer.ts";
 import {
   checkFraction,
@@ -78,7 +79,7 @@ export class SGD implements Optimizer {
           buf = this.#buf.get(p.value) ?? null;
           if (buf === null) {
             // Zeros make the fused step's μ·buf + d exactly PyTorch's first `buf = d`.
-            buf = p.value.backend.zeros(p.value.shape);
+            buf = keep(p.value.backend.zeros(p.value.shape)); // outlives tidy()
             this.#buf.set(p.value, buf);
           }
         }

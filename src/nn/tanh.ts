@@ -17,7 +17,7 @@ interface TanhState {
 
 /**
  * Tanh activation, elementwise over any shape. No parameters; the forward
- * keeps its output (callers must not modify the output in place while it is kept) for B, and W does nothing.
+ * keeps its output (callers must not modify the output in place while it is kept) for I, and W does nothing.
  *
  * @example
  * ```ts

@@ -7,6 +7,7 @@
 
 import type { Backend, Shape, Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
+import { keep } from "../tensor/tidy.ts";
 import { randomTensor } from "../tensor/random.ts";
 import { checkPositive, checkPositiveInt, fmtShape, initRng, retain } from "./_util.ts";
 import { LayerBase } from "./layer_base.ts";
@@ -22,13 +23,13 @@ export interface TokenPositionEmbeddingOptions extends InitOptions {
 interface TokenPositionEmbeddingState {
   ids?: Tensor; // [B, T] (view)
   pos?: Tensor; // [B, T] position ids (view of the cached tensor)
-  dy?: Tensor; // [B, T, C] (kept by B for W)
+  dy?: Tensor; // [B, T, C] (kept by I for W)
 }
 
 /**
  * `y[b, t] = token[ids[b, t]] + position[t]`: input token ids `[B, T]`
  * (integers stored as f32, `T ≤ maxLen`), output `[B, T, dim]`. Parameters
- * `token` `[vocabSize, dim]` and `position` `[maxLen, dim]`. B returns zeros
+ * `token` `[vocabSize, dim]` and `position` `[maxLen, dim]`. I returns zeros
  * of the ids' shape (ids carry no gradient); W scatter-adds into both tables.
  *
  * @example
@@ -117,7 +118,7 @@ export class TokenPositionEmbedding extends LayerBase<TokenPositionEmbeddingStat
     if (p === undefined) {
       const data = new Float32Array(b * t);
       for (let i = 0; i < data.length; i++) data[i] = i % t;
-      p = this.backend.fromData(data, [b, t]);
+      p = keep(this.backend.fromData(data, [b, t])); // a cache: outlives tidy()
       this.#posCache.set(k, p);
     }
     return p;

@@ -6,10 +6,10 @@
 
 import type { Backend, Shape, Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
-import { checkPositiveInt, fmtShape, initRng } from "./_util.ts";
+import { checkPositiveInt, fmtShape, initRng, subOptions } from "./_util.ts";
 import { LayerBase } from "./layer_base.ts";
 import { CausalSelfAttention } from "./causal_self_attention.ts";
-import type { InitOptions, LayerCost, LayerSpec, StateKey } from "./layer.ts";
+import type { ForwardContext, InitOptions, LayerCost, LayerSpec, StateKey } from "./layer.ts";
 import { LayerNorm } from "./layer_norm.ts";
 import { MLP } from "./mlp.ts";
 
@@ -23,7 +23,7 @@ export interface TransformerBlockOptions extends InitOptions {
  * GPT-2 style block on `[B, T, dim]`:
  * `h = x + attn(ln1(x))`, `y = h + mlp(ln2(h))`. Parameters are prefixed
  * `ln1.`, `attn.`, `ln2.`, `mlp.`. The residual additions need no state;
- * B runs the sublayers' B passes (the gradient flows through both branches
+ * I runs the sublayers' I passes (the gradient flows through both branches
  * of each residual), W runs each sublayer's W.
  *
  * @example
@@ -101,8 +101,13 @@ export class TransformerBlock extends LayerBase<Record<string, never>> {
   }
 
   /** @ignore */
-  protected forwardImpl(x: Tensor, key: StateKey, save: boolean): { y: Tensor } {
-    const o = { key, save };
+  protected forwardImpl(
+    x: Tensor,
+    key: StateKey,
+    save: boolean,
+    ctx: ForwardContext,
+  ): { y: Tensor } {
+    const o = subOptions(key, save, ctx);
     const a = this.ln1.forward(x, o); // [B, T, C]
     const att = this.attn.forward(a, o); // [B, T, C]
     a.dispose();

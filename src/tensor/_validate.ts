@@ -37,3 +37,18 @@ export function checkFromData(data: Float32Array, shape: Shape): void {
 export function checkZeros(shape: Shape): void {
   checkShape(shape, "zeros: shape");
 }
+
+/**
+ * The first value of `values` that is not an integer in [0, n), with its
+ * position, or null: the check behind every integer input (ids, targets).
+ */
+export function firstInvalidIndex(
+  values: Float32Array,
+  n: number,
+): { index: number; value: number } | null {
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i];
+    if (!(v >= 0 && v < n && Math.floor(v) === v)) return { index: i, value: v };
+  }
+  return null;
+}

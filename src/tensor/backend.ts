@@ -22,6 +22,9 @@
  */
 
 import type { Tensor } from "./tensor.ts";
+import type { BinaryOp, UnaryGradOp, UnaryOp } from "./_elementwise_ops.ts";
+
+export type { BinaryOp, UnaryGradOp, UnaryOp };
 
 /** Shape of a tensor: a list of non-negative integer dimensions. */
 export type Shape = readonly number[];
@@ -90,6 +93,44 @@ export interface LayerNormResult {
   readonly rstd: Tensor;
 }
 
+/**
+ * Result of an RMS norm forward: the output and the per-row statistic.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { CpuBackend, ops, type RmsNormResult } from "@conveyor/core";
+ * const be = new CpuBackend();
+ * const r: RmsNormResult = ops.rmsNorm(ops.ones(be, [3, 2]), ops.ones(be, [2]));
+ * assert.deepEqual(r.rstd.shape, [3]); // one per row
+ * ```
+ */
+export interface RmsNormResult {
+  /** Normalised and scaled output, same shape as the input. */
+  readonly y: Tensor;
+  /** Row reciprocal RMS 1/sqrt(mean(x²) + eps), shape `[rows]`. */
+  readonly rstd: Tensor;
+}
+
+/**
+ * The first invalid entry of an integer tensor (ids, class targets).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { CpuBackend } from "@conveyor/core";
+ * const be = new CpuBackend();
+ * const ids = be.fromData(new Float32Array([0, 2, 7]), [3]);
+ * assert.deepEqual(be.invalidIndex(ids, 5), { index: 2, value: 7 });
+ * ```
+ */
+export interface InvalidIndex {
+  /** Flat position of the entry. */
+  readonly index: number;
+  /** Its value (not an integer in the valid range). */
+  readonly value: number;
+}
+
 /** Result of softmax cross-entropy forward. */
 export interface CrossEntropyResult {
   /** Per-row loss -log softmax(logits)[target], shape `[rows]`. */
@@ -140,6 +181,44 @@ export interface Backend {
    * Result `[...batch, M, N]`.
    */
   matmul(a: Tensor, b: Tensor, transA: boolean, transB: boolean): Tensor;
+  /**
+   * The first entry of `ids` that is not an integer in [0, n), null when
+   * there is none, or undefined when the backend cannot tell without a
+   * device round trip (then the kernels that use `ids` check them on the
+   * device and report through the next `read` or `sync`).
+   */
+  invalidIndex(ids: Tensor, n: number): InvalidIndex | null | undefined;
+  /** A tensor of `shape` with every element `value` (any number, NaN and ±∞ included). */
+  full(shape: Shape, value: number): Tensor;
+
+  /** Elementwise unary op; a NaN element gives NaN. */
+  unary(op: UnaryOp, x: Tensor): Tensor;
+  /**
+   * Input gradient `dy · f'` of a unary op from `v` (the forward input for
+   * relu, gelu and silu, the output for tanh and sigmoid); NaN in either
+   * operand gives NaN.
+   */
+  unaryBackward(op: UnaryGradOp, v: Tensor, dy: Tensor): Tensor;
+  /**
+   * Elementwise `a (op) b` with both operands broadcast (NumPy rules) to
+   * `out`, their broadcast shape; NaN in either operand gives NaN.
+   */
+  binary(op: BinaryOp, a: Tensor, b: Tensor, out: Shape): Tensor;
+  /** `cond ≠ 0 ? a : b` (a NaN `cond` counts as true), all broadcast to `out`. */
+  where(cond: Tensor, a: Tensor, b: Tensor, out: Shape): Tensor;
+  /**
+   * Sum of `x` over the axes where `shape` (right-aligned, broadcastable to
+   * `x.shape`) has extent 1, giving a tensor of `shape`: the gradient of a
+   * broadcast operand.
+   */
+  sumToShape(x: Tensor, shape: Shape): Tensor;
+  /**
+   * Dropout with the counter-based mask of `seed`, `step` and the global
+   * index of each element (`rowOffset` rows of `x.shape[1..]` precede this
+   * micro-batch): kept elements scaled by `1 / (1 - p)`, dropped ones 0.
+   */
+  dropout(x: Tensor, p: number, seed: number, step: number, rowOffset: number): Tensor;
+
   /** Elementwise `a + b` (same shapes). */
   add(a: Tensor, b: Tensor): Tensor;
   /** Elementwise `a - b` (same shapes). */
@@ -185,7 +264,7 @@ export interface Backend {
 
   /** Layer norm over the last dimension with `gamma`, `beta` of shape `[cols]`. */
   layerNorm(x: Tensor, gamma: Tensor, beta: Tensor, eps: number): LayerNormResult;
-  /** Layer norm input gradient (the B pass). */
+  /** Layer norm input gradient (the I pass). */
   layerNormBackwardInput(
     dy: Tensor,
     x: Tensor,
@@ -203,6 +282,18 @@ export interface Backend {
     mean: Tensor,
     rstd: Tensor,
   ): { dgamma: Tensor; dbeta: Tensor };
+
+  /** RMS norm over the last dimension with `weight` of shape `[cols]`. */
+  rmsNorm(x: Tensor, weight: Tensor, eps: number): RmsNormResult;
+  /** RMS norm input gradient (the I pass). */
+  rmsNormBackwardInput(dy: Tensor, x: Tensor, rstd: Tensor, weight: Tensor): Tensor;
+  /** RMS norm weight gradient (the W pass): `Σ_rows dy · x · rstd`, shape `[cols]`. */
+  rmsNormBackwardWeight(dy: Tensor, x: Tensor, rstd: Tensor): Tensor;
+  /**
+   * `log Σ exp` over the last dimension (stable), shape `x.shape` without
+   * its last dimension; NaN for a row holding NaN.
+   */
+  logSumExp(x: Tensor): Tensor;
 
   /** Sum over all rows: `[..., N]` → `[N]` (bias gradients). */
   sumRows(x: Tensor): Tensor;

@@ -9,19 +9,38 @@ import type {
   AdamWParams,
   Backend,
   BackendName,
+  BinaryOp,
   CrossEntropyResult,
+  InvalidIndex,
   LayerNormResult,
   MemoryStats,
+  RmsNormResult,
   SGDParams,
   Shape,
+  UnaryGradOp,
+  UnaryOp,
 } from "./backend.ts";
 import { MemoryTracker } from "./_memory.ts";
 import { rowCount } from "./_rows.ts";
-import { checkFromData, checkZeros } from "./_validate.ts";
+import { checkFromData, checkZeros, firstInvalidIndex } from "./_validate.ts";
 import { shapeSize, Tensor } from "./tensor.ts";
-
-const GELU_C = Math.sqrt(2 / Math.PI);
-const GELU_A = 0.044715;
+import { dropoutBase, dropoutKey, dropoutScale, dropoutThreshold } from "./_dropout_hash.ts";
+import {
+  binaryInto,
+  dropoutInto,
+  sumToShapeInto,
+  unaryBackwardInto,
+  unaryInto,
+  whereInto,
+} from "./cpu/_elementwise.ts";
+import { permuteInto } from "./cpu/_layout.ts";
+import { matmulInto } from "./cpu/_matmul.ts";
+import {
+  logSumExpInto,
+  rmsNormBackwardInputInto,
+  rmsNormBackwardWeight,
+  rmsNormInto,
+} from "./cpu/_rows.ts";
 
 /** Storage of a CPU tensor. */
 function data(t: Tensor): Float32Array {
@@ -32,9 +51,8 @@ function data(t: Tensor): Float32Array {
  * The CPU reference backend. Kernels run synchronously on Float32Array
  * storage; sums are accumulated in JS numbers (f64) and stored as f32.
  *
- * Integer inputs (embedding ids, cross-entropy targets) are checked here
- * against the table size before anything is written, since only the CPU can
- * see values synchronously.
+ * Integer inputs (embedding ids, cross-entropy targets) are checked by the
+ * ops before any kernel runs, through {@linkcode CpuBackend.invalidIndex}.
  *
  * @example
  * ```ts
@@ -81,6 +99,17 @@ export class CpuBackend implements Backend {
     return this.#alloc(shape)[0];
   }
 
+  /** Creates a tensor with every element `value`. */
+  full(shape: Shape, value: number): Tensor {
+    checkZeros(shape);
+    return this.#wrap(shape, new Float32Array(shapeSize(shape)).fill(value));
+  }
+
+  /** The first entry of `ids` that is not an integer in [0, n), or null. */
+  invalidIndex(ids: Tensor, n: number): InvalidIndex | null {
+    return firstInvalidIndex(data(ids), n);
+  }
+
   /** Copies a tensor's contents out. */
   read(t: Tensor): Promise<Float32Array> {
     return Promise.resolve(this.readSync(t));
@@ -117,35 +146,7 @@ export class CpuBackend implements Backend {
     const N = transB ? b.shape[br - 2] : b.shape[br - 1];
     const batch = shapeSize(a.shape.slice(0, -2));
     const [out, C] = this.#alloc([...a.shape.slice(0, -2), M, N]);
-    const A = data(a), B = data(b);
-    const bShared = br === 2;
-    const acc = new Float64Array(N);
-    // Transposing b up front keeps the inner loop contiguous (i-k-j order).
-    let Bt: Float32Array | null = null;
-    for (let bi = 0; bi < batch; bi++) {
-      const aOff = bi * M * K;
-      let Bm: Float32Array, bOff: number;
-      if (transB) {
-        if (Bt === null || !bShared) {
-          Bt = transpose2d(B, bShared ? 0 : bi * K * N, N, K, Bt);
-        }
-        Bm = Bt;
-        bOff = 0;
-      } else {
-        Bm = B;
-        bOff = bShared ? 0 : bi * K * N;
-      }
-      const cOff = bi * M * N;
-      for (let i = 0; i < M; i++) {
-        acc.fill(0);
-        for (let k = 0; k < K; k++) {
-          const aik = transA ? A[aOff + k * M + i] : A[aOff + i * K + k];
-          const row = bOff + k * N;
-          for (let j = 0; j < N; j++) acc[j] += aik * Bm[row + j];
-        }
-        C.set(acc, cOff + i * N);
-      }
-    }
+    matmulInto(data(a), data(b), C, batch, M, K, N, transA, transB, br === 2);
     return out;
   }
 
@@ -220,59 +221,83 @@ export class CpuBackend implements Backend {
     for (let i = 0; i < X.length; i++) X[i] *= s;
   }
 
-  /** `max(x, 0)`. */
+  /** `max(x, 0)` (NaN kept). */
   relu(x: Tensor): Tensor {
-    const [out, O] = this.#alloc(x.shape);
-    const X = data(x);
-    for (let i = 0; i < O.length; i++) O[i] = X[i] > 0 ? X[i] : 0;
-    return out;
+    return this.unary("relu", x);
   }
 
   /** `dy * (x > 0)`. */
   reluBackward(x: Tensor, dy: Tensor): Tensor {
-    const [out, O] = this.#alloc(x.shape);
-    const X = data(x), G = data(dy);
-    for (let i = 0; i < O.length; i++) O[i] = X[i] > 0 ? G[i] : 0;
-    return out;
+    return this.unaryBackward("relu", x, dy);
   }
 
   /** GELU (tanh approximation). */
   gelu(x: Tensor): Tensor {
-    const [out, O] = this.#alloc(x.shape);
-    const X = data(x);
-    for (let i = 0; i < O.length; i++) {
-      const v = X[i];
-      O[i] = 0.5 * v * (1 + Math.tanh(GELU_C * (v + GELU_A * v * v * v)));
-    }
-    return out;
+    return this.unary("gelu", x);
   }
 
   /** `dy * gelu'(x)`. */
   geluBackward(x: Tensor, dy: Tensor): Tensor {
-    const [out, O] = this.#alloc(x.shape);
-    const X = data(x), G = data(dy);
-    for (let i = 0; i < O.length; i++) {
-      const v = X[i];
-      const t = Math.tanh(GELU_C * (v + GELU_A * v * v * v));
-      const du = GELU_C * (1 + 3 * GELU_A * v * v);
-      O[i] = G[i] * (0.5 * (1 + t) + 0.5 * v * (1 - t * t) * du);
-    }
-    return out;
+    return this.unaryBackward("gelu", x, dy);
   }
 
   /** `tanh(x)`. */
   tanh(x: Tensor): Tensor {
-    const [out, O] = this.#alloc(x.shape);
-    const X = data(x);
-    for (let i = 0; i < O.length; i++) O[i] = Math.tanh(X[i]);
-    return out;
+    return this.unary("tanh", x);
   }
 
   /** `dy * (1 - y²)`. */
   tanhBackward(y: Tensor, dy: Tensor): Tensor {
-    const [out, O] = this.#alloc(y.shape);
-    const Y = data(y), G = data(dy);
-    for (let i = 0; i < O.length; i++) O[i] = G[i] * (1 - Y[i] * Y[i]);
+    return this.unaryBackward("tanh", y, dy);
+  }
+
+  /** Elementwise unary op (`_elementwise_ops.ts`); NaN kept. */
+  unary(op: UnaryOp, x: Tensor): Tensor {
+    const [out, O] = this.#alloc(x.shape);
+    unaryInto(op, data(x), O);
+    return out;
+  }
+
+  /** Unary input gradient from `v` (x or y) and `dy`. */
+  unaryBackward(op: UnaryGradOp, v: Tensor, dy: Tensor): Tensor {
+    const [out, O] = this.#alloc(v.shape);
+    unaryBackwardInto(op, data(v), data(dy), O);
+    return out;
+  }
+
+  /** `a (op) b` broadcast to `out`. */
+  binary(op: BinaryOp, a: Tensor, b: Tensor, out: Shape): Tensor {
+    const [t, O] = this.#alloc(out);
+    binaryInto(op, data(a), a.shape, data(b), b.shape, out, O);
+    return t;
+  }
+
+  /** `cond ≠ 0 ? a : b` broadcast to `out`. */
+  where(cond: Tensor, a: Tensor, b: Tensor, out: Shape): Tensor {
+    const [t, O] = this.#alloc(out);
+    whereInto(data(cond), cond.shape, data(a), a.shape, data(b), b.shape, out, O);
+    return t;
+  }
+
+  /** Sum over the axes where `shape` has extent 1. */
+  sumToShape(x: Tensor, shape: Shape): Tensor {
+    const [t, O] = this.#alloc(shape);
+    sumToShapeInto(data(x), x.shape, shape, O);
+    return t;
+  }
+
+  /** Dropout with the counter-based mask (`_dropout_hash.ts`). */
+  dropout(x: Tensor, p: number, seed: number, step: number, rowOffset: number): Tensor {
+    const [out, O] = this.#alloc(x.shape);
+    const rowSize = shapeSize(x.shape.slice(1));
+    dropoutInto(
+      data(x),
+      O,
+      dropoutKey(seed, step),
+      dropoutBase(rowOffset, rowSize),
+      dropoutThreshold(p),
+      dropoutScale(p),
+    );
     return out;
   }
 
@@ -394,6 +419,35 @@ export class CpuBackend implements Backend {
     };
   }
 
+  /** RMS norm forward. */
+  rmsNorm(x: Tensor, weight: Tensor, eps: number): RmsNormResult {
+    const n = x.cols, rows = rowCount(x);
+    const [y, Y] = this.#alloc(x.shape);
+    const [rstd, Rs] = this.#alloc([rows]);
+    rmsNormInto(data(x), data(weight), eps, rows, n, Y, Rs);
+    return { y, rstd };
+  }
+
+  /** RMS norm input gradient. */
+  rmsNormBackwardInput(dy: Tensor, x: Tensor, rstd: Tensor, weight: Tensor): Tensor {
+    const [out, O] = this.#alloc(x.shape);
+    rmsNormBackwardInputInto(data(dy), data(x), data(rstd), data(weight), rowCount(x), x.cols, O);
+    return out;
+  }
+
+  /** RMS norm weight gradient. */
+  rmsNormBackwardWeight(dy: Tensor, x: Tensor, rstd: Tensor): Tensor {
+    const n = x.cols;
+    return this.#wrap([n], rmsNormBackwardWeight(data(dy), data(x), data(rstd), rowCount(x), n));
+  }
+
+  /** Row-wise log Σ exp. */
+  logSumExp(x: Tensor): Tensor {
+    const [out, O] = this.#alloc(x.shape.slice(0, -1));
+    logSumExpInto(data(x), rowCount(x), x.cols, O);
+    return out;
+  }
+
   /** Column sums `[..., N]` → `[N]`. */
   sumRows(x: Tensor): Tensor {
     const n = x.cols, rows = rowCount(x);
@@ -425,7 +479,6 @@ export class CpuBackend implements Backend {
   crossEntropy(logits: Tensor, targets: Tensor): CrossEntropyResult {
     const n = logits.cols, rows = rowCount(logits);
     const T = data(targets);
-    checkIndices("crossEntropy", "target", T, n);
     const X = data(logits);
     const [probs, P] = this.#alloc(logits.shape);
     const [loss, L] = this.#alloc([rows]);
@@ -450,7 +503,6 @@ export class CpuBackend implements Backend {
   crossEntropyBackward(probs: Tensor, targets: Tensor, scale: number): Tensor {
     const n = probs.cols, rows = rowCount(probs);
     const T = data(targets);
-    checkIndices("crossEntropyBackward", "target", T, n);
     const P = data(probs);
     const [out, O] = this.#alloc(probs.shape);
     for (let i = 0; i < P.length; i++) O[i] = P[i] * scale;
@@ -460,9 +512,8 @@ export class CpuBackend implements Backend {
 
   /** Row gather. */
   embedding(table: Tensor, ids: Tensor): Tensor {
-    const [V, C] = table.shape;
+    const C = table.shape[1];
     const I = data(ids);
-    checkIndices("embedding", "id", I, V);
     const Tb = data(table);
     const [out, O] = this.#alloc([...ids.shape, C]);
     for (let i = 0; i < I.length; i++) O.set(Tb.subarray(I[i] * C, I[i] * C + C), i * C);
@@ -471,9 +522,8 @@ export class CpuBackend implements Backend {
 
   /** Scatter-add of `dy` rows into `dTable`. */
   embeddingBackwardInPlace(dTable: Tensor, ids: Tensor, dy: Tensor): void {
-    const [V, C] = dTable.shape;
+    const C = dTable.shape[1];
     const I = data(ids);
-    checkIndices("embeddingBackwardInPlace", "id", I, V);
     const D = data(dTable), G = data(dy);
     for (let i = 0; i < I.length; i++) {
       const o = I[i] * C, g = i * C;
@@ -536,65 +586,8 @@ export class CpuBackend implements Backend {
 
   /** Axis permutation (a copy). */
   permute(x: Tensor, perm: readonly number[]): Tensor {
-    const rank = x.shape.length;
-    const outShape = perm.map((p) => x.shape[p]);
-    const [out, O] = this.#alloc(outShape);
-    const X = data(x);
-    if (O.length === 0) return out;
-    if (rank === 0) {
-      O[0] = X[0];
-      return out;
-    }
-    const inStrides = new Array<number>(rank);
-    let s = 1;
-    for (let d = rank - 1; d >= 0; d--) {
-      inStrides[d] = s;
-      s *= x.shape[d];
-    }
-    // Input stride of each output axis; the innermost output axis runs in a tight loop.
-    const st = perm.map((p) => inStrides[p]);
-    const last = rank - 1, nLast = outShape[last], sLast = st[last];
-    const idx = new Array<number>(rank).fill(0);
-    let src = 0;
-    for (let o = 0; o < O.length; o += nLast) {
-      let k = src;
-      for (let j = 0; j < nLast; j++, k += sLast) O[o + j] = X[k];
-      // Odometer over the outer output axes.
-      for (let d = last - 1; d >= 0; d--) {
-        idx[d]++;
-        src += st[d];
-        if (idx[d] < outShape[d]) break;
-        src -= st[d] * outShape[d];
-        idx[d] = 0;
-      }
-    }
+    const [out, O] = this.#alloc(perm.map((p) => x.shape[p]));
+    permuteInto(data(x), x.shape, perm, O);
     return out;
-  }
-}
-
-/** `src` rows×cols (from offset) → a fresh or reused cols×rows matrix. */
-function transpose2d(
-  src: Float32Array,
-  off: number,
-  rows: number,
-  cols: number,
-  reuse: Float32Array | null,
-): Float32Array {
-  const t = reuse !== null && reuse.length === rows * cols ? reuse : new Float32Array(rows * cols);
-  for (let r = 0; r < rows; r++) {
-    for (let c = 0; c < cols; c++) t[c * rows + r] = src[off + r * cols + c];
-  }
-  return t;
-}
-
-/** Throws a RangeError unless every value is an integer in [0, n). */
-function checkIndices(op: string, what: string, values: Float32Array, n: number): void {
-  for (let i = 0; i < values.length; i++) {
-    const v = values[i];
-    if (!Number.isInteger(v) || v < 0 || v >= n) {
-      throw new RangeError(
-        `${op}: ${what} at position ${i} must be an integer in [0, ${n}), got ${v}`,
-      );
-    }
   }
 }

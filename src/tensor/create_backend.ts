@@ -7,7 +7,7 @@
 
 import type { Backend } from "./backend.ts";
 import { CpuBackend } from "./cpu_backend.ts";
-import { WebGPUBackend, type WebGPUBackendOptions } from "./webgpu_backend.ts";
+import { WebGPUBackend, type WebGPUBackendOptions } from "./webgpu/mod.ts";
 
 /**
  * Which backend `createBackend` should return.

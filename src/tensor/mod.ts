@@ -8,23 +8,30 @@ export type {
   AdamWParams,
   Backend,
   BackendName,
+  BinaryOp,
   CrossEntropyResult,
+  InvalidIndex,
   LayerNormResult,
   MemoryStats,
+  RmsNormResult,
   SGDParams,
   Shape,
+  UnaryGradOp,
+  UnaryOp,
 } from "./backend.ts";
 export { checkShape, shapeSize, Tensor } from "./tensor.ts";
 export * as ops from "./ops.ts";
-export type { MatmulOptions, SoftmaxOptions } from "./ops.ts";
+export type { DropoutOpOptions, MatmulOptions, SoftmaxOptions } from "./ops.ts";
 export { CpuBackend } from "./cpu_backend.ts";
 export { randomTensor, Rng } from "./random.ts";
-export { WebGPUBackend } from "./webgpu_backend.ts";
+export { WebGPUBackend } from "./webgpu/mod.ts";
 export type {
   BufferPoolStats,
   MatmulConfig,
   MatmulTuneResult,
   WebGPUBackendOptions,
-} from "./webgpu_backend.ts";
+} from "./webgpu/mod.ts";
 export { createBackend } from "./create_backend.ts";
+export { keep, tidy } from "./tidy.ts";
+export { LeakWatch, type LeakWatchOptions } from "./leak_watch.ts";
 export type { BackendKind } from "./create_backend.ts";

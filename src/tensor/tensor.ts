@@ -9,6 +9,7 @@
  */
 
 import type { Backend, Shape } from "./backend.ts";
+import { track } from "./_scope.ts";
 
 /** Storage shared by a tensor and its reshaped views; freed with the last. */
 interface SharedStorage {
@@ -68,6 +69,8 @@ export class Tensor {
     this.shape = Object.freeze([...shape]);
     this.size = shapeSize(shape);
     this.#storage = { data: storage, bytes, refs: 1 };
+    // Inside tidy(): disposed when the scope ends, unless returned or kept.
+    track(this);
   }
 
   /** True once `dispose()` has been called on this handle. */
@@ -140,6 +143,27 @@ export class Tensor {
   tryToArraySync(): Float32Array | null {
     this.#shared();
     return this.backend.readSync?.(this) ?? null;
+  }
+
+  /**
+   * Releases this handle when a `using` declaration goes out of scope
+   * (same as `dispose()`).
+   *
+   * @example
+   * ```ts
+   * import assert from "node:assert/strict";
+   * import { CpuBackend, ops } from "@conveyor/core";
+   * const be = new CpuBackend();
+   * {
+   *   using x = be.zeros([1000]);
+   *   using y = ops.scale(x, 2);
+   *   assert.equal(be.memory.liveBytes, 8000);
+   * }
+   * assert.equal(be.memory.liveBytes, 0); // both released at the block's end
+   * ```
+   */
+  [Symbol.dispose](): void {
+    this.dispose();
   }
 
   /** Releases this handle; storage is freed once no view uses it. Idempotent. */

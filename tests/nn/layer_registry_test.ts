@@ -15,6 +15,9 @@ import { MLP } from "../../src/nn/mlp.ts";
 import { ReLU } from "../../src/nn/relu.ts";
 import { Sequential } from "../../src/nn/sequential.ts";
 import { Tanh } from "../../src/nn/tanh.ts";
+import { SiLU } from "../../src/nn/silu.ts";
+import { RMSNorm } from "../../src/nn/rms_norm.ts";
+import { Dropout } from "../../src/nn/dropout.ts";
 import { TokenPositionEmbedding } from "../../src/nn/token_position_embedding.ts";
 import { TransformerBlock } from "../../src/nn/transformer_block.ts";
 import { loadSafetensors, saveSafetensors } from "../../src/nn/safetensors.ts";
@@ -56,6 +59,17 @@ const CASES: readonly Case[] = [
   { name: "ReLU", make: (b) => new ReLU(b), input: () => uniformInput([3, 4], 2) },
   { name: "GELU", make: (b) => new GELU(b), input: () => uniformInput([3, 4], 3) },
   { name: "Tanh", make: (b) => new Tanh(b), input: () => uniformInput([3, 4], 4) },
+  { name: "SiLU", make: (b) => new SiLU(b), input: () => uniformInput([3, 4], 14) },
+  {
+    name: "RMSNorm (eps 1e-3)",
+    make: (b) => new RMSNorm(b, 6, { eps: 1e-3 }),
+    input: () => uniformInput([3, 6], 15),
+  },
+  {
+    name: "Dropout (p 0.3, seed 9)",
+    make: (b) => new Dropout(b, 0.3, { seed: 9 }),
+    input: () => uniformInput([3, 6], 16),
+  },
   {
     name: "LayerNorm (eps 1e-3)",
     make: (b) => new LayerNorm(b, 6, { eps: 1e-3 }),
@@ -240,7 +254,8 @@ Deno.test("layerFromSpec: unknown kinds and malformed specs are named", () => {
     () => layerFromSpec({ kind: "Conv2d", args: {} }, be),
     (e: Error) =>
       e instanceof RangeError && /unknown layer kind "Conv2d"/.test(e.message) &&
-      /Linear/.test(e.message),
+      /Linear/.test(e.message) && /registerLayer/.test(e.message) &&
+      /modules option of PipelineParallelModel\.create/.test(e.message),
   );
   assert.throws(() => layerFromSpec(null as unknown as LayerSpec, be), TypeError);
   assert.throws(

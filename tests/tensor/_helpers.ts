@@ -5,8 +5,13 @@
  */
 
 import assert from "node:assert/strict";
+import type { Backend, Shape } from "../../src/tensor/backend.ts";
+import type { Tensor } from "../../src/tensor/tensor.ts";
 
-/** Asserts `|a - e| <= tol * (1 + |e|)` element by element, naming the first miss. */
+/**
+ * Asserts `|a - e| <= tol * (1 + |e|)` element by element, naming the first
+ * miss; a non-finite expected value (±Infinity, NaN) must be met exactly.
+ */
 export function assertClose(
   actual: ArrayLike<number>,
   expected: ArrayLike<number>,
@@ -16,6 +21,12 @@ export function assertClose(
   assert.equal(actual.length, expected.length, `${what}: length`);
   for (let i = 0; i < expected.length; i++) {
     const a = actual[i], e = expected[i];
+    if (!Number.isFinite(e)) {
+      if (!(a === e || (Number.isNaN(a) && Number.isNaN(e)))) {
+        assert.fail(`${what}[${i}]: got ${a}, expected ${e}`);
+      }
+      continue;
+    }
     if (!(Math.abs(a - e) <= tol * (1 + Math.abs(e)))) {
       assert.fail(`${what}[${i}]: got ${a}, expected ${e} (tol ${tol})`);
     }
@@ -58,4 +69,44 @@ export function lcgData(n: number, seed: number, lo = -1, hi = 1): Float32Array 
     out[i] = lo + (hi - lo) * (s / 0x100000000);
   }
   return out;
+}
+
+/**
+ * Central finite differences of L(x) = Σ dy · f(x) on the backend of the
+ * result, one input element at a time (step h): the numeric gradient that
+ * analytic gradients are compared with. `f` must not keep its input.
+ */
+export async function fdGrad(
+  be: Backend,
+  f: (x: Tensor) => Tensor,
+  x0: Float32Array,
+  shape: Shape,
+  dy: ArrayLike<number>,
+  h = 1e-2,
+): Promise<Float64Array> {
+  const g = new Float64Array(x0.length);
+  for (let i = 0; i < x0.length; i++) {
+    const xp = Float32Array.from(x0), xm = Float32Array.from(x0);
+    xp[i] += h;
+    xm[i] -= h;
+    const loss = async (x: Float32Array): Promise<number> => {
+      const xt = be.fromData(x, shape);
+      const y = f(xt);
+      xt.dispose();
+      const yd = await y.toArray();
+      y.dispose();
+      let l = 0;
+      for (let j = 0; j < yd.length; j++) l += dy[j] * yd[j];
+      return l;
+    };
+    g[i] = (await loss(xp) - await loss(xm)) / (xp[i] - xm[i]);
+  }
+  return g;
+}
+
+/** Reads a tensor and disposes it. */
+export async function take(t: Tensor): Promise<Float32Array> {
+  const d = await t.toArray();
+  t.dispose();
+  return d;
 }

@@ -49,6 +49,17 @@ const KERNELS = [
   "sliceRows",
   "concatRows",
   "permute",
+  "binary",
+  "unary",
+  "unaryBackward",
+  "where",
+  "sumToShape",
+  "full",
+  "logSumExp",
+  "rmsNorm",
+  "rmsNormBackwardInput",
+  "rmsNormBackwardWeight",
+  "dropout",
 ] as const;
 
 /**

@@ -24,14 +24,14 @@ import { createBackend } from "../../src/tensor/create_backend.ts";
 import * as ops from "../../src/tensor/ops.ts";
 import type { Backend, Shape } from "../../src/tensor/backend.ts";
 import type { Tensor } from "../../src/tensor/tensor.ts";
-import { type MatmulConfig, WebGPUBackend } from "../../src/tensor/webgpu_backend.ts";
+import { type MatmulConfig, WebGPUBackend } from "../../src/tensor/webgpu/mod.ts";
 import {
   candidateConfigs,
   clearConfigCache,
   defaultConfig,
   LARGE_MATMUL_OUTPUTS,
-} from "../../src/tensor/_webgpu_matmul.ts";
-import { specialize } from "../../src/tensor/_webgpu_shader.ts";
+} from "../../src/tensor/webgpu/_matmul_config.ts";
+import { specialize } from "../../src/tensor/webgpu/_shader.ts";
 import { lcgData } from "./_helpers.ts";
 
 const REL = 1e-4, ABS = 1e-5; // elementwise / row-wise
@@ -401,6 +401,104 @@ gpuTest(
   },
 );
 
+gpuTest("webgpu unary ops and gradients (exp, log, sigmoid, silu) equal the CPU", async () => {
+  for (const shape of ELEMENTWISE_SHAPES) {
+    const d = data(size(shape), -6, 6);
+    if (d.length > 2) d[0] = 30, d[1] = -30;
+    const [cx, gx] = pair(shape, d), [cdy, gdy] = pair(shape);
+    const [cp, gp] = pair(shape, data(size(shape), 1e-3, 50));
+    for (const op of [ops.exp, ops.sigmoid, ops.silu]) {
+      const [got, want] = await both(op(cx), op(gx));
+      assertNear(got, want, `${op.name} [${shape}]`);
+    }
+    let [got, want] = await both(ops.log(cp), ops.log(gp));
+    assertNear(got, want, `log [${shape}]`);
+    const cy = ops.sigmoid(cx), gy = ops.sigmoid(gx);
+    [got, want] = await both(ops.sigmoidBackward(cy, cdy), ops.sigmoidBackward(gy, gdy));
+    assertNear(got, want, `sigmoidBackward [${shape}]`);
+    [got, want] = await both(ops.siluBackward(cx, cdy), ops.siluBackward(gx, gdy));
+    assertNear(got, want, `siluBackward [${shape}]`);
+  }
+});
+
+gpuTest(
+  "webgpu broadcast binary ops, where and sumToShape equal the CPU (awkward shapes)",
+  async () => {
+    const cases: [Shape, Shape][] = [
+      [[7, 13], [13]],
+      [[7, 13], [7, 1]],
+      [[3, 5, 7], [1, 5, 1]],
+      [[1, 130], [65, 1]],
+      [[2, 3, 4, 5, 6], [3, 1, 5, 1]],
+      [[1000], [1]],
+      [[70001, 3], [3]],
+    ];
+    for (const [aShape, bShape] of cases) {
+      const [ca, ga] = pair(aShape), [cb, gb] = pair(bShape, data(size(bShape), 0.5, 2));
+      for (const op of [ops.add, ops.sub, ops.mul, ops.div, ops.maximum]) {
+        const [got, want] = await both(op(ca, cb), op(ga, gb));
+        assertNear(got, want, `${op.name} [${aShape}] with [${bShape}]`);
+        const [got2, want2] = await both(op(cb, ca), op(gb, ga));
+        assertNear(got2, want2, `${op.name} [${bShape}] with [${aShape}]`);
+      }
+      const cond = data(size(bShape)).map((v) => (v > 0 ? 1 : 0));
+      const [cc, gc] = pair(bShape, cond);
+      let [got, want] = await both(ops.where(cc, ca, cb), ops.where(gc, ga, gb));
+      assertExact(got, want, `where [${bShape}] [${aShape}] [${bShape}]`);
+      // The gradient of the broadcast operand: long sums, tolerance on Σ|terms|.
+      const y = ops.mul(ca, cb);
+      const absSum = await ops.sumToShape(
+        cpu.fromData((await y.toArray()).map(Math.abs), y.shape),
+        bShape,
+      ).toArray();
+      [got, want] = await both(ops.sumToShape(y, bShape), ops.sumToShape(ops.mul(ga, gb), bShape));
+      assertNear(got, want, `sumToShape [${aShape}] → [${bShape}]`, absSum);
+    }
+  },
+);
+
+gpuTest("webgpu log-sum-exp and RMS norm (forward, I and W) equal the CPU", async () => {
+  for (const shape of ROW_SHAPES) {
+    const cols = shape[shape.length - 1];
+    const d = data(size(shape), -4, 4);
+    if (d.length > 3) d[1] = 80; // past exp's f32 range without the max shift
+    const [cx, gx] = pair(shape, d), [cdy, gdy] = pair(shape);
+    let [got, want] = await both(ops.logSumExp(cx), ops.logSumExp(gx));
+    assertNear(got, want, `logSumExp [${shape}]`);
+    const [cw, gw] = pair([cols], data(cols, 0.5, 1.5));
+    const cr = ops.rmsNorm(cx, cw), gr = ops.rmsNorm(gx, gw);
+    [got, want] = await both(cr.y, gr.y);
+    assertNear(got, want, `rmsNorm.y [${shape}]`);
+    [got, want] = await both(cr.rstd, gr.rstd);
+    assertNear(got, want, `rmsNorm.rstd [${shape}]`);
+    [got, want] = await both(
+      ops.rmsNormBackwardInput(cdy, cx, cr.rstd, cw),
+      ops.rmsNormBackwardInput(gdy, gx, gr.rstd, gw),
+    );
+    assertNear(got, want, `rmsNormBackwardInput [${shape}]`);
+    const scale = new Float32Array(cols);
+    const dd = await cdy.toArray(), rs = await cr.rstd.toArray();
+    for (let i = 0; i < d.length; i++) {
+      scale[i % cols] += Math.abs(dd[i] * d[i] * rs[Math.floor(i / cols)]);
+    }
+    [got, want] = await both(
+      ops.rmsNormBackwardWeight(cdy, cx, cr.rstd),
+      ops.rmsNormBackwardWeight(gdy, gx, gr.rstd),
+    );
+    assertNear(got, want, `rmsNormBackwardWeight [${shape}]`, scale);
+  }
+});
+
+gpuTest("webgpu dropout drops exactly the CPU's elements, bit for bit", async () => {
+  for (const shape of [[1], [7], [3, 5, 7], [1000], [2, 65]] as Shape[]) {
+    const [cx, gx] = pair(shape);
+    for (const o of [{ p: 0.5, seed: 1 }, { p: 0.1, seed: 0xffffffff, step: 3, rowOffset: 5 }]) {
+      const [got, want] = await both(ops.dropout(cx, o), ops.dropout(gx, o));
+      assertExact(got, want, `dropout ${JSON.stringify(o)} [${shape}]`);
+    }
+  }
+});
+
 gpuTest("webgpu sums: sumRows, sum, sumSquares (long sums, tolerance on Σ|x|)", async () => {
   for (const shape of [[1], [1, 9], [9, 1], [5, 7], [3, 4, 5], [300, 3], [70001], [2, 40000]]) {
     const d = data(size(shape));
@@ -447,17 +545,72 @@ gpuTest(
 );
 
 gpuTest(
-  "webgpu embedding and cross-entropy: out-of-range integers give NaN (the CPU throws)",
-  async () => {
+  "webgpu embedding and cross-entropy: out-of-range integers are the CPU's RangeError",
+  () => {
     const table = gpu.fromData(data(8), [4, 2]);
     const ids = gpu.fromData(Float32Array.from([1, 4, -1, 0.5]), [4]);
-    const out = await ops.embedding(table, ids).toArray();
-    assert.ok(Number.isFinite(out[0]) && Number.isFinite(out[1]), "id 1 is valid");
-    for (let i = 2; i < 8; i++) assert.ok(Number.isNaN(out[i]), `position ${i >> 1} is NaN`);
+    assert.throws(
+      () => ops.embedding(table, ids),
+      (e) =>
+        e instanceof RangeError &&
+        /embedding: id at position 1 must be an integer in \[0, 4\), got 4/.test(e.message),
+    );
     const logits = gpu.fromData(data(6), [2, 3]);
-    const { loss } = ops.crossEntropy(logits, gpu.fromData(Float32Array.from([2, 3]), [2]));
-    const l = await loss.toArray();
-    assert.ok(Number.isFinite(l[0]) && Number.isNaN(l[1]));
+    assert.throws(
+      () => ops.crossEntropy(logits, gpu.fromData(Float32Array.from([2, 3]), [2])),
+      (e) =>
+        e instanceof RangeError &&
+        /crossEntropy: target at position 1 .* \[0, 3\), got 3/.test(e.message),
+    );
+  },
+);
+
+gpuTest(
+  "webgpu embedding backward, sorted (both sorts) and scanning: bit for bit the CPU's sums (position order)",
+  async () => {
+    for (const [variant, local] of [["sort", false], ["sort", true], ["scan", false]] as const) {
+      const be = await WebGPUBackend.create({
+        matmul: "default",
+        embeddingBackward: variant,
+        sortInWorkgroupMemory: local,
+      });
+      try {
+        const cases: [number, number, number][] = [[7, 4, 5], [3, 5, 513], [50, 8, 1500], [
+          1000,
+          3,
+          700,
+        ]];
+        if (variant === "sort") cases.push([300, 4, 20000], [2, 1, 4097]);
+        for (const [V, C, N] of cases) {
+          // Heavy repeats: a few ids take most positions.
+          const idData = Float32Array.from(
+            { length: N },
+            (_, i) => (i % 3 === 0 ? 1 % V : (i * 7919) % V),
+          );
+          const dTable = data(V * C), dyData = data(N * C);
+          const ct = cpu.fromData(dTable, [V, C]), gt = be.fromData(dTable, [V, C]);
+          ops.embeddingBackwardInPlace(ct, cpu.fromData(idData, [N]), cpu.fromData(dyData, [N, C]));
+          ops.embeddingBackwardInPlace(gt, be.fromData(idData, [N]), be.fromData(dyData, [N, C]));
+          assertExact(
+            await gt.toArray(),
+            await ct.toArray(),
+            `${variant} local=${local} V=${V} C=${C} N=${N}`,
+          );
+        }
+        // Ids computed on the device (no host check) that are out of range add nothing.
+        const ids = ops.scale(be.fromData(Float32Array.of(0, 1, 2, 9), [4]), 1);
+        const t = be.zeros([3, 2]);
+        ops.embeddingBackwardInPlace(t, ids, be.fromData(new Float32Array(8).fill(1), [4, 2]));
+        await assert.rejects(() => t.toArray(), RangeError);
+        assertExact(
+          await t.toArray(),
+          Float32Array.of(1, 1, 1, 1, 1, 1),
+          `${variant} bad id skipped`,
+        );
+      } finally {
+        be.destroy();
+      }
+    }
   },
 );
 
