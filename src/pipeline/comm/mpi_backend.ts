@@ -690,13 +690,21 @@ export class MpiBackend implements CommBackend {
     const mpi = this.#mpi;
     const flag = this.#flag;
     let any = false;
-    while (!this.#stopped) {
+    // Open MPI's MPI_Improbe looks at the messages already taken in and only
+    // then runs the progress engine that takes in new ones: ask until two
+    // calls in a row find nothing, or a message that arrived just now waits
+    // for the next poll.
+    for (let misses = 0; misses < 2 && !this.#stopped;) {
       check(
         mpi,
         mpi.MPI_Improbe(ANY_SOURCE, ENVELOPE_TAG, this.#comm, flag, this.#message, this.#status),
         "MPI_Improbe",
       );
-      if (flag[0] === 0) break;
+      if (flag[0] === 0) {
+        misses++;
+        continue;
+      }
+      misses = 0;
       any = true;
       const src = this.#statusInts[0];
       check(
