@@ -53,6 +53,10 @@ export { makeTag } from "./comm/tag.ts";
 export { InProcessBackend } from "./comm/in_process.ts";
 export type { ConnectOptions, WorkerBackendInit } from "./comm/worker_backend.ts";
 export { createPortMesh, WorkerBackend } from "./comm/worker_backend.ts";
+export type { MpiBackendOptions } from "./comm/mpi_backend.ts";
+export { MpiBackend, MpiSetupError } from "./comm/mpi_backend.ts";
+export type { LinkModel, LinkSample, MeasureLinkOptions } from "./comm/link_model.ts";
+export { linkFromSamples, measureLink, messageDelay } from "./comm/link_model.ts";
 export type {
   PendingOutput,
   StageContext,
