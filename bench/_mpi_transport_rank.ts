@@ -1,7 +1,8 @@
 // One rank of the MPI part of bench/transport_bench.ts (started by mpirun,
 // 2 ranks): ping-pong through MpiBackend at each size, small-message latency,
 // the CPU an idle waiting rank burns, and a raw MPI reference (MPI_Isend /
-// MPI_Irecv completed by spinning on MPI_Test, one core busy). Rank 0 prints
+// MPI_Irecv completed by spinning on MPI_Test, one core busy), and the delay
+// until a message that comes after a wait is delivered. Rank 0 prints
 // one `ROW <json>` line per figure. Not a bench by itself.
 //
 //   mpirun -n 2 deno run --allow-ffi --allow-read bench/_mpi_transport_rank.ts <label> [pollMaxUs]
@@ -70,6 +71,29 @@ try {
   const lat: number[] = [];
   for (let b = 0; b < BATCHES; b++) lat.push(await pingPong(1, 200, "lat"));
   row({ kind: "latency", rttUs: median(lat) / 200 * 1000 });
+
+  // Delivery delay of a message that comes after the receiver has waited a
+  // while (10 ms: its polls have backed off to pollMaxUs): sent at a wall
+  // clock time the message carries, received at another (same host).
+  const wallMod = () => (performance.timeOrigin + performance.now()) % 100_000;
+  const delays: number[] = [];
+  for (let i = 0; i < 30; i++) {
+    await comm.barrier();
+    if (rank === 0) {
+      await new Promise((r) => setTimeout(r, 10));
+      await comm.send(1, "wake", new Float32Array([wallMod()]));
+    } else {
+      const sent = (await comm.recv(0, "wake"))[0];
+      delays.push(((wallMod() - sent + 100_000) % 100_000) * 1000);
+    }
+  }
+  if (rank === 1) {
+    delays.sort((a, b) => a - b);
+    await comm.send(0, "wake-result", new Float32Array([delays[15], delays[27]]));
+  } else {
+    const [median, p90] = await comm.recv(1, "wake-result");
+    row({ kind: "wake", medianUs: median, p90Us: p90 });
+  }
 
   // An idle rank waiting 2 s for a message: its CPU time.
   await comm.barrier();

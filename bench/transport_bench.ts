@@ -192,6 +192,8 @@ export interface MpiFigures {
   rttUs: number;
   /** Raw MPI (MPI_Test spin) round trip of a 4-byte message, µs. */
   rawRttUs?: number;
+  /** Send-to-delivery delay of a message arriving after a 10 ms wait: median and p90, µs. */
+  wakeUs: [number, number];
   /** CPU of a rank waiting 2 s in `recv`, % of one core. */
   idleCpuPercent: number;
   /** Link fitted to the 4-byte round trip and the 16 MiB hop. */
@@ -237,6 +239,11 @@ async function mpiJob(btl: string, extra: string[]): Promise<Record<string, unkn
   return text.split("\n").filter((l) => l.startsWith("ROW ")).map((l) => JSON.parse(l.slice(4)));
 }
 
+function wake(rows: Record<string, unknown>[]): [number, number] {
+  const r = rows.find((x) => x.kind === "wake")!;
+  return [r.medianUs as number, r.p90Us as number];
+}
+
 const MPI_TRANSPORTS: [string, string][] = [["vader,self", "shared memory"], ["tcp,self", "TCP"]];
 
 /**
@@ -274,6 +281,7 @@ export async function measureMpi(): Promise<
       transport: name,
       rttUs,
       rawRttUs: pick("raw-latency")[0]?.rttUs as number,
+      wakeUs: wake(got),
       idleCpuPercent: pick("idle")[0].cpuPercent as number,
       link: linkFromSamples([{ bytes: 4, ms: rttUs / 2000 }, { bytes: big.bytes, ms: big.hopMs }]),
     });
@@ -293,6 +301,7 @@ export async function mpiPollSweep(
       transport: "shared memory",
       pollMaxUs,
       rttUs: got.find((r) => r.kind === "latency")!.rttUs as number,
+      wakeUs: wake(got),
       idleCpuPercent: got.find((r) => r.kind === "idle")!.cpuPercent as number,
     });
   }
@@ -304,15 +313,38 @@ function mpiSummary(figures: MpiFigures[]): string {
   for (const f of figures) {
     const link = f.link!;
     const delay = (bytes: number) => messageDelay(link, bytes).toFixed(3);
+    const gbps = (link.bytesPerMs / 1e6).toFixed(2);
     lines.push(
-      `MPI ${f.transport}: 4-byte round trip ${f.rttUs.toFixed(0)} µs (raw MPI_Test spin ` +
-        `${f.rawRttUs?.toFixed(1)} µs); idle waiting rank ${
-          f.idleCpuPercent.toFixed(1)
-        }% of a core; ` +
-        `link ${link.latencyMs.toFixed(3)} ms + n / ${(link.bytesPerMs / 1e6).toFixed(2)} GB/s ` +
-        `-> simulate comm per message: 64 KiB ${delay(64 << 10)} ms, 1 MiB ${delay(1 << 20)} ms, ` +
-        `16 MiB ${delay(16 << 20)} ms`,
+      [
+        `MPI ${f.transport}: 4-byte round trip ${f.rttUs.toFixed(0)} µs`,
+        `(raw MPI_Test spin ${f.rawRttUs?.toFixed(1)} µs);`,
+        `delivery after a 10 ms wait ${f.wakeUs[0].toFixed(0)} µs (p90 ${f.wakeUs[1].toFixed(0)});`,
+        `idle waiting rank ${f.idleCpuPercent.toFixed(1)}% of a core;`,
+        `link ${link.latencyMs.toFixed(3)} ms + n / ${gbps} GB/s`,
+        `-> simulate comm per message: 64 KiB ${delay(64 << 10)} ms,`,
+        `1 MiB ${delay(1 << 20)} ms, 16 MiB ${delay(16 << 20)} ms`,
+      ].join(" "),
     );
+  }
+  return lines.join("\n");
+}
+
+function sweepTable(sweep: MpiFigures[]): string {
+  const head = [
+    "pollMaxUs",
+    "4-byte round trip (µs)",
+    "delivery after a 10 ms wait, median / p90 (µs)",
+    "idle waiting rank (% of a core)",
+  ];
+  const lines = [head.join("  ")];
+  for (const f of sweep) {
+    const cells = [
+      String(f.pollMaxUs),
+      f.rttUs.toFixed(0),
+      `${f.wakeUs[0].toFixed(0)} / ${f.wakeUs[1].toFixed(0)}`,
+      f.idleCpuPercent.toFixed(1),
+    ];
+    lines.push(cells.map((c, i) => c.padStart(head[i].length)).join("  "));
   }
   return lines.join("\n");
 }
@@ -332,14 +364,7 @@ if (import.meta.main) {
       for (const f of sweep) console.log(JSON.stringify(f));
     } else {
       console.log("MpiBackend over shared memory, 2 ranks: pollMaxUs vs latency and idle CPU");
-      console.log("pollMaxUs  4-byte round trip (µs)  idle waiting rank (% of a core)");
-      for (const f of sweep) {
-        console.log(
-          `${String(f.pollMaxUs).padStart(9)}  ${f.rttUs.toFixed(0).padStart(22)}  ${
-            f.idleCpuPercent.toFixed(1).padStart(31)
-          }`,
-        );
-      }
+      console.log(sweepTable(sweep));
     }
     Deno.exit(0);
   }
