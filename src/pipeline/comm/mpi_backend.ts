@@ -7,11 +7,12 @@
  *   array is detached, as with a worker transfer); a receive lands in a fresh
  *   array of exactly the announced size. String tags travel in a small
  *   envelope before each payload (see `_mpi_wire.ts` for the mapping).
- * - Progress: MPI is polled with MPI_Improbe / MPI_Test from the event loop,
- *   backing off from 25 µs to `pollMaxUs` (1 ms) while anything is pending
- *   and every `idlePollMs` (10 ms) otherwise. No thread ever waits inside
- *   MPI, so an idle rank does not spin a core (`bench/transport_bench.ts`
- *   measures the cost).
+ * - Progress: MPI is polled with MPI_Improbe / MPI_Test from the event loop:
+ *   without pause for `pollSpinUs` (200 µs) after traffic, then with pauses
+ *   growing from 25 µs to `pollMaxUs` (1 ms) while anything is pending, and
+ *   every `idlePollMs` (10 ms) otherwise. No thread ever waits inside MPI,
+ *   so a waiting rank does not spin a core (`bench/transport_bench.ts`
+ *   measures latency and CPU).
  * - Control plane on the same channel: barrier, control messages, abort,
  *   error reports, heartbeats, peer-loss reports and a closing handshake.
  * - Failure: a peer process that has ended (same host: its pid is gone;
@@ -91,8 +92,20 @@ export interface MpiBackendOptions {
    * this must exceed the longest synchronous stretch of any rank.
    */
   readonly peerTimeoutMs?: number;
-  /** Longest pause between two polls while an operation is pending, in µs (default 1000). */
+  /**
+   * Longest pause between two polls while an operation is pending, in µs
+   * (default 1000). Pauses grow from 25 µs to this; a message that comes
+   * after a long wait is taken in up to this much later. Lower costs more
+   * CPU while waiting (`deno run -A bench/transport_bench.ts --poll-sweep`).
+   */
   readonly pollMaxUs?: number;
+  /**
+   * After traffic, keep polling without pausing for this long, in µs
+   * (default 200; 0 turns it off): a reply, or the next step of a large
+   * message's handshake, usually comes within it. It runs only right after
+   * traffic and only while this thread has nothing else to do.
+   */
+  readonly pollSpinUs?: number;
   /** Poll period when nothing is pending, in ms (default 10). */
   readonly idlePollMs?: number;
   /** How long `init` waits for every rank's hello, in ms (default 60 000). */
@@ -115,6 +128,7 @@ interface Settings {
   readonly heartbeatIntervalMs: number;
   readonly peerTimeoutMs: number;
   readonly pollMaxUs: number;
+  readonly pollSpinUs: number;
   readonly idlePollMs: number;
   readonly connectTimeoutMs: number;
   readonly closeTimeoutMs: number;
@@ -220,6 +234,7 @@ export class MpiBackend implements CommBackend {
       heartbeatIntervalMs: optionMs(options, "heartbeatIntervalMs", 1000, 0),
       peerTimeoutMs: optionMs(options, "peerTimeoutMs", 15_000, 1),
       pollMaxUs: optionMs(options, "pollMaxUs", 1000, POLL_MIN_US),
+      pollSpinUs: optionMs(options, "pollSpinUs", 200, 0),
       idlePollMs: optionMs(options, "idlePollMs", 10, 1),
       connectTimeoutMs: optionMs(options, "connectTimeoutMs", 60_000, 1),
       closeTimeoutMs: optionMs(options, "closeTimeoutMs", 10_000, 0),
@@ -683,12 +698,17 @@ export class MpiBackend implements CommBackend {
 
   async #pump(): Promise<void> {
     let us = 0;
+    let lastActivity = performance.now();
+    const spinMs = this.#settings.pollSpinUs / 1000;
     while (!this.#stopped) {
       const progressed = this.#progress();
       if (this.#stopped) return;
       if (progressed) {
         us = 0;
+        lastActivity = performance.now();
         await immediate();
+      } else if (this.#busy() && performance.now() - lastActivity < spinMs) {
+        await immediate(); // a reply, or the next step of a large message, is due soon
       } else if (this.#busy()) {
         us = us === 0 ? POLL_MIN_US : Math.min(2 * us, this.#settings.pollMaxUs);
         await this.#libc.usleep(us);

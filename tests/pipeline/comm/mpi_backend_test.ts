@@ -396,4 +396,8 @@ Deno.test("MpiBackend: bad options are refused before anything starts", async ()
     MpiBackend.init({ heartbeatIntervalMs: -1 }),
     /heartbeatIntervalMs must be a number >= 0, got -1/,
   );
+  await assert.rejects(
+    MpiBackend.init({ pollSpinUs: NaN }),
+    /pollSpinUs must be a number >= 0, got NaN/,
+  );
 });
