@@ -224,6 +224,14 @@ async function main(): Promise<void> {
           throw e;
         }
       }
+      case "noclose": {
+        // Never calls close: the backend finalises MPI on the unload event.
+        const peer = (rank + 1) % size;
+        await comm.send(peer, "x", new Float32Array(100_000).fill(rank));
+        const got = await comm.recv((rank - 1 + size) % size, "x");
+        report({ rank, got: got[0] });
+        return;
+      }
       case "setup": {
         comm.close();
         const again = await MpiBackend.init().then(
@@ -237,7 +245,7 @@ async function main(): Promise<void> {
         throw new Error(`unknown scenario ${scenario}`);
     }
   } finally {
-    comm.close();
+    if (scenario !== "noclose") comm.close();
   }
 }
 

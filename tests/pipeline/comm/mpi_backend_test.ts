@@ -327,6 +327,12 @@ Deno.test("MpiBackend: when mpirun keeps the job going (--enable-recovery), surv
   }
 });
 
+Deno.test("MpiBackend: a rank that never calls close finalises MPI at exit (status 0)", async () => {
+  const job = await mpirun(3, "noclose", { btl: TCP });
+  assertClean(job, 3);
+  for (const [rank, r] of job.results) assert.equal(r.got, (rank + 2) % 3);
+});
+
 Deno.test("MpiBackend: MPI starts once per process; a second init after close is refused", async () => {
   const job = await mpirun(2, "setup", { btl: SHM });
   assertClean(job, 2);
