@@ -15,11 +15,15 @@
  *   measures latency and CPU).
  * - Control plane on the same channel: barrier, control messages, abort,
  *   error reports, heartbeats, peer-loss reports and a closing handshake.
- * - Failure: a peer process that has ended (same host: its pid is gone;
- *   elsewhere: silent for `peerTimeoutMs`) aborts every rank with
- *   `rank <r> lost: …`, and each survivor prints that to stderr. When
- *   mpirun ends the job itself (its default when a rank dies), each
- *   survivor prints the lost rank on SIGTERM and exits with status 143.
+ * - Failure: a peer process that has ended (same host: seen through a pidfd
+ *   before every MPI call; elsewhere: silent for `peerTimeoutMs`) aborts
+ *   every rank with `rank <r> lost: …`; each survivor prints that to stderr
+ *   and makes no MPI call any more (Open MPI 4 ends a process whose read of
+ *   a dead peer's data fails). When mpirun ends the job itself (its default
+ *   when a rank dies), each survivor prints the lost rank on SIGTERM and
+ *   exits with status 143. Over TCP, Open MPI itself may end a survivor
+ *   first, when its connection to the dead rank breaks; mpirun names the
+ *   lost rank then.
  *
  * Run ranks with `mpirun -n <ranks> deno run --allow-ffi script.ts` (as
  * root add `--allow-run-as-root`, with more ranks than cores
@@ -80,10 +84,12 @@ export interface MpiBackendOptions {
   /** libmpi to load (default: `CONVEYOR_LIBMPI`, else `libmpi.so.40` and the usual paths). */
   readonly libraryPath?: string;
   /**
-   * Heartbeat and liveness-check period in ms (default 1000; 0 turns both
-   * off). Every period each rank sends a small message to each peer and
-   * checks its peers: one on this host whose process has ended is lost at
-   * once; one elsewhere is lost after `peerTimeoutMs` of silence.
+   * Heartbeat period in ms (default 1000; 0 turns heartbeats and liveness
+   * checks off, leaving mpirun's SIGTERM as the only news of a dead peer).
+   * Every period each rank sends a small message to each peer; a peer on
+   * another host is lost after `peerTimeoutMs` of silence. A peer on this
+   * host is checked before every MPI call (a pidfd, one poll(2)) and is
+   * lost as soon as its process has ended.
    */
   readonly heartbeatIntervalMs?: number;
   /**
@@ -663,26 +669,19 @@ export class MpiBackend implements CommBackend {
   }
 
   // Finishes this rank's operations and waits for every peer's bye, polling
-  // synchronously (close is synchronous): MPI_Test, then a short sleep.
+  // synchronously (close is synchronous): MPI_Test, then a short sleep. A
+  // peer on this host that dies meanwhile is seen by #progress; the others
+  // no longer send heartbeats here (this rank said bye), so silence is not
+  // judged.
   #drain(): void {
     const start = performance.now();
-    let lastCheck = start;
     let us = POLL_MIN_US;
     for (;;) {
       const progressed = this.#progress();
       if (this.#noFinalize) return;
       const byes = this.#peers.every((p, q) => q === this.rank || p.closed || p.lost);
       if (this.#ops.size === 0 && byes) return;
-      const now = performance.now();
-      if (now - start > this.#settings.closeTimeoutMs) return;
-      if (
-        this.#settings.heartbeatIntervalMs > 0 &&
-        now - lastCheck > this.#settings.heartbeatIntervalMs
-      ) {
-        lastCheck = now;
-        for (const [q, why] of this.#findLost(false)) this.#peerLost(q, why);
-        if (this.#noFinalize) return;
-      }
+      if (performance.now() - start > this.#settings.closeTimeoutMs) return;
       us = progressed ? POLL_MIN_US : Math.min(2 * us, this.#settings.pollMaxUs);
       this.#libc.usleepSync(us);
     }
