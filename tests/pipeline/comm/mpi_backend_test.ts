@@ -281,23 +281,24 @@ Deno.test("MpiBackend: a rank killed mid-exchange ends the job (non-zero) and th
   }
 });
 
-Deno.test("MpiBackend: over TCP a killed rank ends the job too; Open MPI may end a survivor first", async () => {
+Deno.test("MpiBackend: over TCP a killed rank ends the job too (Open MPI may end survivors first)", async () => {
   // Open MPI 4.1.4's TCP transport ends a process whose connection to a peer
   // breaks or cannot be made (ob1 treats both as fatal). That can happen
   // inside an MPI call before the survivor's own check has seen the peer's
-  // process end; then Open MPI's notice names the survivor's PID, and mpirun
-  // names the lost rank.
+  // process end; Open MPI's notice then names the survivor's PID, mpirun
+  // names the lost rank and ends the other survivors, whose last output
+  // mpirun may drop. So here only the job's end and one account are sure.
   const job = await killRank1("kill", [], TCP);
   assert.notEqual(job.code, 0, "the job fails");
   assert.match(
     job.stderr,
     /mpirun noticed that process rank 1 with PID \d+ on node \S+ exited on signal 9/,
   );
-  for (const rank of [0, 2]) {
-    const ours = new RegExp(`conveyor: rank ${rank}: .*lost rank 1 \\(`).test(job.stderr);
-    const openMpi = new RegExp(`PID:\\s+${job.pids.get(rank)}\\n`).test(job.stderr);
-    assert.ok(ours || openMpi, `rank ${rank} said nothing about the loss:\n${job.stderr}`);
-  }
+  const accounts = [0, 2].filter((rank) =>
+    new RegExp(`conveyor: rank ${rank}: .*lost rank 1 \\(`).test(job.stderr) ||
+    new RegExp(`PID:\\s+${job.pids.get(rank)}\\n`).test(job.stderr)
+  );
+  assert.ok(accounts.length >= 1, `no survivor said anything about the loss:\n${job.stderr}`);
 });
 
 Deno.test("MpiBackend: without heartbeats the survivors still name the lost rank on mpirun's SIGTERM", async () => {
