@@ -35,6 +35,10 @@ export { makeTag } from "./src/pipeline/comm/tag.ts";
 export { InProcessBackend } from "./src/pipeline/comm/in_process.ts";
 export type { ConnectOptions, WorkerBackendInit } from "./src/pipeline/comm/worker_backend.ts";
 export { createPortMesh, WorkerBackend } from "./src/pipeline/comm/worker_backend.ts";
+export type { MpiBackendOptions } from "./src/pipeline/comm/mpi_backend.ts";
+export { MpiBackend, MpiSetupError } from "./src/pipeline/comm/mpi_backend.ts";
+export type { MeasureLinkOptions } from "./src/pipeline/comm/link_model.ts";
+export { measureLink } from "./src/pipeline/comm/link_model.ts";
 export type {
   CallHandlers,
   CallMap,

@@ -14,10 +14,22 @@
  * and `TypedArray.set` in one thread (memory bandwidth, the floor of any
  * copying transport), all in the same run.
  *
+ * When `mpirun` (Open MPI) is installed, the same ping-pong runs between two
+ * MPI processes (`mpirun -n 2`, `bench/_mpi_transport_rank.ts`) over shared
+ * memory (`--mca btl vader,self`) and over TCP only (`--mca btl tcp,self`):
+ *
+ * - `MpiBackend` (what a rank group uses), and raw MPI_Isend/MPI_Irecv
+ *   completed by spinning on MPI_Test (one core busy per rank: the floor of
+ *   the polling design, and what it costs a neighbour on a small machine),
+ * - the small-message round trip, the CPU an idle waiting rank burns, and a
+ *   {@linkcode LinkModel} fitted to them with the simulator's `comm` delay it
+ *   gives per message size (`messageDelay`).
+ *
  * ```sh
- * deno run -A bench/transport_bench.ts          # table
- * deno run -A bench/transport_bench.ts --json   # one JSON object per line
- * deno bench -A bench/transport_bench.ts        # Deno.bench groups (in-thread costs)
+ * deno run -A bench/transport_bench.ts               # table
+ * deno run -A bench/transport_bench.ts --json        # one JSON object per line
+ * deno run -A bench/transport_bench.ts --poll-sweep  # MPI latency / idle CPU per pollMaxUs
+ * deno bench -A bench/transport_bench.ts             # Deno.bench groups (in-thread costs)
  * ```
  *
  * @module
@@ -28,6 +40,7 @@ import { createPortMesh } from "../src/pipeline/comm/worker_backend.ts";
 import { InProcessBackend } from "../src/pipeline/comm/in_process.ts";
 import { ControlPlane } from "../src/pipeline/comm/control_plane.ts";
 import type { Mode } from "./_transport_worker.ts";
+import { linkFromSamples, type LinkModel, messageDelay } from "../src/pipeline/comm/link_model.ts";
 
 // BroadcastChannel is measured up to this size only (4 s per hop at 16 MiB).
 const BROADCAST_MAX = 1024 * 1024;
@@ -154,7 +167,7 @@ export async function measureTransports(): Promise<TransportRow[]> {
 function table(rows: TransportRow[]): string {
   const names = [...new Set(rows.map((r) => r.transport))];
   const head = [
-    "transport".padEnd(32),
+    "transport".padEnd(36),
     ...SIZES.map((s) => `${LABEL[s]} GB/s (ms/hop)`.padStart(24)),
   ];
   const lines = [head.join(" ")];
@@ -164,20 +177,213 @@ function table(rows: TransportRow[]): string {
       if (r === undefined) return "(not run)".padStart(24);
       return `${r.gbps.toFixed(2)} (${r.hopMs.toFixed(3)})`.padStart(24);
     });
-    lines.push([name.padEnd(32), ...cells].join(" "));
+    lines.push([name.padEnd(36), ...cells].join(" "));
+  }
+  return lines.join("\n");
+}
+
+/** What one MPI job of the bench reports besides the per-size rows. */
+export interface MpiFigures {
+  /** Transport label: "shared memory" or "TCP". */
+  transport: string;
+  /** pollMaxUs the backend ran with (undefined: the default). */
+  pollMaxUs?: number;
+  /** MpiBackend round trip of a 4-byte message, µs. */
+  rttUs: number;
+  /** Raw MPI (MPI_Test spin) round trip of a 4-byte message, µs. */
+  rawRttUs?: number;
+  /** Send-to-delivery delay of a message arriving after a 10 ms wait: median and p90, µs. */
+  wakeUs: [number, number];
+  /** CPU of a rank waiting 2 s in `recv`, % of one core. */
+  idleCpuPercent: number;
+  /** Link fitted to the 4-byte round trip and the 16 MiB hop. */
+  link?: LinkModel;
+}
+
+const MPI_RANK = new URL("./_mpi_transport_rank.ts", import.meta.url).pathname;
+
+/**
+ * Runs `bench/_mpi_transport_rank.ts` under `mpirun -n 2` with `btl`;
+ * resolves with its `ROW` objects, or null when mpirun is not installed.
+ */
+async function mpiJob(btl: string, extra: string[]): Promise<Record<string, unknown>[] | null> {
+  let out: Deno.CommandOutput;
+  try {
+    out = await new Deno.Command("mpirun", {
+      args: [
+        "-n",
+        "2",
+        "--oversubscribe",
+        "--mca",
+        "btl",
+        btl,
+        Deno.execPath(),
+        "run",
+        "-A",
+        MPI_RANK,
+        btl,
+        ...extra,
+      ],
+      env: { OMPI_ALLOW_RUN_AS_ROOT: "1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: "1", NO_COLOR: "1" },
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return null;
+    throw e;
+  }
+  const text = new TextDecoder().decode(out.stdout);
+  if (!out.success) {
+    throw new Error(`mpirun (${btl}) failed:\n${text}\n${new TextDecoder().decode(out.stderr)}`);
+  }
+  return text.split("\n").filter((l) => l.startsWith("ROW ")).map((l) => JSON.parse(l.slice(4)));
+}
+
+function wake(rows: Record<string, unknown>[]): [number, number] {
+  const r = rows.find((x) => x.kind === "wake")!;
+  return [r.medianUs as number, r.p90Us as number];
+}
+
+const MPI_TRANSPORTS: [string, string][] = [["vader,self", "shared memory"], ["tcp,self", "TCP"]];
+
+/**
+ * MPI rows (MpiBackend and raw MPI at each size, shared memory and TCP) and
+ * per-transport figures; null when mpirun is not installed.
+ */
+export async function measureMpi(): Promise<
+  { rows: TransportRow[]; figures: MpiFigures[] } | null
+> {
+  const rows: TransportRow[] = [];
+  const figures: MpiFigures[] = [];
+  for (const [btl, name] of MPI_TRANSPORTS) {
+    const got = await mpiJob(btl, []);
+    if (got === null) return null;
+    const pick = (kind: string) => got.filter((r) => r.kind === kind);
+    for (const r of pick("size")) {
+      rows.push({
+        transport: `MpiBackend, ${name}`,
+        bytes: r.bytes as number,
+        gbps: r.gbps as number,
+        hopMs: r.hopMs as number,
+      });
+    }
+    for (const r of pick("raw")) {
+      rows.push({
+        transport: `MPI + MPI_Test spin, ${name}`,
+        bytes: r.bytes as number,
+        gbps: r.gbps as number,
+        hopMs: r.hopMs as number,
+      });
+    }
+    const rttUs = pick("latency")[0].rttUs as number;
+    const big = rows.find((r) => r.transport === `MpiBackend, ${name}` && r.bytes === 16 << 20)!;
+    figures.push({
+      transport: name,
+      rttUs,
+      rawRttUs: pick("raw-latency")[0]?.rttUs as number,
+      wakeUs: wake(got),
+      idleCpuPercent: pick("idle")[0].cpuPercent as number,
+      link: linkFromSamples([{ bytes: 4, ms: rttUs / 2000 }, { bytes: big.bytes, ms: big.hopMs }]),
+    });
+  }
+  return { rows, figures };
+}
+
+/** MpiBackend round trip and idle CPU over shared memory for each pollMaxUs; null without mpirun. */
+export async function mpiPollSweep(
+  values: readonly number[] = [100, 250, 1000, 4000],
+): Promise<MpiFigures[] | null> {
+  const out: MpiFigures[] = [];
+  for (const pollMaxUs of values) {
+    const got = await mpiJob("vader,self", [String(pollMaxUs), "--no-sizes"]);
+    if (got === null) return null;
+    out.push({
+      transport: "shared memory",
+      pollMaxUs,
+      rttUs: got.find((r) => r.kind === "latency")!.rttUs as number,
+      wakeUs: wake(got),
+      idleCpuPercent: got.find((r) => r.kind === "idle")!.cpuPercent as number,
+    });
+  }
+  return out;
+}
+
+function mpiSummary(figures: MpiFigures[]): string {
+  const lines: string[] = [];
+  for (const f of figures) {
+    const link = f.link!;
+    const delay = (bytes: number) => messageDelay(link, bytes).toFixed(3);
+    const gbps = (link.bytesPerMs / 1e6).toFixed(2);
+    lines.push(
+      [
+        `MPI ${f.transport}: 4-byte round trip ${f.rttUs.toFixed(0)} µs`,
+        `(raw MPI_Test spin ${f.rawRttUs?.toFixed(1)} µs);`,
+        `delivery after a 10 ms wait ${f.wakeUs[0].toFixed(0)} µs (p90 ${f.wakeUs[1].toFixed(0)});`,
+        `idle waiting rank ${f.idleCpuPercent.toFixed(1)}% of a core;`,
+        `link ${link.latencyMs.toFixed(3)} ms + n / ${gbps} GB/s`,
+        `-> simulate comm per message: 64 KiB ${delay(64 << 10)} ms,`,
+        `1 MiB ${delay(1 << 20)} ms, 16 MiB ${delay(16 << 20)} ms`,
+      ].join(" "),
+    );
+  }
+  return lines.join("\n");
+}
+
+function sweepTable(sweep: MpiFigures[]): string {
+  const head = [
+    "pollMaxUs",
+    "4-byte round trip (µs)",
+    "delivery after a 10 ms wait, median / p90 (µs)",
+    "idle waiting rank (% of a core)",
+  ];
+  const lines = [head.join("  ")];
+  for (const f of sweep) {
+    const cells = [
+      String(f.pollMaxUs),
+      f.rttUs.toFixed(0),
+      `${f.wakeUs[0].toFixed(0)} / ${f.wakeUs[1].toFixed(0)}`,
+      f.idleCpuPercent.toFixed(1),
+    ];
+    lines.push(cells.map((c, i) => c.padStart(head[i].length)).join("  "));
   }
   return lines.join("\n");
 }
 
 if (import.meta.main) {
-  const { values } = parseArgs({ args: Deno.args, options: { json: { type: "boolean" } } });
+  const { values } = parseArgs({
+    args: Deno.args,
+    options: { json: { type: "boolean" }, "poll-sweep": { type: "boolean" } },
+  });
+  if (values["poll-sweep"]) {
+    const sweep = await mpiPollSweep();
+    if (sweep === null) {
+      console.log(
+        "mpirun not found: install Open MPI (apt-get install openmpi-bin libopenmpi-dev)",
+      );
+    } else if (values.json) {
+      for (const f of sweep) console.log(JSON.stringify(f));
+    } else {
+      console.log("MpiBackend over shared memory, 2 ranks: pollMaxUs vs latency and idle CPU");
+      console.log(sweepTable(sweep));
+    }
+    Deno.exit(0);
+  }
   const rows = await measureTransports();
-  if (values.json) { for (const r of rows) console.log(JSON.stringify(r)); }
-  else {
+  const mpi = await measureMpi();
+  if (mpi !== null) rows.push(...mpi.rows);
+  if (values.json) {
+    for (const r of rows) console.log(JSON.stringify(r));
+    for (const f of mpi?.figures ?? []) console.log(JSON.stringify(f));
+  } else {
     console.log(
-      `ping-pong between two Deno workers; GB/s counts both directions; median of ${BATCHES} batches`,
+      `ping-pong between two Deno workers (MPI: two processes); GB/s counts both directions; median of ${BATCHES} batches`,
     );
     console.log(table(rows));
+    if (mpi === null) {
+      console.log(
+        "(mpirun not found: MPI rows left out; apt-get install openmpi-bin libopenmpi-dev)",
+      );
+    } else console.log(mpiSummary(mpi.figures));
   }
 }
 

@@ -55,6 +55,8 @@ export type {
 } from "./checkpoint/checkpoint.ts";
 export { ActivationCheckpointConfig, DEFAULT_EXPENSIVE_KINDS } from "./checkpoint/checkpoint.ts";
 export { CheckpointedChunk } from "./checkpoint/checkpointed_chunk.ts";
+export type { LinkModel, LinkSample } from "./comm/link_model.ts";
+export { linkFromSamples, messageDelay } from "./comm/link_model.ts";
 export type { PipelineFailure, PipelineFailureKind } from "./runtime/pipeline_worker_error.ts";
 export { PipelineWorkerError } from "./runtime/pipeline_worker_error.ts";
 export type { PipelineLoss } from "./model/model_stage_executor.ts";

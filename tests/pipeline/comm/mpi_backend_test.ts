@@ -1,0 +1,410 @@
+// MpiBackend against the CommBackend contract with real `mpirun` jobs (Open
+// MPI), over shared memory and over TCP only, plus failure and setup errors.
+// mpirun must be installed: without it these tests fail (CI's .ci/run
+// installs openmpi-bin and libopenmpi-dev).
+
+import assert from "node:assert/strict";
+import { digest, pattern, SIZES } from "./_mpi_rank.ts";
+import { makeTag } from "../../../src/pipeline/comm/tag.ts";
+import { MpiBackend, MpiSetupError } from "../../../src/pipeline/comm/mpi_backend.ts";
+import { LIBMPI_ENV, openLibmpi } from "../../../src/pipeline/comm/_mpi_ffi.ts";
+
+const RANK_SCRIPT = new URL("./_mpi_rank.ts", import.meta.url).pathname;
+const SHM = "vader,self";
+const TCP = "tcp,self";
+
+// Environment of every child: no inherited MPI or Conveyor settings.
+function childEnv(extra: Record<string, string> = {}): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(Deno.env.toObject())) {
+    if (!/^(OMPI_|PMIX_|PMI_|CONVEYOR_)/.test(k)) env[k] = v;
+  }
+  return {
+    ...env,
+    NO_COLOR: "1",
+    OMPI_ALLOW_RUN_AS_ROOT: "1",
+    OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: "1",
+    ...extra,
+  };
+}
+
+let mpirunChecked: Promise<void> | null = null;
+function requireMpirun(): Promise<void> {
+  mpirunChecked ??= (async () => {
+    try {
+      const out = await new Deno.Command("mpirun", { args: ["--version"], stdout: "piped" })
+        .output();
+      assert.ok(out.success, "mpirun --version failed");
+    } catch (e) {
+      throw new Error(
+        "mpirun not found on PATH: the MPI backend tests need Open MPI " +
+          "(apt-get install -y openmpi-bin libopenmpi-dev; .ci/run installs it)",
+        { cause: e },
+      );
+    }
+  })();
+  return mpirunChecked;
+}
+
+interface Job {
+  code: number;
+  ms: number;
+  stdout: string;
+  stderr: string;
+  pids: Map<number, number>;
+  results: Map<number, Record<string, unknown>>;
+}
+
+interface JobOptions {
+  btl?: string;
+  mpirunArgs?: string[];
+  timeoutMs?: number;
+  /** Called with each stdout line as it arrives (and the lines so far). */
+  onLine?: (line: string, job: Job) => void;
+}
+
+function alive(pid: number): boolean {
+  try {
+    const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
+    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
+  } catch {
+    return false;
+  }
+}
+
+async function assertAllEnded(pids: Iterable<number>): Promise<void> {
+  const list = [...pids];
+  for (let i = 0; i < 40 && list.some(alive); i++) await new Promise((r) => setTimeout(r, 50));
+  assert.deepEqual(list.filter(alive), [], "no rank process outlives its job");
+}
+
+// Runs `mpirun -n <n> deno run --allow-ffi _mpi_rank.ts <scenario>`.
+async function mpirun(n: number, scenario: string, options: JobOptions = {}): Promise<Job> {
+  await requireMpirun();
+  const args = [
+    "-n",
+    String(n),
+    "--oversubscribe",
+    "--mca",
+    "btl",
+    options.btl ?? SHM,
+    ...(options.mpirunArgs ?? []),
+    Deno.execPath(),
+    "run",
+    "--allow-ffi",
+    RANK_SCRIPT,
+    scenario,
+  ];
+  const job: Job = {
+    code: -1,
+    ms: 0,
+    stdout: "",
+    stderr: "",
+    pids: new Map(),
+    results: new Map(),
+  };
+  const start = performance.now();
+  const child = new Deno.Command("mpirun", {
+    args,
+    env: childEnv(),
+    clearEnv: true,
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const timeoutMs = options.timeoutMs ?? 60_000;
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    try {
+      child.kill("SIGKILL");
+    } catch { /* ended */ }
+    for (const pid of job.pids.values()) {
+      try {
+        Deno.kill(pid, "SIGKILL");
+      } catch { /* ended */ }
+    }
+  }, timeoutMs);
+  const readOut = (async () => {
+    let pending = "";
+    for await (const chunk of child.stdout.pipeThrough(new TextDecoderStream())) {
+      job.stdout += chunk;
+      pending += chunk;
+      let nl: number;
+      while ((nl = pending.indexOf("\n")) >= 0) {
+        const line = pending.slice(0, nl);
+        pending = pending.slice(nl + 1);
+        const pid = /^PID (\d+) (\d+)$/.exec(line);
+        if (pid !== null) job.pids.set(Number(pid[1]), Number(pid[2]));
+        if (line.startsWith("RESULT ")) {
+          const r = JSON.parse(line.slice(7));
+          job.results.set(r.rank, r);
+        }
+        options.onLine?.(line, job);
+      }
+    }
+  })();
+  const readErr = (async () => {
+    for await (const chunk of child.stderr.pipeThrough(new TextDecoderStream())) {
+      job.stderr += chunk;
+    }
+  })();
+  const status = await child.status;
+  await Promise.all([readOut, readErr]);
+  clearTimeout(timer);
+  job.code = status.code;
+  job.ms = performance.now() - start;
+  assert.ok(!timedOut, `mpirun ${scenario} did not end within ${timeoutMs} ms:\n${job.stderr}`);
+  assert.equal(job.pids.size, n, `every rank started:\n${job.stdout}\n${job.stderr}`);
+  await assertAllEnded(job.pids.values());
+  return job;
+}
+
+function assertClean(job: Job, n: number): void {
+  assert.equal(
+    job.code,
+    0,
+    `the job exits with status 0 by itself:\n${job.stdout}\n${job.stderr}`,
+  );
+  assert.equal(job.results.size, n, `every rank reported:\n${job.stdout}\n${job.stderr}`);
+}
+
+function checkContract(job: Job, n: number): void {
+  assertClean(job, n);
+  for (let rank = 0; rank < n; rank++) {
+    const r = job.results.get(rank)!;
+    assert.equal(r.size, n);
+    assert.ok((r.tagUpperBound as number) >= 32767, "MPI_TAG_UB is at least the standard's 32767");
+    // Every tensor arrives byte-exact under its own tag, whatever the order.
+    const expected: Record<string, string> = {};
+    for (let q = 0; q < n; q++) {
+      if (q === rank) continue;
+      for (const space of ["activation", "gradient"] as const) {
+        for (let mb = 0; mb < SIZES.length; mb++) {
+          const tag = makeTag({ space, microBatch: mb, chunk: rank, iteration: 1 });
+          const seed = q * 1000 + rank * 100 + mb * 2 + (space === "activation" ? 0 : 1);
+          expected[`${q}>${rank}:${tag}`] = digest(pattern(seed, SIZES[mb]));
+        }
+      }
+    }
+    assert.deepEqual(r.exchange, expected, `rank ${rank}: byte-exact exchange`);
+    assert.equal(r.detached, true, "a transferring send detaches the caller's array");
+    const fifo: number[] = [];
+    for (let i = 0; i < 24; i++) {
+      const len = i % 3 === 0 ? 300_000 : 2;
+      fifo.push(i, len, i);
+    }
+    assert.deepEqual(r.fifo, fifo, `rank ${rank}: same (peer, tag) is FIFO`);
+    const prev = (rank - 1 + n) % n;
+    assert.deepEqual(r.stringTags, [[3, prev], [2, prev], [1, prev], [0, prev]]);
+    assert.deepEqual(r.copy, [41, 42], "a copied send is unaffected by later writes");
+    assert.deepEqual(r.view, [7, 8]);
+    assert.deepEqual(r.viewNeighbours, [6, 7, 8, 9], "a view's neighbours stay usable");
+    assert.deepEqual(r.later, [5, prev], "a promised array is sent once it resolves");
+    assert.deepEqual(r.self, [rank, 99]);
+    const control = [];
+    for (let q = 0; q < n; q++) if (q !== rank) control.push(`ping from ${q} [${q},0.5] ${q}`);
+    assert.deepEqual(r.control, control.sort(), `rank ${rank}: control messages`);
+    assert.match(r.refused as string, /^TypeError: control message must be structured-cloneable/);
+  }
+  const barriers = [...job.results.values()].map((r) => r.barrier as Record<string, number>);
+  const lastArrival = Math.max(...barriers.map((b) => b.before));
+  assert.ok(lastArrival - Math.min(...barriers.map((b) => b.before)) >= 100);
+  for (const b of barriers) {
+    assert.ok(b.after >= lastArrival - 1, `left the barrier at ${b.after} before ${lastArrival}`);
+  }
+}
+
+Deno.test("MpiBackend: contract over shared memory, 2 ranks", async () => {
+  checkContract(await mpirun(2, "contract", { btl: SHM }), 2);
+});
+
+Deno.test("MpiBackend: contract over TCP only, 2 ranks (exits 0: no crash after MPI_Finalize)", async () => {
+  checkContract(await mpirun(2, "contract", { btl: TCP }), 2);
+});
+
+Deno.test("MpiBackend: contract over shared memory, 4 ranks oversubscribed", async () => {
+  checkContract(await mpirun(4, "contract", { btl: SHM }), 4);
+});
+
+Deno.test("MpiBackend: contract over TCP only, 4 ranks oversubscribed", async () => {
+  checkContract(await mpirun(4, "contract", { btl: TCP }), 4);
+});
+
+Deno.test("MpiBackend: abort rejects the peers' pending and later operations, naming rank and reason", async () => {
+  const job = await mpirun(3, "abort", { btl: TCP });
+  assertClean(job, 3);
+  assert.equal(job.results.get(1)!.late, "communication aborted: boom");
+  for (const rank of [0, 2]) {
+    const r = job.results.get(rank)!;
+    assert.equal(r.error, "CommAbortedError: communication aborted: rank 1: boom");
+    assert.equal(r.send, "communication aborted: rank 1: boom");
+    assert.equal(r.aborted, true);
+  }
+});
+
+Deno.test("MpiBackend: an error report names the failing rank to every other rank", async () => {
+  const job = await mpirun(3, "error", { btl: SHM });
+  assertClean(job, 3);
+  for (const rank of [0, 2]) {
+    assert.equal(
+      job.results.get(rank)!.error,
+      "communication aborted: rank 1 failed: kaboom in stage 1",
+    );
+  }
+});
+
+// Starts the kill scenario and SIGKILLs rank 1 once it streams.
+async function killRank1(scenario: string, mpirunArgs: string[] = [], btl = SHM): Promise<Job> {
+  let killedAt = 0;
+  const job = await mpirun(3, scenario, {
+    btl,
+    mpirunArgs,
+    timeoutMs: 40_000,
+    onLine: (line, j) => {
+      if (line === "STREAMING" && killedAt === 0) {
+        killedAt = performance.now();
+        Deno.kill(j.pids.get(1)!, "SIGKILL");
+      }
+    },
+  });
+  assert.ok(killedAt > 0, `rank 1 never streamed:\n${job.stdout}\n${job.stderr}`);
+  const afterKill = performance.now() - killedAt;
+  assert.ok(afterKill < 20_000, `the job ended ${afterKill.toFixed(0)} ms after the kill`);
+  return job;
+}
+
+Deno.test("MpiBackend: a rank killed mid-exchange ends the job (non-zero) and the survivors name it", async () => {
+  const job = await killRank1("kill");
+  assert.notEqual(job.code, 0, "the job fails");
+  for (const rank of [0, 2]) {
+    assert.match(job.stderr, new RegExp(`conveyor: rank ${rank}: .*lost rank 1 \\(`));
+  }
+});
+
+Deno.test("MpiBackend: over TCP a killed rank ends the job too (Open MPI may end survivors first)", async () => {
+  // Open MPI 4.1.4's TCP transport ends a process whose connection to a peer
+  // breaks or cannot be made (ob1 treats both as fatal). That can happen
+  // inside an MPI call before the survivor's own check has seen the peer's
+  // process end; Open MPI's notice then names the survivor's PID, mpirun
+  // names the lost rank and ends the other survivors, whose last output
+  // mpirun may drop. So here only the job's end and one account are sure.
+  const job = await killRank1("kill", [], TCP);
+  assert.notEqual(job.code, 0, "the job fails");
+  assert.match(
+    job.stderr,
+    /mpirun noticed that process rank 1 with PID \d+ on node \S+ exited on signal 9/,
+  );
+  const accounts = [0, 2].filter((rank) =>
+    new RegExp(`conveyor: rank ${rank}: .*lost rank 1 \\(`).test(job.stderr) ||
+    new RegExp(`PID:\\s+${job.pids.get(rank)}\\n`).test(job.stderr)
+  );
+  assert.ok(accounts.length >= 1, `no survivor said anything about the loss:\n${job.stderr}`);
+});
+
+Deno.test("MpiBackend: without heartbeats the survivors still name the lost rank on mpirun's SIGTERM", async () => {
+  const job = await killRank1("kill-quiet");
+  assert.notEqual(job.code, 0, "the job fails");
+  for (const rank of [0, 2]) {
+    assert.match(
+      job.stderr,
+      new RegExp(
+        `conveyor: rank ${rank}: SIGTERM \\(mpirun is ending the job\\); lost rank 1 \\(its process \\d+`,
+      ),
+    );
+  }
+});
+
+Deno.test("MpiBackend: when mpirun keeps the job going (--enable-recovery), survivors detect the loss and fail", async () => {
+  // Without detection this job would never end: mpirun waits for the survivors.
+  // (Open MPI 4.1.4's mpirun then exits 0 whatever the ranks do, even after
+  // MPI_Abort, so the survivors' own failure is what is checked.)
+  const job = await killRank1("kill", ["--enable-recovery"]);
+  for (const rank of [0, 2]) {
+    assert.match(job.stderr, new RegExp(`conveyor: rank ${rank}: lost rank 1 \\(`));
+    assert.match(
+      job.stdout,
+      new RegExp(`FAILED ${rank} communication aborted: rank 1 lost: its process \\d+`),
+    );
+  }
+});
+
+Deno.test("MpiBackend: a rank that never calls close finalises MPI at exit (status 0)", async () => {
+  const job = await mpirun(3, "noclose", { btl: TCP });
+  assertClean(job, 3);
+  for (const [rank, r] of job.results) assert.equal(r.got, (rank + 2) % 3);
+});
+
+Deno.test("MpiBackend: MPI starts once per process; a second init after close is refused", async () => {
+  const job = await mpirun(2, "setup", { btl: SHM });
+  assertClean(job, 2);
+  for (const r of job.results.values()) {
+    assert.match(r.again as string, /^MpiSetupError: MPI already ran and ended in this process/);
+    assert.match(r.library as string, /libmpi/);
+  }
+});
+
+// Runs the rank script without mpirun; returns the exit code and stderr.
+async function runAlone(
+  permissions: string[],
+  env: Record<string, string> = {},
+): Promise<{ code: number; stderr: string }> {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "--no-prompt", ...permissions, RANK_SCRIPT, "setup"],
+    env: childEnv(env),
+    clearEnv: true,
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  return { code: out.code, stderr: new TextDecoder().decode(out.stderr) };
+}
+
+Deno.test("MpiBackend: setup errors are one clear line (FFI permission, not under mpirun, libmpi not found)", async () => {
+  const noFfi = await runAlone([]);
+  assert.notEqual(noFfi.code, 0);
+  assert.match(noFfi.stderr, /MpiSetupError: MpiBackend needs FFI permission .*--allow-ffi/);
+
+  const alone = await runAlone(["--allow-ffi"]);
+  assert.notEqual(alone.code, 0);
+  assert.match(
+    alone.stderr,
+    /MpiSetupError: not launched under mpirun \(OMPI_COMM_WORLD_SIZE and PMIX_RANK are unset\): run under mpirun/,
+  );
+
+  const missing = await runAlone(["--allow-ffi"], { [LIBMPI_ENV]: "/nonexistent/libmpi.so.40" });
+  assert.notEqual(missing.code, 0);
+  assert.match(
+    missing.stderr,
+    /MpiSetupError: libmpi not found \(CONVEYOR_LIBMPI=\/nonexistent\/libmpi\.so\.40\) \(.*No such file/,
+  );
+
+  const notMpi = await runAlone(["--allow-ffi"], { [LIBMPI_ENV]: "libc.so.6" });
+  assert.notEqual(notMpi.code, 0);
+  assert.match(notMpi.stderr, /MpiSetupError: libc\.so\.6 is not a usable Open MPI libmpi/);
+});
+
+Deno.test("MpiBackend: the libmpi search names every path tried and the variable", () => {
+  assert.throws(
+    () => openLibmpi({ env: null, candidates: ["/nope/libmpi.so.40", "libnotmpi.so.99"] }),
+    (e: Error) =>
+      e instanceof MpiSetupError &&
+      e.message.startsWith(
+        "libmpi not found (CONVEYOR_LIBMPI unset, tried /nope/libmpi.so.40, libnotmpi.so.99): " +
+          "install Open MPI",
+      ),
+  );
+});
+
+Deno.test("MpiBackend: bad options are refused before anything starts", async () => {
+  await assert.rejects(
+    MpiBackend.init({ pollMaxUs: 0 }),
+    /RangeError: pollMaxUs must be a number >= 25, got 0/,
+  );
+  await assert.rejects(
+    MpiBackend.init({ heartbeatIntervalMs: -1 }),
+    /heartbeatIntervalMs must be a number >= 0, got -1/,
+  );
+  await assert.rejects(
+    MpiBackend.init({ pollSpinUs: NaN }),
+    /pollSpinUs must be a number >= 0, got NaN/,
+  );
+});
