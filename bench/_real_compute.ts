@@ -8,7 +8,7 @@ import { TINY_CORPUS } from "../src/nn/data/tiny_corpus.ts";
 import { createTinyGPT } from "../src/nn/gpt.ts";
 import { sampleBatch } from "../src/nn/sample_batch.ts";
 import { Rng } from "../src/tensor/random.ts";
-import { CpuBackend } from "../src/tensor/cpu_backend.ts";
+import { CpuBackend } from "../src/tensor/cpu/backend.ts";
 import type { ActionKind } from "../src/pipeline/schedule/action.ts";
 import type { TimedEvent } from "../src/pipeline/schedule/schedule.ts";
 import type { ActionCosts } from "../src/pipeline/analysis/simulate.ts";

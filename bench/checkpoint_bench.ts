@@ -21,7 +21,7 @@ import { MLP } from "../src/nn/mlp.ts";
 import { TransformerBlock } from "../src/nn/transformer_block.ts";
 import type { ActivationCheckpointOptions } from "../src/pipeline/checkpoint/checkpoint.ts";
 import { CheckpointedChunk } from "../src/pipeline/checkpoint/checkpointed_chunk.ts";
-import { CpuBackend } from "../src/tensor/cpu_backend.ts";
+import { CpuBackend } from "../src/tensor/cpu/backend.ts";
 import { randomTensor, Rng } from "../src/tensor/random.ts";
 import type { Tensor } from "../src/tensor/tensor.ts";
 

@@ -16,7 +16,7 @@
  */
 
 import { parseArgs } from "node:util";
-import { CpuBackend } from "../src/tensor/cpu_backend.ts";
+import { CpuBackend } from "../src/tensor/cpu/backend.ts";
 import * as ops from "../src/tensor/ops.ts";
 import type { Tensor } from "../src/tensor/tensor.ts";
 import { WebGPUBackend } from "../src/tensor/webgpu/mod.ts";

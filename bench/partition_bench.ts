@@ -24,7 +24,7 @@ import {
   type PartitionResult,
   UniformPartition,
 } from "../src/pipeline/partition/partition.ts";
-import { CpuBackend } from "../src/tensor/cpu_backend.ts";
+import { CpuBackend } from "../src/tensor/cpu/backend.ts";
 
 function randomCosts(n: number, seed: number): number[] {
   let s = seed;

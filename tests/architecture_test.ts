@@ -9,7 +9,8 @@
  *   runtime/ only schedule/, analysis/ and comm/; partition/ and
  *   checkpoint/ only nn and tensor (and themselves); only model/ joins
  *   runtime/ with nn and tensor; production code never imports testing/;
- * - a `_name.ts` file is imported only from its own folder;
+ * - a `_name.ts` file is imported only from its own folder (a folder owns
+ *   its subfolders: `tensor/webgpu/` may use `tensor/_validate.ts`);
  * - no source file is over 600 lines, and the import graph has no cycle
  *   (but the tensor ↔ backend type reference).
  *
@@ -120,13 +121,15 @@ Deno.test("architecture: production code never imports testing/", () => {
   assert.deepEqual(breaches, []);
 });
 
-Deno.test("architecture: a _name.ts file is imported only from its own folder", () => {
+Deno.test("architecture: a _name.ts file is imported only from its own folder (or one inside it)", () => {
   const breaches: string[] = [];
   const dir = (p: string) => p.slice(0, p.lastIndexOf("/") + 1);
   for (const [from, deps] of graph) {
     for (const to of deps) {
       const base = to.slice(to.lastIndexOf("/") + 1);
-      if (base.startsWith("_") && dir(to) !== dir(from)) breaches.push(`${from} imports ${to}`);
+      if (base.startsWith("_") && !dir(from).startsWith(dir(to))) {
+        breaches.push(`${from} imports ${to}`);
+      }
     }
   }
   assert.deepEqual(breaches, []);

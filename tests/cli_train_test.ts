@@ -6,7 +6,7 @@ import { TINY_CORPUS } from "../src/nn/data/tiny_corpus.ts";
 import { createTinyGPT } from "../src/nn/gpt.ts";
 import { crossEntropyLoss } from "../src/nn/losses.ts";
 import { sampleBatch } from "../src/nn/sample_batch.ts";
-import { CpuBackend } from "../src/tensor/cpu_backend.ts";
+import { CpuBackend } from "../src/tensor/cpu/backend.ts";
 import { Rng } from "../src/tensor/random.ts";
 import { liveWorkerCount } from "../src/pipeline/runtime/worker_rank_group.ts";
 

@@ -17,7 +17,7 @@ import { CharTokenizer } from "../nn/char_tokenizer.ts";
 import { TINY_CORPUS } from "../nn/data/tiny_corpus.ts";
 import { createTinyGPT } from "../nn/gpt.ts";
 import { sampleBatch } from "../nn/sample_batch.ts";
-import { CpuBackend } from "../tensor/cpu_backend.ts";
+import { CpuBackend } from "../tensor/cpu/backend.ts";
 import { Rng } from "../tensor/random.ts";
 import {
   PipelineParallelModel,

@@ -6,7 +6,7 @@
  */
 
 import type { Backend } from "./backend.ts";
-import { CpuBackend } from "./cpu_backend.ts";
+import { CpuBackend } from "./cpu/backend.ts";
 import { WebGPUBackend, type WebGPUBackendOptions } from "./webgpu/mod.ts";
 
 /**

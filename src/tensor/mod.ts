@@ -22,7 +22,7 @@ export type {
 export { checkShape, shapeSize, Tensor } from "./tensor.ts";
 export * as ops from "./ops.ts";
 export type { DropoutOpOptions, MatmulOptions, SoftmaxOptions } from "./ops.ts";
-export { CpuBackend } from "./cpu_backend.ts";
+export { CpuBackend } from "./cpu/backend.ts";
 export { randomTensor, Rng } from "./random.ts";
 export { WebGPUBackend } from "./webgpu/mod.ts";
 export type {

@@ -8,7 +8,7 @@
 
 import assert from "node:assert/strict";
 import type { Backend, Tensor } from "../../src/tensor/mod.ts";
-import { CpuBackend } from "../../src/tensor/cpu_backend.ts";
+import { CpuBackend } from "../../src/tensor/cpu/backend.ts";
 import type { Layer } from "../../src/nn/layer.ts";
 import { lcgData } from "../tensor/_helpers.ts";
 import { label, testBackends } from "../tensor/_backends.ts";

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { CpuBackend } from "../../src/tensor/cpu_backend.ts";
+import { CpuBackend } from "../../src/tensor/cpu/backend.ts";
 import { AdamW } from "../../src/nn/adamw.ts";
 import { assertThrowsWith } from "../tensor/_helpers.ts";
 import { label, testBackends } from "../tensor/_backends.ts";

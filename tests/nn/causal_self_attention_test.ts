@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import type { Backend, Tensor } from "../../src/tensor/mod.ts";
-import { CpuBackend } from "../../src/tensor/cpu_backend.ts";
+import { CpuBackend } from "../../src/tensor/cpu/backend.ts";
 import { CausalSelfAttention } from "../../src/nn/causal_self_attention.ts";
 import { assertThrowsWith, lcgData } from "../tensor/_helpers.ts";
 import { label, testBackends } from "../tensor/_backends.ts";

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { CpuBackend } from "../../src/tensor/cpu_backend.ts";
+import { CpuBackend } from "../../src/tensor/cpu/backend.ts";
 import { clipGradNorm, gradNormSquared, scaleGradsInPlace } from "../../src/nn/clip_grad_norm.ts";
 import type { Parameter } from "../../src/nn/layer.ts";
 import { label, testBackends } from "../tensor/_backends.ts";

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import type { Backend, Tensor } from "../../src/tensor/mod.ts";
-import { CpuBackend } from "../../src/tensor/cpu_backend.ts";
+import { CpuBackend } from "../../src/tensor/cpu/backend.ts";
 import * as ops from "../../src/tensor/ops.ts";
 import { Dropout } from "../../src/nn/dropout.ts";
 import type { ForwardOptions, Layer } from "../../src/nn/layer.ts";

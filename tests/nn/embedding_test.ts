@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import type { Backend, Tensor } from "../../src/tensor/mod.ts";
-import { CpuBackend } from "../../src/tensor/cpu_backend.ts";
+import { CpuBackend } from "../../src/tensor/cpu/backend.ts";
 import { Embedding } from "../../src/nn/embedding.ts";
 import { assertThrowsWith } from "../tensor/_helpers.ts";
 import { label, testBackends } from "../tensor/_backends.ts";

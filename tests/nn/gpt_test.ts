@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import type { Backend } from "../../src/tensor/mod.ts";
-import { CpuBackend } from "../../src/tensor/cpu_backend.ts";
+import { CpuBackend } from "../../src/tensor/cpu/backend.ts";
 import { Rng } from "../../src/tensor/random.ts";
 import { AdamW } from "../../src/nn/adamw.ts";
 import { CharTokenizer } from "../../src/nn/char_tokenizer.ts";

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import type { Backend, Shape, Tensor } from "../../src/tensor/mod.ts";
-import { CpuBackend } from "../../src/tensor/cpu_backend.ts";
+import { CpuBackend } from "../../src/tensor/cpu/backend.ts";
 import * as ops from "../../src/tensor/ops.ts";
 import { Rng } from "../../src/tensor/random.ts";
 import { CausalSelfAttention } from "../../src/nn/causal_self_attention.ts";

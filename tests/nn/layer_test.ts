@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import type { Backend, Tensor } from "../../src/tensor/mod.ts";
-import { CpuBackend } from "../../src/tensor/cpu_backend.ts";
+import { CpuBackend } from "../../src/tensor/cpu/backend.ts";
 import { DEFAULT_KEY, type Layer } from "../../src/nn/layer.ts";
 import { Embedding } from "../../src/nn/embedding.ts";
 import { Sequential } from "../../src/nn/sequential.ts";

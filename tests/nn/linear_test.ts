@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import type { Backend } from "../../src/tensor/mod.ts";
-import { CpuBackend } from "../../src/tensor/cpu_backend.ts";
+import { CpuBackend } from "../../src/tensor/cpu/backend.ts";
 import { Linear } from "../../src/nn/linear.ts";
 import { assertThrowsWith } from "../tensor/_helpers.ts";
 import { label, testBackends } from "../tensor/_backends.ts";

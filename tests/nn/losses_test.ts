@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import type { Tensor } from "../../src/tensor/mod.ts";
-import { CpuBackend } from "../../src/tensor/cpu_backend.ts";
+import { CpuBackend } from "../../src/tensor/cpu/backend.ts";
 import * as ops from "../../src/tensor/ops.ts";
 import { crossEntropyLoss, mseLoss } from "../../src/nn/losses.ts";
 import { Linear } from "../../src/nn/linear.ts";

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { AdamW } from "../../src/nn/adamw.ts";
 import type { Parameter } from "../../src/nn/layer.ts";
 import { SGD } from "../../src/nn/sgd.ts";
-import { CpuBackend } from "../../src/tensor/cpu_backend.ts";
+import { CpuBackend } from "../../src/tensor/cpu/backend.ts";
 import {
   checkOptimizerSpec,
   createOptimizer,

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import type { Backend, Tensor } from "../../src/tensor/mod.ts";
-import { CpuBackend } from "../../src/tensor/cpu_backend.ts";
+import { CpuBackend } from "../../src/tensor/cpu/backend.ts";
 import { RMSNorm } from "../../src/nn/rms_norm.ts";
 import type { Layer } from "../../src/nn/layer.ts";
 import { assertThrowsWith, lcgData } from "../tensor/_helpers.ts";

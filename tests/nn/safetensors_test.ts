@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import type { Backend, Tensor } from "../../src/tensor/mod.ts";
-import { CpuBackend } from "../../src/tensor/cpu_backend.ts";
+import { CpuBackend } from "../../src/tensor/cpu/backend.ts";
 import { createTinyGPT } from "../../src/nn/gpt.ts";
 import type { Layer } from "../../src/nn/layer.ts";
 import { Linear } from "../../src/nn/linear.ts";

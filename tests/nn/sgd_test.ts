@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { CpuBackend } from "../../src/tensor/cpu_backend.ts";
+import { CpuBackend } from "../../src/tensor/cpu/backend.ts";
 import type { Tensor } from "../../src/tensor/mod.ts";
 import * as ops from "../../src/tensor/ops.ts";
 import { SGD } from "../../src/nn/sgd.ts";

@@ -9,7 +9,7 @@
  */
 
 import type { Backend } from "../../src/tensor/backend.ts";
-import { CpuBackend } from "../../src/tensor/cpu_backend.ts";
+import { CpuBackend } from "../../src/tensor/cpu/backend.ts";
 
 type CreateBackend = (kind?: "auto" | "cpu" | "webgpu") => Promise<Backend>;
 

@@ -16,7 +16,7 @@
 
 import assert from "node:assert/strict";
 import type { Backend, Shape } from "../../src/tensor/backend.ts";
-import { CpuBackend } from "../../src/tensor/cpu_backend.ts";
+import { CpuBackend } from "../../src/tensor/cpu/backend.ts";
 import * as ops from "../../src/tensor/ops.ts";
 import type { Tensor } from "../../src/tensor/tensor.ts";
 import { assertClose, assertThrowsWith, fdGrad, lcgData, take } from "./_helpers.ts";

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { CpuBackend } from "../../src/tensor/cpu_backend.ts";
+import { CpuBackend } from "../../src/tensor/cpu/backend.ts";
 import { randomTensor, Rng } from "../../src/tensor/random.ts";
 import { assertThrowsWith } from "./_helpers.ts";
 import { testBackends } from "./_backends.ts";

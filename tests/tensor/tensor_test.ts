@@ -9,7 +9,7 @@
  */
 
 import assert from "node:assert/strict";
-import { CpuBackend } from "../../src/tensor/cpu_backend.ts";
+import { CpuBackend } from "../../src/tensor/cpu/backend.ts";
 import { checkShape, shapeSize, Tensor } from "../../src/tensor/tensor.ts";
 import type { Shape } from "../../src/tensor/backend.ts";
 

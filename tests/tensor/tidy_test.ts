@@ -10,7 +10,7 @@
  */
 
 import assert from "node:assert/strict";
-import { CpuBackend } from "../../src/tensor/cpu_backend.ts";
+import { CpuBackend } from "../../src/tensor/cpu/backend.ts";
 import * as ops from "../../src/tensor/ops.ts";
 import type { Tensor } from "../../src/tensor/tensor.ts";
 import { keep, tidy } from "../../src/tensor/tidy.ts";

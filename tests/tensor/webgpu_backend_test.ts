@@ -19,7 +19,7 @@
  */
 
 import assert from "node:assert/strict";
-import { CpuBackend } from "../../src/tensor/cpu_backend.ts";
+import { CpuBackend } from "../../src/tensor/cpu/backend.ts";
 import { createBackend } from "../../src/tensor/create_backend.ts";
 import * as ops from "../../src/tensor/ops.ts";
 import type { Backend, Shape } from "../../src/tensor/backend.ts";

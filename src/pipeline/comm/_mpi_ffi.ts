@@ -41,7 +41,7 @@ export const KEYVAL_TAG_UB = 0;
  *
  * @example
  * ```ts
- * import { MpiSetupError } from "@conveyor/core";
+ * import { MpiSetupError } from "@conveyor/core/runtime";
  * const e = new MpiSetupError("not launched under mpirun");
  * console.log(e.name, e.message); // MpiSetupError not launched under mpirun
  * ```

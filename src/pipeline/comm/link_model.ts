@@ -122,7 +122,7 @@ export interface MeasureLinkOptions {
  *
  * @example
  * ```ts
- * import { InProcessBackend, measureLink } from "@conveyor/core";
+ * import { InProcessBackend, measureLink } from "@conveyor/core/runtime";
  * const [a, b] = InProcessBackend.createGroup(2);
  * const sizes = [4, 1 << 20];
  * const [la, lb] = await Promise.all([measureLink(a, 1, { sizes }), measureLink(b, 0, { sizes })]);

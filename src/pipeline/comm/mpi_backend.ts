@@ -205,7 +205,7 @@ const immediate = (): Promise<void> => new Promise<void>((r) => setImmediate(r))
  * @example
  * ```ts ignore
  * // mpirun -n 2 deno run --allow-ffi ping.ts
- * import { MpiBackend } from "@conveyor/core";
+ * import { MpiBackend } from "@conveyor/core/runtime";
  * const comm = await MpiBackend.init();
  * try {
  *   if (comm.rank === 0) await comm.send(1, "x", new Float32Array([1, 2]), { transfer: true });
@@ -226,7 +226,7 @@ export class MpiBackend implements CommBackend {
    *
    * @example
    * ```ts ignore
-   * import { MpiBackend } from "@conveyor/core";
+   * import { MpiBackend } from "@conveyor/core/runtime";
    * const comm = await MpiBackend.init({ heartbeatIntervalMs: 500 });
    * console.log(`rank ${comm.rank} of ${comm.size}`);
    * comm.close();
@@ -470,6 +470,11 @@ export class MpiBackend implements CommBackend {
     if (spare === undefined) return new Float32Array(new ArrayBuffer(count * 4));
     this.#spareBytes -= spare.byteLength;
     return new Float32Array(spare);
+  }
+
+  /** See {@linkcode CommBackend.discard}. */
+  discard(match: (tag: string) => boolean): number {
+    return this.#mailbox.discard(match);
   }
 
   /** See {@linkcode CommBackend.recv}. Rejects if `peer` has closed and sent nothing more. */

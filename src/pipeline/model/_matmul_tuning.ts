@@ -4,7 +4,7 @@
 
 import type { MatmulConfig } from "../../tensor/mod.ts";
 import type { BackendKind } from "../../tensor/create_backend.ts";
-import { WebGPUBackend } from "../../tensor/webgpu_backend.ts";
+import { WebGPUBackend } from "../../tensor/webgpu/mod.ts";
 
 /**
  * The large-matmul variant for ranks that will create a `kind` backend, tuned

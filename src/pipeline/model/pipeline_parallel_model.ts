@@ -8,7 +8,7 @@
  */
 
 import type { Shape } from "../../tensor/mod.ts";
-import { CpuBackend } from "../../tensor/cpu_backend.ts";
+import { CpuBackend } from "../../tensor/cpu/backend.ts";
 import type { Parameter } from "../../nn/layer.ts";
 import type { Sequential } from "../../nn/sequential.ts";
 import {

@@ -10,8 +10,8 @@ import {
   measureLink,
   messageDelay,
 } from "../../../src/pipeline/comm/link_model.ts";
-import { generateSchedule } from "../../../src/pipeline/generate.ts";
-import { simulate } from "../../../src/pipeline/simulate.ts";
+import { generateSchedule } from "../../../src/pipeline/schedule/generate.ts";
+import { simulate } from "../../../src/pipeline/analysis/simulate.ts";
 
 Deno.test("linkFromSamples: latency and bandwidth of a line α + n/β, whatever the order", () => {
   // α = 0.02 ms, β = 2e6 bytes/ms (2 GB/s).
@@ -78,6 +78,7 @@ function slowGroup(latencyMs: number, bytesPerMs: number): CommBackend[] {
       await b.send(peer, tag, a, options);
     },
     recv: (peer: number, tag: string) => b.recv(peer, tag),
+    discard: (match: (tag: string) => boolean) => b.discard(match),
     barrier: () => b.barrier(),
     broadcastControl: (m) => b.broadcastControl(m),
     onControl: (h: ControlHandler) => b.onControl(h),

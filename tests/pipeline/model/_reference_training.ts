@@ -5,7 +5,7 @@
  * @module
  */
 
-import { CpuBackend } from "../../../src/tensor/cpu_backend.ts";
+import { CpuBackend } from "../../../src/tensor/cpu/backend.ts";
 import { Rng } from "../../../src/tensor/random.ts";
 import { CharTokenizer } from "../../../src/nn/char_tokenizer.ts";
 import { TINY_CORPUS } from "../../../src/nn/data/tiny_corpus.ts";

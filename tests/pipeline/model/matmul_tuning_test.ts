@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { tuneMatmulForRanks } from "../../../src/pipeline/model/_matmul_tuning.ts";
-import { WebGPUBackend } from "../../../src/tensor/webgpu_backend.ts";
+import { WebGPUBackend } from "../../../src/tensor/webgpu/mod.ts";
 import type { MatmulConfig } from "../../../src/tensor/mod.ts";
 
 Deno.test("tuneMatmulForRanks: nothing to tune for CPU ranks", async () => {

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { CpuBackend } from "../../../src/tensor/cpu_backend.ts";
+import { CpuBackend } from "../../../src/tensor/cpu/backend.ts";
 import { Linear } from "../../../src/nn/linear.ts";
 import { Sequential } from "../../../src/nn/sequential.ts";
 import { InProcessBackend } from "../../../src/pipeline/comm/in_process.ts";

@@ -6,7 +6,7 @@ import { TokenPositionEmbedding } from "../../../src/nn/token_position_embedding
 import { TransformerBlock } from "../../../src/nn/transformer_block.ts";
 import { layerCosts, profileLayerCosts } from "../../../src/pipeline/partition/layer_costs.ts";
 import { LoadBalancedPartition } from "../../../src/pipeline/partition/partition.ts";
-import { CpuBackend } from "../../../src/tensor/cpu_backend.ts";
+import { CpuBackend } from "../../../src/tensor/cpu/backend.ts";
 import * as ops from "../../../src/tensor/ops.ts";
 import { randomTensor, Rng } from "../../../src/tensor/random.ts";
 

@@ -72,6 +72,7 @@ async function inProcessLog(schedule: Schedule, output: "array" | "promise"): Pr
           opts,
         ),
     recv: (peer, tag) => comm.recv(peer, tag),
+    discard: (match: (tag: string) => boolean) => comm.discard(match),
     barrier: () => comm.barrier(),
     broadcastControl: (msg) => comm.broadcastControl(msg),
     onControl: (h) => comm.onControl(h),

@@ -13,7 +13,7 @@ import type {
 } from "../../../src/pipeline/runtime/stage_executor.ts";
 import { InProcessBackend } from "../../../src/pipeline/comm/in_process.ts";
 import { formatAction } from "../../../src/pipeline/schedule/action.ts";
-import { WebGPUBackend } from "../../../src/tensor/webgpu_backend.ts";
+import { WebGPUBackend } from "../../../src/tensor/webgpu/mod.ts";
 import * as ops from "../../../src/tensor/ops.ts";
 import { assertFollowsSchedule } from "./_timeline_checks.ts";
 import {

@@ -19,12 +19,12 @@ import type {
   Shape,
   UnaryGradOp,
   UnaryOp,
-} from "./backend.ts";
-import { MemoryTracker } from "./_memory.ts";
-import { rowCount } from "./_rows.ts";
-import { checkFromData, checkZeros, firstInvalidIndex } from "./_validate.ts";
-import { shapeSize, Tensor } from "./tensor.ts";
-import { dropoutBase, dropoutKey, dropoutScale, dropoutThreshold } from "./_dropout_hash.ts";
+} from "../backend.ts";
+import { MemoryTracker } from "../_memory.ts";
+import { rowCount } from "../_rows.ts";
+import { checkFromData, checkZeros, firstInvalidIndex } from "../_validate.ts";
+import { shapeSize, Tensor } from "../tensor.ts";
+import { dropoutBase, dropoutKey, dropoutScale, dropoutThreshold } from "../_dropout_hash.ts";
 import {
   binaryInto,
   dropoutInto,
@@ -32,15 +32,15 @@ import {
   unaryBackwardInto,
   unaryInto,
   whereInto,
-} from "./cpu/_elementwise.ts";
-import { permuteInto } from "./cpu/_layout.ts";
-import { matmulInto } from "./cpu/_matmul.ts";
+} from "./_elementwise.ts";
+import { permuteInto } from "./_layout.ts";
+import { matmulInto } from "./_matmul.ts";
 import {
   logSumExpInto,
   rmsNormBackwardInputInto,
   rmsNormBackwardWeight,
   rmsNormInto,
-} from "./cpu/_rows.ts";
+} from "./_rows.ts";
 
 /** Storage of a CPU tensor. */
 function data(t: Tensor): Float32Array {
