@@ -9,6 +9,7 @@
 import type { RankGroup } from "../runtime/rank_group.ts";
 import { WorkerRankGroup } from "../runtime/worker_rank_group.ts";
 import { InProcessRankGroup } from "../runtime/in_process_rank_group.ts";
+import { SubprocessRankGroup } from "../runtime/subprocess_rank_group.ts";
 import type { CheckedModelOptions } from "./options.ts";
 import type { ModelPlan } from "./plan.ts";
 import {
@@ -48,9 +49,12 @@ export async function buildRanks(
   };
   const fault = o.faultInjection === undefined ? {} : { fault: o.faultInjection };
   let group: RankGroup<ModelStageCalls>;
-  if (o.workers) {
+  if (o.rankGroup !== "in-process") {
     const hb = timeouts.heartbeatMs;
-    group = await WorkerRankGroup.create<ModelStageCalls>({
+    const create = o.rankGroup === "subprocess"
+      ? SubprocessRankGroup.create<ModelStageCalls>
+      : WorkerRankGroup.create<ModelStageCalls>;
+    group = await create({
       schedule: plan.schedule,
       executor: { module: MODEL_STAGE_EXECUTOR_URL, options: stageOptions },
       ...(hb === undefined

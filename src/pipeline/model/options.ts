@@ -48,7 +48,16 @@ export interface PipelineParallelModelOptions {
   readonly backend?: BackendKind;
   /** Loss on the last stage: `"cross-entropy"` (targets are class ids) or `"mse"`. */
   readonly loss: PipelineLoss;
-  /** One Deno worker per rank (default true); false runs every rank in this thread. */
+  /**
+   * Where the ranks run (default `"workers"`): one Deno worker per rank;
+   * `"subprocess"`, the same workers in a child process, which can always
+   * be ended (a rank whose code holds its thread in a loop or a blocking
+   * wait cannot be ended in a worker, and keeps the process alive), at the
+   * cost of a process start and `--allow-run`; `"in-process"`, every rank in
+   * this thread (for debugging).
+   */
+  readonly rankGroup?: "workers" | "subprocess" | "in-process";
+  /** Older form of `rankGroup`: true is `"workers"`, false `"in-process"`. */
   readonly workers?: boolean;
   /**
    * Clip by the global gradient norm; makes the ranks exchange their partial
@@ -72,7 +81,7 @@ export interface CheckedModelOptions {
   readonly optimizer: OptimizerSpec;
   readonly loss: PipelineLoss;
   readonly backend: BackendKind;
-  readonly workers: boolean;
+  readonly rankGroup: "workers" | "subprocess" | "in-process";
   readonly checkpoint?: ActivationCheckpointOptions;
   readonly clipGradNorm?: number;
   readonly modules: readonly string[];
@@ -111,10 +120,25 @@ export function checkModelOptions(o: PipelineParallelModelOptions): CheckedModel
       `backend must be "auto", "cpu" or "webgpu", got ${JSON.stringify(o.backend)}`,
     );
   }
-  const workers = o.workers ?? true;
-  if (typeof workers !== "boolean") {
+  if (o.workers !== undefined && typeof o.workers !== "boolean") {
     throw new TypeError(`workers must be a boolean, got ${String(o.workers)}`);
   }
+  const kinds = ["workers", "subprocess", "in-process"] as const;
+  if (o.rankGroup !== undefined && !kinds.includes(o.rankGroup)) {
+    throw new TypeError(
+      `rankGroup must be one of ${kinds.join(", ")}, got ${JSON.stringify(o.rankGroup)}`,
+    );
+  }
+  const rankGroup = o.rankGroup ?? (o.workers === false ? "in-process" : "workers");
+  if (
+    o.rankGroup !== undefined && o.workers !== undefined &&
+    (o.workers === (rankGroup === "in-process"))
+  ) {
+    throw new TypeError(
+      `workers: ${o.workers} contradicts rankGroup: "${o.rankGroup}" (give rankGroup alone)`,
+    );
+  }
+  const workers = rankGroup !== "in-process";
   const checkpoint = o.checkpoint === undefined ? undefined : checkpointOptions(o.checkpoint);
   if (
     o.clipGradNorm !== undefined &&
@@ -143,9 +167,11 @@ export function checkModelOptions(o: PipelineParallelModelOptions): CheckedModel
   }
   if (o.faultInjection !== undefined) {
     const fault = checkFaultInjection(o.faultInjection, "faultInjection");
-    if (fault.hangAt !== undefined && fault.hang === "block" && !workers) {
+    const holds = ["hang", "block", "loop", "exit"].includes(fault.fault);
+    if (holds && !workers) {
       throw new TypeError(
-        "faultInjection.hangAt blocks the rank's thread: it needs workers (workers: true)",
+        `faultInjection "${fault.fault}" holds or ends the rank's thread: it needs ranks in ` +
+          "workers or a subprocess, not in this thread (workers: false)",
       );
     }
   }
@@ -154,7 +180,7 @@ export function checkModelOptions(o: PipelineParallelModelOptions): CheckedModel
     optimizer,
     loss: o.loss,
     backend,
-    workers,
+    rankGroup,
     ...(checkpoint === undefined ? {} : { checkpoint }),
     ...(o.clipGradNorm === undefined ? {} : { clipGradNorm: o.clipGradNorm }),
     modules: (o.modules ?? []).map((m) => String(m)),

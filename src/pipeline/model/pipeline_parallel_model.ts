@@ -143,9 +143,14 @@ export class PipelineParallelModel {
     this.#layout = { model, loss, schedule, boundaries: partition.boundaries };
   }
 
-  /** Whether the ranks run in workers. */
+  /** Whether the ranks run in workers (in this process or a subprocess). */
   get workers(): boolean {
-    return this.#ranks.kind === "workers";
+    return this.#ranks.kind !== "in-process";
+  }
+
+  /** Where the ranks run: `"workers"`, `"subprocess"` or `"in-process"`. */
+  get rankGroup(): string {
+    return this.#ranks.kind;
   }
 
   /** Pipeline ranks p. */
@@ -367,10 +372,17 @@ export class PipelineParallelModel {
     await Deno.writeTextFile(path, text);
   }
 
-  /** Ends every worker (or disposes every in-process rank); idempotent. */
+  /**
+   * Ends every rank (workers, the subprocess, or the in-process executors);
+   * idempotent. Rejects, naming the rank, when a worker's thread could not
+   * be ended (its code holds it in a loop or a blocking wait, which Deno
+   * cannot stop): the process then will not exit by itself; ranks in a
+   * subprocess (`rankGroup: "subprocess"`) are always ended.
+   */
   async dispose(): Promise<void> {
-    if (this.#closed) return;
     this.#closed = true;
+    // Idempotent in the group; it rejects, naming the rank, when a worker
+    // thread could not be ended (after a failure too).
     await this.#ranks.dispose();
   }
 
