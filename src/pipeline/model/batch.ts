@@ -70,12 +70,13 @@ export function checkFinite(data: Float32Array, what: string): void {
 
 /**
  * Checks `b` (`where` names it in errors) and splits it into each rank's
- * payload for one iteration.
+ * payload for one iteration, training step `step`.
  */
 export function splitBatch(
   layout: BatchLayout,
   b: TrainingBatch,
   where: string,
+  step?: number,
 ): ModelStagePayload[] {
   if (b === null || typeof b !== "object") {
     throw new TypeError(`${where} must be an object { inputs, shape, targets }, got ${b}`);
@@ -136,7 +137,7 @@ export function splitBatch(
   } else {
     rows = evenRows(B, m);
   }
-  return payloads(layout, shape, shapes, rows, b.inputs, b.targets, targetShape);
+  return payloads(layout, shape, shapes, rows, b.inputs, b.targets, targetShape, step);
 }
 
 /**
@@ -161,6 +162,7 @@ function payloads(
   inputs: Float32Array,
   targets: Float32Array | null,
   targetShape: Shape,
+  step?: number,
 ): ModelStagePayload[] {
   const out = shapes[shapes.length - 1];
   const b0 = layout.boundaries;
@@ -179,6 +181,7 @@ function payloads(
     at += r;
   }
   const common = {
+    ...(step === undefined ? {} : { step }),
     rows,
     totalRows: prod(out.slice(0, -1)),
     inputTails,

@@ -81,6 +81,12 @@ export interface ModelStageOptions {
 
 /** What a rank needs for one iteration (`beginIteration`'s payload). */
 export interface ModelStagePayload {
+  /**
+   * The training step this iteration is (0-based over the model's life,
+   * as a single-device loop counts them): the `step` of the layers'
+   * forward context (Dropout's mask). Absent in forward-only runs.
+   */
+  readonly step?: number;
   /** Rows (dim 0) of each micro-batch. */
   readonly rows: readonly number[];
   /** Rows of the whole batch's prediction (product of all dims but the last): the loss's N. */
@@ -230,7 +236,16 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
     let y: Tensor;
     try {
       // A forward-only run (prediction) keeps nothing for a backward.
-      y = this.#chunk(s).forward(x, ctx.forwardOnly ? { save: false } : { key });
+      // Training forwards carry the step and the micro-batch's first row in
+      // the full batch, so per-row randomness matches single-device training.
+      let rowOffset = 0;
+      for (let j = 0; j < mb; j++) rowOffset += plan.rows[j];
+      y = this.#chunk(s).forward(
+        x,
+        ctx.forwardOnly
+          ? { save: false }
+          : { key, training: true, step: plan.step ?? ctx.iteration, rowOffset },
+      );
     } finally {
       x.dispose();
     }

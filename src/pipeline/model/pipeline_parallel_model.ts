@@ -194,7 +194,12 @@ export class PipelineParallelModel {
     }
     this.#checkUsable();
     const plans = batches.map((b, i) =>
-      splitBatch(this.#layout, b, batches.length > 1 ? `batches[${i}]` : "batch")
+      splitBatch(
+        this.#layout,
+        b,
+        batches.length > 1 ? `batches[${i}]` : "batch",
+        this.#nextStep + i,
+      )
     );
     const run = await this.#exclusive(
       () => this.#ranks.run({ iterations: plans.length, payload: (rank, i) => plans[i][rank] }),
