@@ -41,6 +41,7 @@ import { CheckpointedChunk } from "../checkpoint/checkpointed_chunk.ts";
 import { createOptimizer, type OptimizerSpec } from "../../nn/optimizer_spec.ts";
 import type {
   CallHandlers,
+  DeviceSpan,
   StageContext,
   StageExecutor,
   StageExecutorInit,
@@ -158,6 +159,7 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
   #gradNorm: number | undefined;
   #base: number;
   #actPeak = 0;
+  #startMark: Promise<number> | undefined;
 
   private constructor(init: StageExecutorInit, backend: Backend) {
     this.#init = init;
@@ -224,6 +226,7 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
   }
 
   forward(ctx: StageContext, input: Float32Array | null): StageOutput {
+    this.#begin();
     const plan = this.#needPlan(ctx);
     const { stage: s, microBatch: mb } = ctx.action;
     const key = this.#key(ctx);
@@ -292,6 +295,7 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
   }
 
   backwardWeight(ctx: StageContext): void {
+    this.#begin();
     this.#chunk(ctx.action.stage).backwardWeight(this.#key(ctx));
     // Nothing is read back after W: submit its work now rather than with the next action.
     this.backend.flush();
@@ -302,11 +306,29 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
    * settles when the device has run them; on the CPU the work is done
    * already (undefined).
    */
-  deviceDone(): Promise<void> | undefined {
-    return this.backend.name === "cpu" ? undefined : this.backend.sync();
+  deviceDone(): Promise<void | DeviceSpan> | undefined {
+    if (this.backend.name === "cpu") return undefined;
+    const start = this.#startMark;
+    this.#startMark = undefined;
+    const end = this.backend.timeMark?.();
+    if (start === undefined || end === undefined) return this.backend.sync();
+    // The device's own timestamps around the action: its exact span.
+    this.backend.flush();
+    const backend = this.backend;
+    return Promise.all([start, end]).then(([s, e]) => ({
+      start: s,
+      end: e,
+      hostMinusDevice: () => backend.hostMinusDevice?.() ?? NaN,
+    }));
+  }
+
+  // Marks the device's work at the start of an action or step (WebGPU with timestamps).
+  #begin(): void {
+    if (this.backend.name !== "cpu") this.#startMark = this.backend.timeMark?.();
   }
 
   async step(stage: number, iteration: number): Promise<void> {
+    this.#begin();
     const mem = this.backend.memory;
     this.#actPeak = Math.max(this.#actPeak, mem.peakBytes - this.#base);
     const act = mem.liveBytes - this.#base;
@@ -405,6 +427,7 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
   }
 
   #backward(ctx: StageContext, gradOutput: Float32Array | null, full: boolean): StageOutput {
+    this.#begin();
     const s = ctx.action.stage;
     const key = this.#key(ctx);
     const id = `${s}/${key}`;
