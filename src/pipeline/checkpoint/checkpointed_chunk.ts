@@ -7,6 +7,7 @@
  * @module
  */
 
+import { formatShape as fmtShape } from "../../tensor/describe.ts";
 import {
   type BackwardOptions,
   DEFAULT_KEY,
@@ -23,6 +24,7 @@ import {
   type CheckpointSegment,
   type ChunkCheckpointPlan,
 } from "./checkpoint.ts";
+import { describeValue } from "../../tensor/describe.ts";
 
 /** What one micro-batch leaves in the chunk between its passes. */
 interface ChunkState {
@@ -41,17 +43,15 @@ function needInputGrad(opts: BackwardOptions | undefined): boolean {
   const v = opts?.needInputGrad;
   if (v === undefined) return true;
   if (typeof v !== "boolean") {
-    throw new TypeError(`CheckpointedChunk: needInputGrad must be a boolean, got ${String(v)}`);
+    throw new TypeError(
+      `CheckpointedChunk: needInputGrad must be a boolean, got ${describeValue(v)}`,
+    );
   }
   return v;
 }
 
 function fmtKey(key: StateKey): string {
   return typeof key === "string" ? JSON.stringify(key) : String(key);
-}
-
-function fmtShape(s: Shape): string {
-  return `[${s.join(", ")}]`;
 }
 
 /** A handle of our own on `t`'s storage (no copy), so the caller may dispose theirs. */

@@ -11,6 +11,7 @@ import type { Shape } from "../../tensor/mod.ts";
 import type { Sequential } from "../../nn/sequential.ts";
 import type { Schedule } from "../schedule/schedule.ts";
 import type { ModelStagePayload, PipelineLoss } from "./model_stage_executor.ts";
+import { describeValue } from "../../tensor/describe.ts";
 
 /** One training batch: inputs along dim 0, and the targets of the loss. */
 export interface TrainingBatch {
@@ -83,7 +84,7 @@ export function splitBatch(
   }
   const shape = Array.isArray(b.shape) ? [...b.shape] : null;
   if (shape === null || shape.length === 0) {
-    throw new TypeError(`${where}.shape must be a non-empty array, got ${String(b.shape)}`);
+    throw new TypeError(`${where}.shape must be a non-empty array, got ${describeValue(b.shape)}`);
   }
   const m = layout.schedule.microBatches;
   const B = shape[0];

@@ -50,6 +50,7 @@ import type {
 import type { ModelStageCalls } from "./stage_calls.ts";
 import type { CommBackend } from "../comm/backend.ts";
 import { allSum } from "./_norm_exchange.ts";
+import { describeValue } from "../../tensor/describe.ts";
 
 /** The losses a model stage computes on the last stage. */
 export type PipelineLoss = "cross-entropy" | "mse";
@@ -125,7 +126,7 @@ export interface ModelStageReport {
 
 function checkOptions(o: ModelStageOptions, stages: readonly number[]): void {
   if (o === null || typeof o !== "object") {
-    throw new TypeError(`model stage options must be an object, got ${String(o)}`);
+    throw new TypeError(`model stage options must be an object, got ${describeValue(o)}`);
   }
   if (!Array.isArray(o.chunks)) {
     throw new TypeError("model stage options.chunks must be an array of layer specs");

@@ -18,6 +18,7 @@ import {
 } from "../checkpoint/checkpoint.ts";
 import { checkFaultInjection, type FaultInjection } from "../runtime/fault_injection.ts";
 import type { PipelineLoss } from "./model_stage_executor.ts";
+import { describeValue } from "../../tensor/describe.ts";
 
 /** Options of `PipelineParallelModel.create`. */
 export interface PipelineParallelModelOptions {
@@ -108,7 +109,7 @@ export function checkModelOptions(o: PipelineParallelModelOptions): CheckedModel
     throw new TypeError(`options must be an object { model, schedule, ... }, got ${o}`);
   }
   if (!(o.model instanceof Sequential)) {
-    throw new TypeError(`model must be a Sequential, got ${String(o.model)}`);
+    throw new TypeError(`model must be a Sequential, got ${describeValue(o.model)}`);
   }
   const optimizer = checkOptimizerSpec(o.optimizer);
   if (o.loss !== "cross-entropy" && o.loss !== "mse") {
@@ -121,7 +122,7 @@ export function checkModelOptions(o: PipelineParallelModelOptions): CheckedModel
     );
   }
   if (o.workers !== undefined && typeof o.workers !== "boolean") {
-    throw new TypeError(`workers must be a boolean, got ${String(o.workers)}`);
+    throw new TypeError(`workers must be a boolean, got ${describeValue(o.workers)}`);
   }
   const kinds = ["workers", "subprocess", "in-process"] as const;
   if (o.rankGroup !== undefined && !kinds.includes(o.rankGroup)) {
@@ -146,13 +147,13 @@ export function checkModelOptions(o: PipelineParallelModelOptions): CheckedModel
       !Number.isFinite(o.clipGradNorm))
   ) {
     throw new RangeError(
-      `clipGradNorm must be a finite positive number, got ${String(o.clipGradNorm)}`,
+      `clipGradNorm must be a finite positive number, got ${describeValue(o.clipGradNorm)}`,
     );
   }
   // Checked in every mode, though only worker ranks use them.
   for (const [name, v] of [["heartbeatMs", o.heartbeatMs], ["stallTimeoutMs", o.stallTimeoutMs]]) {
     if (v !== undefined && (typeof v !== "number" || !(v > 0) || !Number.isFinite(v))) {
-      throw new RangeError(`${name} must be a finite number of ms > 0, got ${String(v)}`);
+      throw new RangeError(`${name} must be a finite number of ms > 0, got ${describeValue(v)}`);
     }
   }
   if (o.modules !== undefined) {

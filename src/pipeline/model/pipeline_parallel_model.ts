@@ -44,6 +44,7 @@ import {
   type TrainResult,
   trainResult,
 } from "./results.ts";
+import { describeValue } from "../../tensor/describe.ts";
 
 export type { PipelineParallelModelOptions } from "./options.ts";
 export type { TrainingBatch } from "./batch.ts";
@@ -224,7 +225,9 @@ export class PipelineParallelModel {
     }
     const shape = Array.isArray(input.shape) ? [...input.shape] : null;
     if (shape === null || shape.length === 0) {
-      throw new TypeError(`predict: shape must be a non-empty array, got ${String(input.shape)}`);
+      throw new TypeError(
+        `predict: shape must be a non-empty array, got ${describeValue(input.shape)}`,
+      );
     }
     const shapes = this.#model.shapes(shape);
     const outShape = shapes[shapes.length - 1];
@@ -354,7 +357,9 @@ export class PipelineParallelModel {
    */
   async writeTrace(path: string): Promise<void> {
     if (typeof path !== "string" || path === "") {
-      throw new TypeError(`writeTrace: path must be a non-empty string, got ${String(path)}`);
+      throw new TypeError(
+        `writeTrace: path must be a non-empty string, got ${describeValue(path)}`,
+      );
     }
     if (this.#lastEvents.length === 0) {
       throw new RangeError("writeTrace: no step has run yet, so there is nothing to write");
