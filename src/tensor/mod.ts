@@ -18,7 +18,7 @@ export { checkShape, shapeSize, Tensor } from "./tensor.ts";
 export * as ops from "./ops.ts";
 export type { MatmulOptions, SoftmaxOptions } from "./ops.ts";
 export { CpuBackend } from "./cpu_backend.ts";
-export { randomTensor, Rng } from "./random.ts";
+export { randomTensor, Rng, type RngState } from "./random.ts";
 export { WebGPUBackend } from "./webgpu_backend.ts";
 export type {
   BufferPoolStats,
