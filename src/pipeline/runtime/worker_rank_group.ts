@@ -4,6 +4,12 @@
  * and control over a BroadcastChannel, with a watchdog that fails fast when
  * a rank throws, exits, stops sending heartbeats or stops making progress.
  *
+ * The workers and the control channel keep the process alive only while a
+ * startup, run, call or dispose is pending: between calls they are unref'd
+ * (`node:worker_threads`' `unref()`, which Deno's web `Worker` lacks), so a
+ * script that forgets to dispose its group still exits when its own work is
+ * done (the workers then end with the process).
+ *
  * @module
  */
 
@@ -199,6 +205,7 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> implements RankGroup<C
   #threads: number[] = [];
   #shutdownDone: Promise<void> = Promise.resolve();
   #disposeWait: (() => void) | null = null;
+  #holds = 0;
 
   private constructor(options: WorkerRankGroupOptions) {
     const schedule = options.schedule;
@@ -265,6 +272,8 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> implements RankGroup<C
     }
     // Answers go once every rank has said hello on the control plane.
     void this.#control.rendezvous();
+    // The workers keep the process alive only while something waits on them.
+    this.#hold(this.#started);
     this.#startupTimer = setTimeout(() => {
       const heard = this.#control.ranksHeard;
       this.#fail(
@@ -280,6 +289,32 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> implements RankGroup<C
       const failure = this.#watchdog.check(performance.now(), this.#run !== null);
       if (failure !== null) this.#fail(failure);
     }, watchMs);
+    // Held workers keep the process alive while these matter.
+    Deno.unrefTimer(this.#startupTimer as unknown as number);
+    Deno.unrefTimer(this.#watchTimer as unknown as number);
+  }
+
+  /**
+   * Refs the workers and the control channel until `pending` settles: a
+   * group keeps the process alive only while a startup, run, call or
+   * dispose is pending, so that a script that never disposes still exits.
+   */
+  #hold<T>(pending: Promise<T>): Promise<T> {
+    if (this.#holds++ === 0) this.#setRef(true);
+    const release = () => {
+      if (--this.#holds === 0) this.#setRef(false);
+    };
+    pending.then(release, release);
+    return pending;
+  }
+
+  #setRef(on: boolean): void {
+    for (const w of this.#workers) {
+      if (on) w.ref();
+      else w.unref();
+    }
+    if (on) this.#control.ref();
+    else this.#control.unref();
   }
 
   /** Number of ranks (workers). */
@@ -318,27 +353,29 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> implements RankGroup<C
     const id = this.#nextId++;
     const firstIteration = this.#nextIteration;
     this.#nextIteration += checked.iterations;
-    return new Promise<RankGroupRunResult>((resolve, reject) => {
-      this.#run = {
-        firstIteration,
-        done: new Array(this.ranks).fill(undefined),
-        count: 0,
-        resolve,
-        reject,
-      };
-      this.#watchdog.runStarted(performance.now());
-      this.#workers.forEach((w, r) => {
-        const msg: ToWorker = {
-          type: "run",
-          id,
+    return this.#hold(
+      new Promise<RankGroupRunResult>((resolve, reject) => {
+        this.#run = {
           firstIteration,
-          iterations: checked.iterations,
-          payloads: checked.payloads(r),
-          forwardOnly: checked.forwardOnly,
+          done: new Array(this.ranks).fill(undefined),
+          count: 0,
+          resolve,
+          reject,
         };
-        w.worker.postMessage(msg);
-      });
-    });
+        this.#watchdog.runStarted(performance.now());
+        this.#workers.forEach((w, r) => {
+          const msg: ToWorker = {
+            type: "run",
+            id,
+            firstIteration,
+            iterations: checked.iterations,
+            payloads: checked.payloads(r),
+            forwardOnly: checked.forwardOnly,
+          };
+          w.worker.postMessage(msg);
+        });
+      }),
+    );
   }
 
   /** Sends `method` to rank `rank`'s executor (see {@linkcode RankGroup.call}). */
@@ -353,11 +390,13 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> implements RankGroup<C
     const unusable = this.#unusable();
     if (unusable !== null) return Promise.reject(unusable);
     const id = this.#nextId++;
-    return new Promise<C[K]["result"]>((resolve, reject) => {
-      this.#calls.set(id, { method, resolve: resolve as (v: unknown) => void, reject });
-      const msg: ToWorker = { type: "call", id, method, args };
-      this.#workers[rank].worker.postMessage(msg);
-    });
+    return this.#hold(
+      new Promise<C[K]["result"]>((resolve, reject) => {
+        this.#calls.set(id, { method, resolve: resolve as (v: unknown) => void, reject });
+        const msg: ToWorker = { type: "call", id, method, args };
+        this.#workers[rank].worker.postMessage(msg);
+      }),
+    );
   }
 
   /**
@@ -368,6 +407,16 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> implements RankGroup<C
    */
   async dispose(graceMs = 2000): Promise<void> {
     if (this.#closed) return await this.#shutdownDone;
+    let release!: () => void;
+    this.#hold(new Promise<void>((resolve) => release = resolve));
+    try {
+      await this.#dispose(graceMs);
+    } finally {
+      release();
+    }
+  }
+
+  async #dispose(graceMs: number): Promise<void> {
     this.#closed = true;
     clearTimeout(this.#startupTimer);
     clearInterval(this.#watchTimer);
