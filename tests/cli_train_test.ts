@@ -407,3 +407,37 @@ Deno.test("cli train: bad lr-schedule and checkpoint flags exit with code 2 nami
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("cli train --save-checkpoint without read and write access to its folder is refused before training (exit 2), as deno run reports it", async () => {
+  const root = new URL("../", import.meta.url).pathname;
+  const dir = await Deno.makeTempDir();
+  try {
+    const r = await new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "--quiet",
+        `--allow-read=${root}`,
+        `--allow-write=${dir}`,
+        `${root}cli.ts`,
+        ...TRAIN,
+        "--backend",
+        "cpu",
+        "--json",
+        "--save-checkpoint",
+        `${dir}/ck.safetensors`,
+      ],
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    const err = new TextDecoder().decode(r.stderr);
+    assert.equal(r.code, 2, err);
+    assert.equal(new TextDecoder().decode(r.stdout), "", "no step ran");
+    assert.match(
+      err,
+      /--save-checkpoint .*ck\.safetensors needs read access to .* \(run with --allow-read=/,
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

@@ -257,6 +257,23 @@ async function run(args: string[], io: CliIo): Promise<number> {
   if (savePath !== undefined && String(savePath) === "") {
     throw new UsageError("--save-checkpoint needs a path");
   }
+  // Files written at the end: their permission is asked for now, not after training.
+  for (const [flag, path] of [["save-checkpoint", savePath], ["trace", trace]] as const) {
+    if (path === undefined) continue;
+    const p = String(path);
+    // saveCheckpoint writes a temporary file beside the target, then renames it.
+    const dir = p.includes("/") ? p.slice(0, p.lastIndexOf("/")) || "/" : ".";
+    const target = flag === "save-checkpoint" ? dir : p;
+    // The rename needs read access too (and a checkpoint is meant to be read back).
+    const needs = flag === "save-checkpoint" ? ["read", "write"] as const : ["write"] as const;
+    for (const name of needs) {
+      if (Deno.permissions.requestSync({ name, path: target }).state !== "granted") {
+        throw new UsageError(
+          `--${flag} ${p} needs ${name} access to ${target} (run with --allow-${name}=${target})`,
+        );
+      }
+    }
+  }
   const resumePath = values.resume === undefined ? undefined : String(values.resume);
   const resumeBytes = resumePath === undefined ? undefined : await readResume(resumePath);
   // The checkpoint's step, for the default --decay-steps (the run's last step).

@@ -464,8 +464,9 @@ export class PipelineParallelModel {
 
   /**
    * Writes {@linkcode PipelineParallelModel.checkpointBytes} to `path`
-   * (through a temporary file and a rename: a crash never leaves a torn
-   * file). Needs write permission for the folder.
+   * (through a temporary file beside it and a rename: a crash never leaves
+   * a torn file). Needs read and write permission for the folder
+   * (`Deno.rename` asks for both).
    */
   async saveCheckpoint(path: string | URL, options?: SaveCheckpointOptions): Promise<void> {
     if (typeof path === "string" ? path === "" : !(path instanceof URL)) {
