@@ -57,3 +57,15 @@ Deno.test("README training script: runs as shown, and stopping at step 20 then r
     await Deno.remove(b, { recursive: true });
   }
 });
+
+Deno.test("README: the training script section shows examples/training_script.ts as it is (but the JSR import)", async () => {
+  const readme = await Deno.readTextFile(`${root}README.md`);
+  const at = readme.indexOf("## A training script");
+  assert.ok(at >= 0, "the section exists");
+  const start = readme.indexOf("```ts\n", at) + 6;
+  const shown = readme.slice(start, readme.indexOf("\n```\n", start));
+  const file = await Deno.readTextFile(script);
+  const code = file.slice(file.indexOf("import {")).trimEnd()
+    .replace('} from "../mod.ts";', '} from "jsr:@conveyor/core";');
+  assert.equal(shown, code);
+});
