@@ -84,10 +84,12 @@ export class AdamW extends OptimizerBase {
     this.eps = eps;
   }
 
+  /** The hyper-parameters of its spec beyond lr and weight decay. */
   protected hyperParameters(): Record<string, number> {
     return { beta1: this.beta1, beta2: this.beta2, eps: this.eps };
   }
 
+  /** One parameter's fused update. */
   protected update(p: Parameter, slots: readonly Tensor[], g: ParamGroup, step: number): void {
     ops.adamwInPlace(p.value, p.grad, slots[0], slots[1], {
       lr: g.lr,

@@ -33,7 +33,12 @@ export type { Optimizer, ParamGroup, ParamGroupSpec } from "./optimizer.ts";
 export { SGD, type SGDOptions } from "./sgd.ts";
 export { AdamW, type AdamWOptions } from "./adamw.ts";
 export { clipGradNorm, gradNormSquared, scaleGradsInPlace } from "./clip_grad_norm.ts";
-export { OptimizerBase, type OptimizerBaseOptions, type OptimizerState } from "./optimizer_base.ts";
+export {
+  OptimizerBase,
+  type OptimizerBaseOptions,
+  type OptimizerDescription,
+  type OptimizerState,
+} from "./optimizer_base.ts";
 export {
   checkLrSchedule,
   type ConstantLrSpec,

@@ -63,16 +63,19 @@ export class SGD extends OptimizerBase {
     this.momentum = momentum;
   }
 
+  /** The hyper-parameters of its spec beyond lr and weight decay. */
   protected hyperParameters(): Record<string, number> {
     return { momentum: this.momentum };
   }
 
+  /** One parameter's fused update. */
   protected update(p: Parameter, slots: readonly Tensor[], g: ParamGroup): void {
     // One fused pass; the buffer is updated in place, never reallocated.
     const hp = { lr: g.lr, momentum: this.momentum, weightDecay: g.weightDecay };
     ops.sgdInPlace(p.value, p.grad, slots[0] ?? null, hp);
   }
 
+  /** Names its momentum in state errors. */
   protected override describeState(): string {
     return `SGD with momentum ${this.momentum}`;
   }

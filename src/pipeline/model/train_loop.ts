@@ -24,7 +24,17 @@ import type { ModelStagePayload } from "./model_stage_executor.ts";
 import type { TrainingBatch } from "./batch.ts";
 import { type StepResult, stepResults, type TrainResult, trainResult } from "./results.ts";
 
-/** Steps per rank-group run when batches come from an (async) iterable. */
+/**
+ * Steps per rank-group run when `train`'s batches come from an (async)
+ * iterable and `window` is not given.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { DEFAULT_STREAM_WINDOW } from "@conveyor/core";
+ * assert.equal(DEFAULT_STREAM_WINDOW, 4);
+ * ```
+ */
 export const DEFAULT_STREAM_WINDOW = 4;
 
 /** Batches for `train`: an array, an iterable or an async iterable (pulled as needed). */
