@@ -1,6 +1,7 @@
 /**
- * `train()` as a user calls it, on real compute (the tiny GPT of
- * `pipeline_speedup.ts`, ZB-H1 at P = 2 in workers, CPU), two tables:
+ * `train()` as a user calls it, on real compute (the tiny GPT, dim 64, 4
+ * blocks, an 8 × 32 batch in 4 micro-batches, ZB-H1 at P = 2 in workers,
+ * CPU), two tables:
  *
  * 1. The steady-state bubble of identical `train(8 batches)` calls: the
  *    median period over the call (what `TrainResult.steadyStateBubble`
@@ -34,15 +35,16 @@ const calls = Number(values.calls);
 const schedule = String(values.schedule);
 const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
 
-await using model = await createRealPipeline(REAL_COMPUTE, schedule, 2);
-await model.train(realBatches(REAL_COMPUTE, 3, 99)); // warm-up: JIT, caches
+const CFG = { ...REAL_COMPUTE, dim: 64, layers: 4, seqLen: 32, batch: 8, microBatches: 4 };
+await using model = await createRealPipeline(CFG, schedule, 2);
+await model.train(realBatches(CFG, 3, 99)); // warm-up: JIT, caches
 
 console.log(`## steady-state bubble of identical train(8 batches) calls (${schedule}, P = 2)\n`);
 console.log("| call | median period (steadyStateBubble) | last period alone |");
 console.log("| ---: | --------------------------------: | ----------------: |");
 const medians: number[] = [], lasts: number[] = [];
 for (let c = 0; c < calls; c++) {
-  const r = await model.train(realBatches(REAL_COMPUTE, 8, 1));
+  const r = await model.train(realBatches(CFG, 8, 1));
   const last = summarizeTimeline(r.events, 2).steadyStateBubble!;
   medians.push(r.steadyStateBubble!);
   lasts.push(last);
@@ -55,7 +57,7 @@ console.log(`## train(16 batches from an iterable) by window (${schedule}, P = 2
 console.log("| window | runs | ms / step | bubble over the call | steady-state bubble |");
 console.log("| -----: | ---: | --------: | -------------------: | ------------------: |");
 for (const window of [1, 2, 4, 8, 16]) {
-  const batches = realBatches(REAL_COMPUTE, 16, 2);
+  const batches = realBatches(CFG, 16, 2);
   const r = await model.train(batches.values(), { window });
   console.log(
     `| ${window} | ${16 / window} | ${(r.makespanMs / 16).toFixed(1)} | ${pct(r.bubble)} | ${
