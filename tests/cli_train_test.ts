@@ -9,6 +9,9 @@ import { sampleBatch } from "../src/nn/sample_batch.ts";
 import { CpuBackend } from "../src/tensor/cpu/backend.ts";
 import { Rng } from "../src/tensor/random.ts";
 import { liveWorkerCount } from "../src/pipeline/runtime/worker_rank_group.ts";
+import { lrAt, type LrScheduleSpec } from "../src/nn/lr_schedule.ts";
+import { saveSafetensors } from "../src/nn/safetensors.ts";
+import { parseTrainingCheckpoint, saveTrainingCheckpoint } from "../src/nn/training_checkpoint.ts";
 
 interface Run {
   code: number;
@@ -28,7 +31,13 @@ async function cli(...args: string[]): Promise<Run> {
  * GPT (seq-len 16, dim 16, 2 heads, `layers` blocks, seed S), AdamW lr 0.01
  * without weight decay, batches from Rng(S + 1) of max(8, M) sequences.
  */
-async function singleDevice(steps: number, seed: number, batch: number, layers: number) {
+async function singleDevice(
+  steps: number,
+  seed: number,
+  batch: number,
+  layers: number,
+  lrSchedule?: LrScheduleSpec,
+) {
   const be = new CpuBackend();
   const tok = CharTokenizer.fromText(TINY_CORPUS);
   const tokens = tok.encode(TINY_CORPUS);
@@ -36,7 +45,11 @@ async function singleDevice(steps: number, seed: number, batch: number, layers: 
     { vocabSize: tok.vocabSize, seqLen: 16, dim: 16, heads: 2, layers, seed },
     be,
   );
-  const opt = new AdamW(model.parameters(), { lr: 0.01, weightDecay: 0 });
+  const opt = new AdamW(model.parameters(), {
+    lr: 0.01,
+    weightDecay: 0,
+    ...(lrSchedule === undefined ? {} : { lrSchedule }),
+  });
   const rng = new Rng(seed + 1);
   const losses: number[] = [];
   for (let s = 0; s < steps; s++) {
@@ -103,7 +116,8 @@ Deno.test("cli train --json: one line per step and the parameter sums; P = 2 in 
   const got = parseJsonLines(r.out);
   assert.equal(got.steps.length, 3);
   got.steps.forEach((s, i) => {
-    assert.deepEqual(Object.keys(s), ["step", "loss", "bubble", "makespanMs"]);
+    assert.deepEqual(Object.keys(s), ["step", "loss", "bubble", "makespanMs", "lr"]);
+    assert.equal(s.lr, 0.01, "constant lr by default");
     assert.equal(s.step, i + 1);
     assert.ok(s.bubble >= 0 && s.bubble < 1 && s.makespanMs > 0);
   });
@@ -236,5 +250,222 @@ Deno.test("cli train: sizes whose memory is absurd are refused before any alloca
     const r = await cli(...base, ...flags);
     assert.equal(r.code, 2, r.err);
     assert.match(r.err, want);
+  }
+});
+
+const TRAIN = ["train", "--schedule", "zb-h1", "--ranks", "2", "--microbatches", "4"];
+const QUIET = ["--seed", "3", "--backend", "cpu", "--json"];
+
+Deno.test("cli train --lr-schedule: each step line carries the schedule's lr (PyTorch's convention), and training equals single-device AdamW with that schedule", async () => {
+  const cases: [string[], LrScheduleSpec][] = [
+    [[
+      "--lr-schedule",
+      "warmup-cosine",
+      "--warmup-steps",
+      "2",
+      "--decay-steps",
+      "3",
+      "--min-lr",
+      "0.001",
+    ], {
+      kind: "warmup-cosine",
+      warmupSteps: 2,
+      decaySteps: 3,
+      minLr: 0.001,
+    }],
+    [["--lr-schedule", "warmup-cosine", "--warmup-steps", "1"], {
+      kind: "warmup-cosine",
+      warmupSteps: 1,
+      decaySteps: 4, // default: to the run's last step (5 − 1)
+    }],
+    [["--lr-schedule", "step", "--decay-steps", "2", "--lr-gamma", "0.5"], {
+      kind: "step",
+      stepSize: 2,
+      gamma: 0.5,
+    }],
+    [["--lr-schedule", "step", "--decay-steps", "2", "--warmup-steps", "2"], {
+      kind: "sequential",
+      schedules: [{ kind: "linear", steps: 2 }, { kind: "step", stepSize: 2 }],
+      milestones: [2],
+    }],
+    [["--warmup-steps", "3"], { kind: "linear", steps: 3 }],
+  ];
+  for (const [flags, schedule] of cases) {
+    const r = await cli(...TRAIN, ...QUIET, "--steps", "5", "--in-process", ...flags);
+    assert.equal(r.code, 0, r.err);
+    const got = parseJsonLines(r.out);
+    assert.deepEqual(
+      got.steps.map((s) => s.lr),
+      [0, 1, 2, 3, 4].map((t): number => lrAt(schedule, 0.01, t)),
+      flags.join(" "),
+    );
+    assertAgrees(got, await singleDevice(5, 3, 8, 2, schedule));
+  }
+});
+
+Deno.test("cli train --save-checkpoint then --resume: the resumed run starts at step N + 1 and prints the same lines and parameter sums as N + M steps in one run", async () => {
+  const dir = await Deno.makeTempDir();
+  const ck = `${dir}/run.safetensors`;
+  const sched = ["--lr-schedule", "warmup-cosine", "--warmup-steps", "1", "--decay-steps", "4"];
+  try {
+    const whole = await cli(...TRAIN, ...QUIET, ...sched, "--steps", "5", "--in-process");
+    assert.equal(whole.code, 0, whole.err);
+    const first = await cli(...TRAIN, ...QUIET, ...sched, "--steps", "3", "--save-checkpoint", ck);
+    assert.equal(first.code, 0, first.err);
+    const file = parseTrainingCheckpoint(await Deno.readFile(ck));
+    assert.equal(file.step, 3);
+    assert.ok(file.data.batch_rng !== undefined, "the batch order is stored");
+    // Resumed in workers, with other --seed (weights and batches come from the file).
+    const rest = await cli(
+      ...TRAIN,
+      ...QUIET.slice(2),
+      "--seed",
+      "99",
+      ...sched,
+      "--steps",
+      "2",
+      "--resume",
+      ck,
+    );
+    assert.equal(rest.code, 0, rest.err);
+    assert.equal(liveWorkerCount(), 0);
+    const w = parseJsonLines(whole.out),
+      a = parseJsonLines(first.out),
+      b = parseJsonLines(rest.out);
+    assert.deepEqual(b.steps.map((s) => s.step), [4, 5], "step numbers continue");
+    const strip = (s: { step: number; loss: number; lr: number }) => [s.step, s.loss, s.lr];
+    assert.deepEqual(
+      [...a.steps, ...b.steps].map(strip),
+      w.steps.map(strip),
+      "losses and lrs, exactly",
+    );
+    assert.deepEqual(b.last, w.last, "parameter sums, exactly");
+    // The text mode says where it resumed.
+    const text = await cli(
+      ...TRAIN,
+      "--backend",
+      "cpu",
+      "--in-process",
+      ...sched,
+      "--steps",
+      "1",
+      "--resume",
+      ck,
+    );
+    assert.equal(text.code, 0, text.err);
+    assert.match(text.out, new RegExp(`resumed from ${ck.replace(/[.]/g, "\\.")} at step 3`));
+    assert.match(text.out, /step 4\/4 {2}loss \d\.\d{4} {2}bubble .* {2}lr \d\.\d{3}e-\d\n/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("cli train: bad lr-schedule and checkpoint flags exit with code 2 naming the flag and the rule, before any worker starts", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const weightsOnly = `${dir}/weights.safetensors`;
+    const be = new CpuBackend();
+    const tok = CharTokenizer.fromText(TINY_CORPUS);
+    const net = createTinyGPT({
+      vocabSize: tok.vocabSize,
+      seqLen: 16,
+      dim: 16,
+      heads: 2,
+      layers: 2,
+      seed: 1,
+    }, be);
+    await Deno.writeFile(weightsOnly, await saveSafetensors(net));
+    // A training checkpoint of the same model written without the CLI's batch order.
+    const foreign = `${dir}/foreign.safetensors`;
+    const opt = new AdamW(net.parameters(), { lr: 0.01, weightDecay: 0 });
+    await Deno.writeFile(foreign, await saveTrainingCheckpoint(net, opt));
+    opt.dispose();
+    net.dispose();
+    const ck = `${dir}/ck.safetensors`;
+    assert.equal(
+      (await cli(...TRAIN, ...QUIET, "--steps", "1", "--in-process", "--save-checkpoint", ck)).code,
+      0,
+    );
+    const cases: [string[], RegExp][] = [
+      [
+        ["--lr-schedule", "linear"],
+        /--lr-schedule must be constant, warmup-cosine or step, got "linear"/,
+      ],
+      [["--min-lr", "0.1"], /--min-lr applies to --lr-schedule warmup-cosine only, not constant/],
+      [
+        ["--decay-steps", "3"],
+        /--decay-steps applies to --lr-schedule warmup-cosine or step, not constant/,
+      ],
+      [["--lr-schedule", "step"], /--lr-schedule step needs --decay-steps N/],
+      [
+        ["--lr-schedule", "step", "--decay-steps", "2", "--min-lr", "0"],
+        /--min-lr applies to --lr-schedule warmup-cosine only, not step/,
+      ],
+      [
+        ["--lr-schedule", "warmup-cosine", "--lr-gamma", "0.5"],
+        /--lr-gamma applies to --lr-schedule step only/,
+      ],
+      [["--warmup-steps", "-1"], /--warmup-steps must be an integer >= 0, got "-1"/],
+      [
+        ["--lr-schedule", "warmup-cosine", "--decay-steps", "0"],
+        /--decay-steps must be a positive integer, got "0"/,
+      ],
+      [["--resume", `${dir}/none.safetensors`], /--resume: cannot read .*none\.safetensors/],
+      [
+        ["--resume", weightsOnly],
+        /--resume .*weights\.safetensors: checkpoint: __metadata__\.format must be "conveyor-training-checkpoint"/,
+      ],
+      [
+        ["--resume", ck, "--dim", "8"],
+        /--resume .*ck\.safetensors: checkpoint: tensor model\.\S+ has shape/,
+      ],
+      [["--save-checkpoint", ""], /--save-checkpoint needs a path/],
+      [
+        ["--resume", foreign],
+        /--resume .*foreign\.safetensors: no batch order: it has no data\.batch_rng \(not written by cli\.ts train\)/,
+      ],
+    ];
+    for (const [flags, re] of cases) {
+      const r = await cli(...TRAIN, "--backend", "cpu", ...flags);
+      assert.equal(r.code, 2, `${flags.join(" ")}: ${r.err}`);
+      assert.match(r.err, re, flags.join(" "));
+      assert.equal(liveWorkerCount(), 0);
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("cli train --save-checkpoint without read and write access to its folder is refused before training (exit 2), as deno run reports it", async () => {
+  const root = new URL("../", import.meta.url).pathname;
+  const dir = await Deno.makeTempDir();
+  try {
+    const r = await new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "--quiet",
+        `--allow-read=${root}`,
+        `--allow-write=${dir}`,
+        `${root}cli.ts`,
+        ...TRAIN,
+        "--backend",
+        "cpu",
+        "--json",
+        "--save-checkpoint",
+        `${dir}/ck.safetensors`,
+      ],
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    const err = new TextDecoder().decode(r.stderr);
+    assert.equal(r.code, 2, err);
+    assert.equal(new TextDecoder().decode(r.stdout), "", "no step ran");
+    assert.match(
+      err,
+      /--save-checkpoint .*ck\.safetensors needs read access to .* \(run with --allow-read=/,
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
   }
 });

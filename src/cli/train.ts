@@ -8,7 +8,15 @@
  * The run is reproducible from `--seed S`: the weights come from
  * `createTinyGPT({ ..., seed: S })`, the batches from
  * `sampleBatch(tokens, batch, seqLen, new Rng(S + 1))`, one per step, and
- * the optimizer is AdamW (`--lr`, weight decay 0).
+ * the optimizer is AdamW (`--lr`, weight decay 0) with the learning-rate
+ * schedule of `--lr-schedule`.
+ *
+ * `--save-checkpoint PATH` writes a training checkpoint at the end (weights,
+ * AdamW's moments, the step count and the batch `Rng`'s state);
+ * `--resume PATH` starts from one: its step numbers continue (the first
+ * line is step N + 1), the batches continue the stored `Rng`, and N steps,
+ * a checkpoint and M resumed steps print the same losses and parameter
+ * sums as N + M steps in one run (same flags, `--decay-steps` given).
  *
  * @module
  */
@@ -18,12 +26,15 @@ import { TINY_CORPUS } from "../nn/data/tiny_corpus.ts";
 import { createTinyGPT } from "../nn/gpt.ts";
 import { sampleBatch } from "../nn/sample_batch.ts";
 import { CpuBackend } from "../tensor/cpu/backend.ts";
-import { Rng } from "../tensor/random.ts";
+import { Rng, type RngState } from "../tensor/random.ts";
+import type { LrScheduleSpec } from "../nn/lr_schedule.ts";
+import { createOptimizer, type OptimizerSpec } from "../nn/optimizer_spec.ts";
 import {
   PipelineParallelModel,
   type StepResult,
   type TrainingBatch,
 } from "../pipeline/model/pipeline_parallel_model.ts";
+import { parseTrainingCheckpoint } from "../nn/training_checkpoint.ts";
 import type { CliCommand, CliIo } from "./command.ts";
 import { UsageError } from "./command.ts";
 import { checkTrainMemory } from "./_train_memory.ts";
@@ -31,6 +42,7 @@ import {
   buildSchedule,
   HELP_LINE,
   integer,
+  nonNegative,
   parseFlags,
   positiveInt,
   positiveNumber,
@@ -53,7 +65,17 @@ const FLAGS = {
   lr: { type: "string" },
   "in-process": { type: "boolean" },
   trace: { type: "string" },
+  "lr-schedule": { type: "string" },
+  "warmup-steps": { type: "string" },
+  "min-lr": { type: "string" },
+  "decay-steps": { type: "string" },
+  "lr-gamma": { type: "string" },
+  "save-checkpoint": { type: "string" },
+  resume: { type: "string" },
 } as const;
+
+/** The `data` key of a `train` checkpoint holding the batch Rng's state (JSON). */
+const BATCH_RNG = "batch_rng";
 
 /** One line of `train --json` per step. */
 export interface TrainStepJson {
@@ -65,6 +87,8 @@ export interface TrainStepJson {
   readonly bubble: number;
   /** Measured makespan of the step, ms. */
   readonly makespanMs: number;
+  /** The step's learning rate (per `--lr-schedule`). */
+  readonly lr: number;
 }
 
 /** The last line of `train --json`. */
@@ -93,10 +117,24 @@ ${scheduleFlagsHelp()}
   --dim N                model width (default 16)
   --heads N              attention heads, dividing --dim (default 2)
   --layers N             Transformer blocks (default max(2, P·V − 3): enough for P·V chunks)
-  --lr X                 AdamW learning rate (default 0.01)
+  --lr X                 AdamW base learning rate (default 0.01)
+  --lr-schedule KIND     constant | warmup-cosine | step (default constant); the lr of
+                         step t (from 0) is PyTorch's LinearLR / CosineAnnealingLR /
+                         StepLR at t, composed as SequentialLR (see lrAt)
+  --warmup-steps N       linear warmup from lr/3 over N steps first (default 0)
+  --decay-steps N        warmup-cosine: steps of the cosine after the warmup (default:
+                         to this run's last step); step: steps between decays (required)
+  --min-lr X             warmup-cosine: the cosine's floor (default 0)
+  --lr-gamma X           step: factor per decay (default 0.1)
+  --save-checkpoint PATH write a training checkpoint at the end (weights, AdamW state,
+                         step count, batch order)
+  --resume PATH          start from a checkpoint: steps continue from its step N + 1,
+                         batches from its stored order (same model flags; give
+                         --decay-steps when splitting a warmup-cosine run)
   --in-process           run every rank in this thread instead of workers
   --trace PATH           write the last steps' timeline (.svg, else Chrome trace JSON)
-  --json                 one JSON line per step, then {"paramSum", "paramSumSq"}
+  --json                 one JSON line per step {"step", "loss", "bubble", "makespanMs",
+                         "lr"}, then {"paramSum", "paramSumSq"}
 ${HELP_LINE}
 `;
 
@@ -104,9 +142,79 @@ function kib(bytes: number): string {
   return `${(bytes / 1024).toFixed(1)} KiB`;
 }
 
-// Steps run back to back in groups (consecutive steps interlock inside a
-// group); a group's lines are printed when it ends.
+// Steps run back to back in windows (consecutive steps interlock inside a
+// window); a window's lines are printed when it ends.
 const GROUP = 10;
+
+/** The lr schedule the `--lr-schedule` flags describe (undefined: constant, no warmup). */
+function readLrSchedule(
+  values: Record<string, unknown>,
+  lastStep: number,
+): LrScheduleSpec | undefined {
+  const kind = values["lr-schedule"] ?? "constant";
+  if (kind !== "constant" && kind !== "warmup-cosine" && kind !== "step") {
+    throw new UsageError(
+      `--lr-schedule must be constant, warmup-cosine or step, got ${JSON.stringify(kind)}`,
+    );
+  }
+  const warmup = values["warmup-steps"] === undefined ? 0 : nonNegativeInt(values, "warmup-steps");
+  const decay = positiveInt(values, "decay-steps", false);
+  const minLr = nonNegative(values, "min-lr");
+  const gamma = nonNegative(values, "lr-gamma");
+  const only = (flag: string, given: unknown, schedule: string) => {
+    if (given !== undefined && kind !== schedule) {
+      throw new UsageError(`--${flag} applies to --lr-schedule ${schedule} only, not ${kind}`);
+    }
+  };
+  only("min-lr", minLr, "warmup-cosine");
+  only("lr-gamma", gamma, "step");
+  if (decay !== undefined && kind === "constant") {
+    throw new UsageError(
+      "--decay-steps applies to --lr-schedule warmup-cosine or step, not constant",
+    );
+  }
+  const warm: LrScheduleSpec = { kind: "linear", steps: Math.max(1, warmup) };
+  if (kind === "constant") return warmup === 0 ? undefined : warm;
+  if (kind === "warmup-cosine") {
+    const decaySteps = decay ?? Math.max(1, lastStep - warmup);
+    return {
+      kind: "warmup-cosine",
+      warmupSteps: warmup,
+      decaySteps,
+      ...(minLr === undefined ? {} : { minLr }),
+    };
+  }
+  if (decay === undefined) {
+    throw new UsageError("--lr-schedule step needs --decay-steps N (steps between decays)");
+  }
+  const step: LrScheduleSpec = {
+    kind: "step",
+    stepSize: decay,
+    ...(gamma === undefined ? {} : { gamma }),
+  };
+  return warmup === 0
+    ? step
+    : { kind: "sequential", schedules: [warm, step], milestones: [warmup] };
+}
+
+function nonNegativeInt(values: Record<string, unknown>, flag: string): number {
+  const v = String(values[flag]).trim();
+  const n = Number(v);
+  if (!/^\+?\d+$/.test(v) || !Number.isSafeInteger(n)) {
+    throw new UsageError(`--${flag} must be an integer >= 0, got ${JSON.stringify(values[flag])}`);
+  }
+  return n;
+}
+
+/** The checkpoint's bytes and its step, read before any worker starts. */
+async function readResume(path: string): Promise<Uint8Array> {
+  if (path === "") throw new UsageError("--resume needs a path");
+  try {
+    return await Deno.readFile(path);
+  } catch (e) {
+    throw new UsageError(`--resume: cannot read ${path}: ${(e as Error).message}`);
+  }
+}
 
 async function run(args: string[], io: CliIo): Promise<number> {
   const values = parseFlags("train", args, FLAGS);
@@ -146,6 +254,45 @@ async function run(args: string[], io: CliIo): Promise<number> {
   }
   const trace = values.trace;
   if (trace !== undefined && String(trace) === "") throw new UsageError("--trace needs a path");
+  const savePath = values["save-checkpoint"];
+  if (savePath !== undefined && String(savePath) === "") {
+    throw new UsageError("--save-checkpoint needs a path");
+  }
+  // Files written at the end: their permission is asked for now, not after training.
+  for (const [flag, path] of [["save-checkpoint", savePath], ["trace", trace]] as const) {
+    if (path === undefined) continue;
+    const p = String(path);
+    // saveCheckpoint writes a temporary file beside the target, then renames it.
+    const dir = p.includes("/") ? p.slice(0, p.lastIndexOf("/")) || "/" : ".";
+    const target = flag === "save-checkpoint" ? dir : p;
+    // The rename needs read access too (and a checkpoint is meant to be read back).
+    const needs = flag === "save-checkpoint" ? ["read", "write"] as const : ["write"] as const;
+    for (const name of needs) {
+      if (Deno.permissions.requestSync({ name, path: target }).state !== "granted") {
+        throw new UsageError(
+          `--${flag} ${p} needs ${name} access to ${target} (run with --allow-${name}=${target})`,
+        );
+      }
+    }
+  }
+  const resumePath = values.resume === undefined ? undefined : String(values.resume);
+  const resumeBytes = resumePath === undefined ? undefined : await readResume(resumePath);
+  // The checkpoint's step, for the default --decay-steps (the run's last step).
+  let firstStep = 0;
+  if (resumeBytes !== undefined) {
+    try {
+      firstStep = parseTrainingCheckpoint(resumeBytes).step;
+    } catch (e) {
+      throw new UsageError(`--resume ${resumePath}: ${(e as Error).message}`);
+    }
+  }
+  const lrSchedule = readLrSchedule(values, firstStep + steps);
+  const optimizer: OptimizerSpec = {
+    kind: "adamw",
+    lr,
+    weightDecay: 0,
+    ...(lrSchedule === undefined ? {} : { lrSchedule }),
+  };
 
   const tok = CharTokenizer.fromText(TINY_CORPUS);
   checkTrainMemory({
@@ -160,19 +307,47 @@ async function run(args: string[], io: CliIo): Promise<number> {
   const tokens = tok.encode(TINY_CORPUS);
   const cpu = new CpuBackend();
   const net = createTinyGPT({ vocabSize: tok.vocabSize, seqLen, dim, heads, layers, seed }, cpu);
-  const rng = new Rng(seed + 1);
+  let rng = new Rng(seed + 1);
   let model: PipelineParallelModel;
   try {
     model = await PipelineParallelModel.create({
       model: net,
       schedule,
-      optimizer: { kind: "adamw", lr, weightDecay: 0 },
+      optimizer,
       loss: "cross-entropy",
       backend,
       workers: values["in-process"] !== true,
+      ...(resumeBytes === undefined ? {} : { resume: resumeBytes }),
     });
+  } catch (e) {
+    // A checkpoint that does not fit these flags is a bad --resume value.
+    if (e instanceof Error && e.message.startsWith("checkpoint:")) {
+      throw new UsageError(`--resume ${resumePath}: ${e.message}`);
+    }
+    throw e;
   } finally {
     net.dispose();
+  }
+  const resumed = model.resumedFrom;
+  if (resumed !== null) {
+    const state = resumed.data[BATCH_RNG];
+    try {
+      if (state === undefined) {
+        throw new Error(`it has no data.${BATCH_RNG} (not written by cli.ts train)`);
+      }
+      rng = Rng.fromState(JSON.parse(state) as RngState);
+    } catch (e) {
+      await model.dispose();
+      throw new UsageError(`--resume ${resumePath}: no batch order: ${(e as Error).message}`);
+    }
+    const was = JSON.stringify(resumed.optimizer);
+    const now = JSON.stringify(createOptimizer(optimizer, []).spec());
+    if (was !== now) {
+      io.err(
+        `note: the checkpoint was written with optimizer ${was}; this run uses ${now} ` +
+          "(the flags decide)\n",
+      );
+    }
   }
   try {
     if (!values.json) {
@@ -190,39 +365,49 @@ async function run(args: string[], io: CliIo): Promise<number> {
             model.partition.boundaries.slice(0, -1).map((b, s) =>
               `[${b}, ${model.partition.boundaries[s + 1]})`
             ).join(" ")
-          }\n`,
+          }\n` +
+          (resumed === null ? "" : `resumed from ${resumePath} at step ${resumed.step}\n`),
       );
     }
-    for (let done = 0; done < steps;) {
-      const n = Math.min(GROUP, steps - done);
-      const batches: TrainingBatch[] = Array.from({ length: n }, () => {
+    const last = model.stepCount + steps;
+    // Batches drawn as the windows need them: the Rng is exactly past the
+    // batches trained, which is what a checkpoint stores.
+    const batches = function* (): Generator<TrainingBatch> {
+      for (let i = 0; i < steps; i++) {
         const b = sampleBatch(tokens, batch, seqLen, rng);
-        return { inputs: b.ids, shape: b.shape, targets: b.targets };
-      });
-      const r = await model.train(batches);
-      r.steps.forEach((s: StepResult, i: number) => {
-        const step = done + i + 1;
+        yield { inputs: b.ids, shape: b.shape, targets: b.targets };
+      }
+    };
+    await model.train(batches(), {
+      window: GROUP,
+      onStep: (s: StepResult) => {
+        const step = s.step + 1;
         if (values.json) {
           const line: TrainStepJson = {
             step,
             loss: s.loss,
             bubble: s.bubble,
             makespanMs: s.makespanMs,
+            lr: s.lr,
           };
           io.out(JSON.stringify(line) + "\n");
         } else {
           io.out(
-            `step ${step}/${steps}  loss ${s.loss.toFixed(4)}  bubble ${
+            `step ${step}/${last}  loss ${s.loss.toFixed(4)}  bubble ${
               (100 * s.bubble).toFixed(1)
             }%  makespan ${s.makespanMs.toFixed(1)} ms  peak activations ${
               s.peakActivationBytes.map(kib).join(", ")
-            }\n`,
+            }  lr ${s.lr.toExponential(3)}\n`,
           );
         }
-      });
-      done += n;
-    }
+      },
+    });
     if (trace !== undefined) await model.writeTrace(String(trace));
+    if (savePath !== undefined) {
+      await model.saveCheckpoint(String(savePath), {
+        data: { [BATCH_RNG]: JSON.stringify(rng.state()), seed: String(seed) },
+      });
+    }
     const stats = await model.parameterStats();
     if (values.json) {
       const last: TrainParamsJson = { paramSum: stats.sum, paramSumSq: stats.sumSq };
@@ -230,6 +415,7 @@ async function run(args: string[], io: CliIo): Promise<number> {
     } else {
       io.out(`parameters: sum ${stats.sum}, sum of squares ${stats.sumSq}\n`);
       if (trace !== undefined) io.out(`timeline written to ${trace}\n`);
+      if (savePath !== undefined) io.out(`checkpoint written to ${savePath}\n`);
     }
   } finally {
     await model.dispose();

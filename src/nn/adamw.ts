@@ -6,18 +6,15 @@
 
 import type { Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
-import { keep } from "../tensor/tidy.ts";
 import type { Parameter } from "./layer.ts";
 import {
   checkFraction,
-  checkGroups,
   checkNonNegative,
-  makeGroups,
-  type Optimizer,
   type ParamGroup,
   type ParamGroupSpec,
-  zeroGroups,
 } from "./optimizer.ts";
+import { OptimizerBase } from "./optimizer_base.ts";
+import type { LrScheduleSpec } from "./lr_schedule.ts";
 
 /** Options of {@linkcode AdamW} (defaults as PyTorch's `AdamW`). */
 export interface AdamWOptions {
@@ -31,12 +28,18 @@ export interface AdamWOptions {
   readonly eps?: number;
   /** Decoupled weight decay of groups that set none (default 0.01). */
   readonly weightDecay?: number;
+  /**
+   * Learning-rate schedule over the groups' lr (see `lrAt`); absent: the
+   * groups' lr as they stand.
+   */
+  readonly lrSchedule?: LrScheduleSpec;
 }
 
 /**
  * AdamW over parameter groups, one fused `adamwInPlace` kernel per parameter:
  * `m ← β1 m + (1−β1) g`, `v ← β2 v + (1−β2) g²`,
- * `p ← p − lr (m̂ / (√v̂ + ε) + λ p)` with bias-corrected m̂, v̂.
+ * `p ← p − lr (m̂ / (√v̂ + ε) + λ p)` with bias-corrected m̂, v̂. Its state
+ * slots are `exp_avg` (m) and `exp_avg_sq` (v).
  *
  * @example
  * ```ts
@@ -49,20 +52,20 @@ export interface AdamWOptions {
  *   { params: [bias], weightDecay: 0 },
  * ], { lr: 3e-3 });
  * opt.step();
+ * console.log(opt.stepCount); // 1
  * opt.dispose();
  * model.dispose();
  * ```
  */
-export class AdamW implements Optimizer {
-  readonly groups: readonly ParamGroup[];
+export class AdamW extends OptimizerBase {
+  /** Selects AdamW in specs and checkpoints. */
+  readonly kind: "adamw" = "adamw";
   /** First-moment decay. */
   readonly beta1: number;
   /** Second-moment decay. */
   readonly beta2: number;
   /** Denominator epsilon. */
   readonly eps: number;
-  #step = 0;
-  #state = new Map<Tensor, { m: Tensor; v: Tensor }>();
 
   /** Creates the optimizer; moments are allocated at the first step. */
   constructor(params: readonly Parameter[] | readonly ParamGroupSpec[], opts?: AdamWOptions) {
@@ -71,53 +74,30 @@ export class AdamW implements Optimizer {
     checkFraction("AdamW", "beta2", beta2);
     checkNonNegative("AdamW", "eps", eps);
     if (eps === 0) throw new RangeError("AdamW: eps must be positive, got 0");
-    this.groups = makeGroups("AdamW", params, {
+    super("AdamW", params, {
       lr: opts?.lr ?? 1e-3,
       weightDecay: opts?.weightDecay ?? 0.01,
-    });
+      ...(opts?.lrSchedule === undefined ? {} : { lrSchedule: opts.lrSchedule }),
+    }, ["exp_avg", "exp_avg_sq"]);
     this.beta1 = beta1;
     this.beta2 = beta2;
     this.eps = eps;
   }
 
-  get stepCount(): number {
-    return this.#step;
+  /** The hyper-parameters of its spec beyond lr and weight decay. */
+  protected hyperParameters(): Record<string, number> {
+    return { beta1: this.beta1, beta2: this.beta2, eps: this.eps };
   }
 
-  step(): void {
-    checkGroups("AdamW", this.groups);
-    this.#step++;
-    for (const g of this.groups) {
-      const hp = {
-        lr: g.lr,
-        beta1: this.beta1,
-        beta2: this.beta2,
-        eps: this.eps,
-        weightDecay: g.weightDecay,
-        step: this.#step,
-      };
-      for (const p of g.params) {
-        let s = this.#state.get(p.value);
-        if (s === undefined) {
-          const be = p.value.backend;
-          // Moments outlive any tidy() around the step.
-          s = { m: keep(be.zeros(p.value.shape)), v: keep(be.zeros(p.value.shape)) };
-          this.#state.set(p.value, s);
-        }
-        ops.adamwInPlace(p.value, p.grad, s.m, s.v, hp);
-      }
-    }
-  }
-
-  zeroGrad(): void {
-    zeroGroups(this.groups);
-  }
-
-  dispose(): void {
-    for (const s of this.#state.values()) {
-      s.m.dispose();
-      s.v.dispose();
-    }
-    this.#state.clear();
+  /** One parameter's fused update. */
+  protected update(p: Parameter, slots: readonly Tensor[], g: ParamGroup, step: number): void {
+    ops.adamwInPlace(p.value, p.grad, slots[0], slots[1], {
+      lr: g.lr,
+      beta1: this.beta1,
+      beta2: this.beta2,
+      eps: this.eps,
+      weightDecay: g.weightDecay,
+      step,
+    });
   }
 }

@@ -37,17 +37,51 @@ export type { Optimizer, ParamGroup, ParamGroupSpec } from "./optimizer.ts";
 export { SGD, type SGDOptions } from "./sgd.ts";
 export { AdamW, type AdamWOptions } from "./adamw.ts";
 export { clipGradNorm, gradNormSquared, scaleGradsInPlace } from "./clip_grad_norm.ts";
-export type { AdamWSpec, OptimizerSpec, SGDSpec } from "./optimizer_spec.ts";
-export { checkOptimizerSpec, createOptimizer } from "./optimizer_spec.ts";
 export {
+  OptimizerBase,
+  type OptimizerBaseOptions,
+  type OptimizerDescription,
+  type OptimizerState,
+} from "./optimizer_base.ts";
+export {
+  checkLrSchedule,
+  type ConstantLrSpec,
+  type CosineLrSpec,
+  type LinearLrSpec,
+  LR_SCHEDULE_KINDS,
+  lrAt,
+  type LrScheduleSpec,
+  type SequentialLrSpec,
+  type StepLrSpec,
+  type WarmupCosineLrSpec,
+} from "./lr_schedule.ts";
+export type { AdamWSpec, OptimizerSpec, SGDSpec } from "./optimizer_spec.ts";
+export { checkOptimizerSpec, createOptimizer, optimizerStateSlots } from "./optimizer_spec.ts";
+export {
+  encodeSafetensors,
   loadSafetensors,
   type LoadSafetensorsOptions,
   parseSafetensors,
   type SafetensorsEntry,
   type SafetensorsFile,
+  type SafetensorsTensor,
   saveSafetensors,
   type SaveSafetensorsOptions,
 } from "./safetensors.ts";
+export {
+  checkCheckpointFits,
+  CHECKPOINT_FORMAT,
+  CHECKPOINT_FORMAT_VERSION,
+  type CheckpointOptimizer,
+  type CheckpointParameter,
+  encodeTrainingCheckpoint,
+  loadTrainingCheckpoint,
+  parseTrainingCheckpoint,
+  saveTrainingCheckpoint,
+  type TrainingCheckpoint,
+  type TrainingCheckpointContents,
+  type TrainingCheckpointInfo,
+} from "./training_checkpoint.ts";
 export { CharTokenizer } from "./char_tokenizer.ts";
 export { sampleBatch, type TokenBatch } from "./sample_batch.ts";
 export { TINY_CORPUS } from "./data/tiny_corpus.ts";

@@ -1,14 +1,16 @@
 /**
- * Optimizers as data: `{ kind: "adamw" | "sgd", ...hyper-parameters }`, so
- * that every pipeline worker can build its stage's optimizer from the same
- * structured-cloneable description.
+ * Optimizers as data: `{ kind: "adamw" | "sgd", ...hyper-parameters,
+ * lrSchedule? }`, so that every pipeline worker can build its stage's
+ * optimizer from the same structured-cloneable description. The learning
+ * rate is a number; a schedule is data too (`lrSchedule`, see `lrAt`),
+ * because functions cannot cross to workers.
  *
  * @module
  */
 
 import { AdamW, type AdamWOptions } from "./adamw.ts";
 import type { Parameter } from "./layer.ts";
-import type { Optimizer } from "./optimizer.ts";
+import type { OptimizerBase } from "./optimizer_base.ts";
 import { SGD, type SGDOptions } from "./sgd.ts";
 import { describeValue } from "../tensor/describe.ts";
 
@@ -28,8 +30,8 @@ export interface SGDSpec extends SGDOptions {
 export type OptimizerSpec = AdamWSpec | SGDSpec;
 
 const KEYS: Readonly<Record<OptimizerSpec["kind"], readonly string[]>> = {
-  adamw: ["kind", "lr", "beta1", "beta2", "eps", "weightDecay"],
-  sgd: ["kind", "lr", "momentum", "weightDecay"],
+  adamw: ["kind", "lr", "beta1", "beta2", "eps", "weightDecay", "lrSchedule"],
+  sgd: ["kind", "lr", "momentum", "weightDecay", "lrSchedule"],
 };
 
 /**
@@ -62,9 +64,39 @@ export function checkOptimizerSpec(spec: OptimizerSpec): OptimizerSpec {
       );
     }
   }
+  if (typeof (spec as { lr?: unknown }).lr === "function") {
+    throw new TypeError(
+      "optimizer.lr must be a number, got a function: a function cannot cross to the " +
+        "pipeline's workers; give a schedule as data in optimizer.lrSchedule " +
+        '(e.g. { kind: "warmup-cosine", warmupSteps, decaySteps }) or call ' +
+        "model.setLearningRate(lr) before each step",
+    );
+  }
   // The constructors validate every hyper-parameter; an empty parameter list builds nothing.
-  createOptimizer(spec, []).dispose();
-  return { ...spec };
+  const probe = createOptimizer(spec, []);
+  probe.dispose();
+  return {
+    ...spec,
+    ...(probe.lrSchedule === null ? {} : { lrSchedule: probe.lrSchedule }),
+  } as OptimizerSpec;
+}
+
+/**
+ * The names of the per-parameter state tensors an optimizer of `spec`
+ * keeps, as in PyTorch's state dict: AdamW `exp_avg`, `exp_avg_sq`; SGD
+ * with momentum `momentum_buffer`; SGD without momentum none.
+ *
+ * @example
+ * ```ts
+ * import { optimizerStateSlots } from "@conveyor/core";
+ * console.log(optimizerStateSlots({ kind: "adamw" })); // [ "exp_avg", "exp_avg_sq" ]
+ * console.log(optimizerStateSlots({ kind: "sgd", lr: 0.1 })); // []
+ * ```
+ */
+export function optimizerStateSlots(spec: OptimizerSpec): readonly string[] {
+  const probe = createOptimizer(spec, []);
+  probe.dispose();
+  return probe.stateSlots;
 }
 
 /**
@@ -81,7 +113,10 @@ export function checkOptimizerSpec(spec: OptimizerSpec): OptimizerSpec {
  * lin.dispose();
  * ```
  */
-export function createOptimizer(spec: OptimizerSpec, params: readonly Parameter[]): Optimizer {
+export function createOptimizer(
+  spec: OptimizerSpec,
+  params: readonly Parameter[],
+): OptimizerBase {
   switch (spec?.kind) {
     case "adamw": {
       const { kind: _, ...o } = spec;

@@ -84,37 +84,98 @@ export async function saveSafetensors(
   opts?: SaveSafetensorsOptions,
 ): Promise<Uint8Array> {
   const params = paramsOf(source, "saveSafetensors");
-  const names = new Set<string>();
-  for (const p of params) {
-    if (p.name === "__metadata__" || p.name === "") {
-      throw new RangeError(`saveSafetensors: parameter name ${JSON.stringify(p.name)} is reserved`);
-    }
-    if (names.has(p.name)) {
+  checkNames(params.map((p) => p.name), "saveSafetensors: parameter name");
+  checkMetadata(opts?.metadata, "saveSafetensors");
+  const datas = await Promise.all(params.map((p) => p.value.toArray()));
+  return encode(
+    params.map((p, i) => ({ name: p.name, shape: p.value.shape, data: datas[i] })),
+    opts,
+  );
+}
+
+/** One tensor to write with {@linkcode encodeSafetensors}. */
+export interface SafetensorsTensor {
+  /** Its name in the file. */
+  readonly name: string;
+  /** Its dimensions (their product is the data's length). */
+  readonly shape: readonly number[];
+  /** Its values, row-major. */
+  readonly data: Float32Array;
+}
+
+/**
+ * Serialises host arrays into safetensors bytes (F32), tensors in the given
+ * order, as {@linkcode saveSafetensors} does for parameters. Throws a
+ * RangeError naming the tensor whose shape and data disagree, or a reserved
+ * or repeated name.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { encodeSafetensors, parseSafetensors } from "@conveyor/core";
+ * const bytes = encodeSafetensors([{ name: "w", shape: [2], data: new Float32Array([1, 2]) }], {
+ *   metadata: { note: "hi" },
+ * });
+ * const file = parseSafetensors(bytes);
+ * assert.deepEqual([...file.tensors.get("w")!.data], [1, 2]);
+ * assert.equal(file.metadata.note, "hi");
+ * ```
+ */
+export function encodeSafetensors(
+  tensors: readonly SafetensorsTensor[],
+  opts?: SaveSafetensorsOptions,
+): Uint8Array {
+  if (!Array.isArray(tensors)) {
+    throw new TypeError(`encodeSafetensors: tensors must be an array, got ${String(tensors)}`);
+  }
+  checkNames(tensors.map((t) => t.name), "encodeSafetensors: tensor name");
+  checkMetadata(opts?.metadata, "encodeSafetensors");
+  for (const t of tensors) {
+    let size = 1;
+    for (const d of t.shape) size *= d;
+    if (!(t.data instanceof Float32Array) || t.data.length !== size) {
       throw new RangeError(
-        `saveSafetensors: parameter name ${JSON.stringify(p.name)} appears twice`,
+        `encodeSafetensors: tensor ${t.name} of shape ${
+          fmtShape(t.shape)
+        } needs a Float32Array of ${size} values, got ${
+          t.data instanceof Float32Array ? t.data.length : typeof t.data
+        }`,
       );
     }
-    names.add(p.name);
   }
-  const meta = opts?.metadata;
-  if (meta !== undefined) {
-    for (const [k, v] of Object.entries(meta)) {
-      if (typeof v !== "string") {
-        throw new TypeError(
-          `saveSafetensors: metadata value of ${k} must be a string, got ${typeof v}`,
-        );
-      }
+  return encode(tensors, opts);
+}
+
+function checkNames(names: readonly string[], what: string): void {
+  const seen = new Set<string>();
+  for (const name of names) {
+    if (name === "__metadata__" || name === "") {
+      throw new RangeError(`${what} ${JSON.stringify(name)} is reserved`);
+    }
+    if (seen.has(name)) throw new RangeError(`${what} ${JSON.stringify(name)} appears twice`);
+    seen.add(name);
+  }
+}
+
+function checkMetadata(meta: Record<string, string> | undefined, where: string): void {
+  if (meta === undefined) return;
+  for (const [k, v] of Object.entries(meta)) {
+    if (typeof v !== "string") {
+      throw new TypeError(`${where}: metadata value of ${k} must be a string, got ${typeof v}`);
     }
   }
-  const datas = await Promise.all(params.map((p) => p.value.toArray()));
+}
+
+function encode(tensors: readonly SafetensorsTensor[], opts?: SaveSafetensorsOptions): Uint8Array {
+  const meta = opts?.metadata;
   const header: Record<string, unknown> = {};
   if (meta !== undefined) header.__metadata__ = meta;
   let offset = 0;
-  params.forEach((p, i) => {
-    const end = offset + datas[i].length * 4;
-    header[p.name] = { dtype: "F32", shape: [...p.value.shape], data_offsets: [offset, end] };
+  for (const t of tensors) {
+    const end = offset + t.data.length * 4;
+    header[t.name] = { dtype: "F32", shape: [...t.shape], data_offsets: [offset, end] };
     offset = end;
-  });
+  }
   let json = new TextEncoder().encode(JSON.stringify(header));
   const padded = Math.ceil(json.length / 8) * 8;
   if (padded !== json.length) {
@@ -127,7 +188,7 @@ export async function saveSafetensors(
   view.setBigUint64(0, BigInt(json.length), true);
   out.set(json, 8);
   let pos = 8 + json.length;
-  for (const d of datas) {
+  for (const { data: d } of tensors) {
     for (let k = 0; k < d.length; k++) view.setFloat32(pos + 4 * k, d[k], true);
     pos += d.length * 4;
   }

@@ -6,17 +6,10 @@
 
 import type { Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
-import { keep } from "../tensor/tidy.ts";
 import type { Parameter } from "./layer.ts";
-import {
-  checkFraction,
-  checkGroups,
-  makeGroups,
-  type Optimizer,
-  type ParamGroup,
-  type ParamGroupSpec,
-  zeroGroups,
-} from "./optimizer.ts";
+import { checkFraction, type ParamGroup, type ParamGroupSpec } from "./optimizer.ts";
+import { OptimizerBase } from "./optimizer_base.ts";
+import type { LrScheduleSpec } from "./lr_schedule.ts";
 
 /** Options of {@linkcode SGD} (as PyTorch's `SGD` without dampening or Nesterov). */
 export interface SGDOptions {
@@ -26,12 +19,18 @@ export interface SGDOptions {
   readonly momentum?: number;
   /** L2 weight decay λ of groups that set none, added to the gradient (default 0). */
   readonly weightDecay?: number;
+  /**
+   * Learning-rate schedule over the groups' lr (see `lrAt`); absent: the
+   * groups' lr as they stand.
+   */
+  readonly lrSchedule?: LrScheduleSpec;
 }
 
 /**
  * SGD with momentum, as PyTorch: `d = g + λ p`; with momentum
  * `buf ← μ buf + d` (`buf = d` at the first step) and `d = buf`; then
- * `p ← p − lr d`.
+ * `p ← p − lr d`. Its state slot is `momentum_buffer` (none without
+ * momentum).
  *
  * @example
  * ```ts
@@ -41,60 +40,43 @@ export interface SGDOptions {
  * const opt = new SGD(model.parameters(), { lr: 0.1, momentum: 0.9 });
  * opt.step();
  * opt.zeroGrad();
+ * console.log(opt.stateSlots); // [ "momentum_buffer" ]
  * opt.dispose();
  * model.dispose();
  * ```
  */
-export class SGD implements Optimizer {
-  readonly groups: readonly ParamGroup[];
+export class SGD extends OptimizerBase {
+  /** Selects SGD in specs and checkpoints. */
+  readonly kind: "sgd" = "sgd";
   /** Momentum μ. */
   readonly momentum: number;
-  #step = 0;
-  #buf = new Map<Tensor, Tensor>();
 
   /** Creates the optimizer; momentum buffers are allocated at the first step. */
   constructor(params: readonly Parameter[] | readonly ParamGroupSpec[], opts?: SGDOptions) {
     const momentum = opts?.momentum ?? 0;
     checkFraction("SGD", "momentum", momentum);
-    this.groups = makeGroups("SGD", params, {
+    super("SGD", params, {
       lr: opts?.lr ?? 1e-2,
       weightDecay: opts?.weightDecay ?? 0,
-    });
+      ...(opts?.lrSchedule === undefined ? {} : { lrSchedule: opts.lrSchedule }),
+    }, momentum === 0 ? [] : ["momentum_buffer"]);
     this.momentum = momentum;
   }
 
-  get stepCount(): number {
-    return this.#step;
+  /** The hyper-parameters of its spec beyond lr and weight decay. */
+  protected hyperParameters(): Record<string, number> {
+    return { momentum: this.momentum };
   }
 
-  step(): void {
-    checkGroups("SGD", this.groups);
-    this.#step++;
-    const momentum = this.momentum;
-    for (const g of this.groups) {
-      const hp = { lr: g.lr, momentum, weightDecay: g.weightDecay };
-      for (const p of g.params) {
-        let buf: Tensor | null = null;
-        if (momentum !== 0) {
-          buf = this.#buf.get(p.value) ?? null;
-          if (buf === null) {
-            // Zeros make the fused step's μ·buf + d exactly PyTorch's first `buf = d`.
-            buf = keep(p.value.backend.zeros(p.value.shape)); // outlives tidy()
-            this.#buf.set(p.value, buf);
-          }
-        }
-        // One fused pass; the buffer is updated in place, never reallocated.
-        ops.sgdInPlace(p.value, p.grad, buf, hp);
-      }
-    }
+  /** One parameter's fused update. */
+  protected update(p: Parameter, slots: readonly Tensor[], g: ParamGroup): void {
+    // One fused pass; the buffer is updated in place, never reallocated.
+    const hp = { lr: g.lr, momentum: this.momentum, weightDecay: g.weightDecay };
+    ops.sgdInPlace(p.value, p.grad, slots[0] ?? null, hp);
   }
 
-  zeroGrad(): void {
-    zeroGroups(this.groups);
-  }
-
-  dispose(): void {
-    for (const b of this.#buf.values()) b.dispose();
-    this.#buf.clear();
+  /** Names its momentum in state errors. */
+  protected override describeState(): string {
+    return `SGD with momentum ${this.momentum}`;
   }
 }

@@ -62,6 +62,15 @@ export { PipelineWorkerError } from "./runtime/pipeline_worker_error.ts";
 export type { PipelineLoss } from "./model/model_stage_executor.ts";
 export type { PipelineParallelModelOptions } from "./model/options.ts";
 export type { TrainingBatch } from "./model/batch.ts";
-export type { ParameterStats, Prediction, StepResult, TrainResult } from "./model/results.ts";
+export type {
+  EvaluateResult,
+  ParameterStats,
+  Prediction,
+  StepResult,
+  TrainResult,
+} from "./model/results.ts";
+export type { BatchSource, TrainOptions } from "./model/train_loop.ts";
+export { DEFAULT_STREAM_WINDOW } from "./model/train_loop.ts";
+export type { SaveCheckpointOptions } from "./model/checkpoint_file.ts";
 export type { RankInfo } from "./model/stage_calls.ts";
 export { PipelineParallelModel } from "./model/pipeline_parallel_model.ts";

@@ -23,7 +23,7 @@ export { checkShape, shapeSize, Tensor } from "./tensor.ts";
 export * as ops from "./ops.ts";
 export type { DropoutOpOptions, MatmulOptions, SoftmaxOptions } from "./ops.ts";
 export { CpuBackend } from "./cpu/backend.ts";
-export { randomTensor, Rng } from "./random.ts";
+export { randomTensor, Rng, type RngState } from "./random.ts";
 export { WebGPUBackend } from "./webgpu/mod.ts";
 export type {
   BufferPoolStats,

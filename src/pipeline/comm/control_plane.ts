@@ -2,6 +2,7 @@
 // heartbeats, error reports, aborts. Used by the worker pool; not exported
 // from the package.
 
+import { BroadcastChannel as NodeBroadcastChannel } from "node:worker_threads";
 import type { ControlMessage } from "./backend.ts";
 import { CHANNEL_PREFIX, type Envelope, isEnvelope, MAIN } from "./_envelope.ts";
 
@@ -41,7 +42,9 @@ export interface ControlPlaneEvents {
 export class ControlPlane {
   readonly runId: string;
   readonly size: number;
-  #channel: BroadcastChannel;
+  // node:worker_threads' BroadcastChannel: Deno's web one with ref()/unref(),
+  // so that an idle group's channel does not keep the process alive.
+  #channel: BroadcastChannel & { ref(): void; unref(): void };
   #hellos = new Set<number>();
   #helloWait: (() => void) | null = null;
   #events: ControlPlaneEvents;
@@ -51,7 +54,9 @@ export class ControlPlane {
     this.runId = runId;
     this.size = size;
     this.#events = events;
-    this.#channel = new BroadcastChannel(CHANNEL_PREFIX + runId);
+    this.#channel = new NodeBroadcastChannel(CHANNEL_PREFIX + runId) as unknown as
+      & BroadcastChannel
+      & { ref(): void; unref(): void };
     this.#channel.onmessage = (e: MessageEvent) => this.#on(e.data);
   }
 
@@ -67,6 +72,16 @@ export class ControlPlane {
       this.#helloWait = check;
       check();
     });
+  }
+
+  /** Lets the open channel keep the process alive (the default). */
+  ref(): void {
+    if (!this.#closed) this.#channel.ref();
+  }
+
+  /** Lets the process exit while the channel is open (nothing is awaited on it then). */
+  unref(): void {
+    if (!this.#closed) this.#channel.unref();
   }
 
   /** Ranks heard so far during rendezvous. */

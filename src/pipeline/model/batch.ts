@@ -11,7 +11,7 @@ import type { Shape } from "../../tensor/mod.ts";
 import type { Sequential } from "../../nn/sequential.ts";
 import type { Schedule } from "../schedule/schedule.ts";
 import type { ModelStagePayload, PipelineLoss } from "./model_stage_executor.ts";
-import { describeValue } from "../../tensor/describe.ts";
+import { describeValue, formatShape } from "../../tensor/describe.ts";
 
 /** One training batch: inputs along dim 0, and the targets of the loss. */
 export interface TrainingBatch {
@@ -195,4 +195,49 @@ function payloads(
     ...(r === firstRank ? { inputs: inputParts } : {}),
     ...(r === lastRank && targets !== null ? { targets: targetParts } : {}),
   }));
+}
+
+/** Checks `predict`'s input; its shape, per-layer shapes and output shape. */
+export function checkPredictInput(
+  layout: BatchLayout,
+  input: { inputs: Float32Array; shape: Shape },
+): { shape: number[]; shapes: Shape[]; outShape: Shape } {
+  if (input === null || typeof input !== "object") {
+    throw new TypeError(
+      `predict: input must be an object { inputs, shape }, got ${describeValue(input)}`,
+    );
+  }
+  const shape = Array.isArray(input.shape) ? [...input.shape] : null;
+  if (shape === null || shape.length === 0) {
+    throw new TypeError(
+      `predict: shape must be a non-empty array, got ${describeValue(input.shape)}`,
+    );
+  }
+  const shapes = layout.model.shapes(shape);
+  if (!(input.inputs instanceof Float32Array) || input.inputs.length !== prod(shape)) {
+    throw new RangeError(
+      `predict: inputs must be a Float32Array of ${prod(shape)} values for shape ${
+        formatShape(shape)
+      }, got ${describeArray(input.inputs)}`,
+    );
+  }
+  checkFinite(input.inputs, "predict: inputs");
+  return { shape, shapes, outShape: shapes[shapes.length - 1] };
+}
+
+/** The last stage's outputs per micro-batch, in order, as one array of `size` values. */
+export function concatOutputs(
+  outputs: readonly { readonly data: Float32Array }[],
+  size: number,
+): Float32Array {
+  const data = new Float32Array(size);
+  let at = 0;
+  for (const o of outputs) {
+    data.set(o.data, at);
+    at += o.data.length;
+  }
+  if (at !== data.length) {
+    throw new Error(`predict: the last stage returned ${at} values, expected ${data.length}`);
+  }
+  return data;
 }

@@ -32,7 +32,7 @@ import type { Layer, LayerSpec, Parameter } from "../../nn/layer.ts";
 import { layerFromSpec } from "../../nn/layer_registry.ts";
 import { Sequential } from "../../nn/sequential.ts";
 import { crossEntropyLoss, type LossResult, mseLoss } from "../../nn/losses.ts";
-import type { Optimizer } from "../../nn/optimizer.ts";
+import type { OptimizerBase } from "../../nn/optimizer_base.ts";
 import { gradNormSquared, scaleGradsInPlace } from "../../nn/clip_grad_norm.ts";
 import { loadSafetensors, saveSafetensors } from "../../nn/safetensors.ts";
 import { formatAction } from "../schedule/action.ts";
@@ -51,6 +51,8 @@ import type { ModelStageCalls } from "./stage_calls.ts";
 import type { CommBackend } from "../comm/backend.ts";
 import { allSum } from "./_norm_exchange.ts";
 import { describeValue } from "../../tensor/describe.ts";
+import { loadStageState, saveStageState, type StageState } from "./_stage_state.ts";
+import { evaluateMicroBatch } from "./_evaluation.ts";
 
 /** The losses a model stage computes on the last stage. */
 export type PipelineLoss = "cross-entropy" | "mse";
@@ -117,6 +119,13 @@ export interface ModelStageReport {
   readonly peakActivationBytes: number;
   /** The global gradient norm before clipping, when clipping is on. */
   readonly gradNorm?: number;
+  /** The learning rate of the iteration's optimizer steps (training runs). */
+  readonly lr?: number;
+  /**
+   * Forward-only runs with targets (evaluation), cross-entropy, on the last
+   * stage's rank: rows whose first maximal logit is the target class.
+   */
+  readonly correct?: number;
   /**
    * Forward-only runs (prediction), on the last stage's rank: the model's
    * output per micro-batch, in micro-batch order.
@@ -149,11 +158,13 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
   readonly #o: ModelStageOptions;
   readonly #stages: readonly number[];
   readonly #chunks = new Map<number, Layer>();
-  readonly #optimizers = new Map<number, Optimizer>();
+  readonly #optimizers = new Map<number, OptimizerBase>();
   readonly #comm: CommBackend;
   readonly #lossGrad = new Map<string, Tensor>();
   readonly #outShape = new Map<string, Shape>();
   #losses: Promise<number>[] = [];
+  #correct: Promise<number>[] = [];
+  #lr: number | undefined;
   #outputs: { mb: number; shape: number[]; data: Promise<Float32Array> }[] = [];
   #plan: ModelStagePayload | null = null;
   #stepped = new Set<number>();
@@ -220,8 +231,10 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
   beginIteration(_iteration: number, payload: unknown): void {
     this.#plan = (payload ?? null) as ModelStagePayload | null;
     this.#losses = [];
+    this.#correct = [];
     this.#outputs = [];
     this.#gradNorm = undefined;
+    this.#lr = undefined;
     this.backend.memory.resetPeak();
     this.#actPeak = 0;
   }
@@ -255,6 +268,16 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
     }
     if (ctx.forwardOnly) {
       if (!ctx.isLastStage) return this.#send(y);
+      // Evaluation: the loss (and accuracy), no gradient kept.
+      if (plan.targets !== undefined) {
+        const e = evaluateMicroBatch(this.backend, this.#o.loss, y, plan.targets[mb], [
+          rows,
+          ...plan.targetTail,
+        ], plan.totalRows);
+        this.#losses.push(e.loss);
+        if (e.correct !== undefined) this.#correct.push(e.correct);
+        return null;
+      }
       const out = y;
       this.#outputs.push({
         mb,
@@ -334,7 +357,9 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
     this.#actPeak = Math.max(this.#actPeak, mem.peakBytes - this.#base);
     const act = mem.liveBytes - this.#base;
     if (this.#o.clipGradNorm === undefined) {
-      this.#optimizers.get(stage)!.step();
+      const opt = this.#optimizers.get(stage)!;
+      opt.step();
+      this.#lr = opt.groups[0]?.lr;
       this.#chunk(stage).zeroGrad();
     } else {
       this.#stepped.add(stage);
@@ -347,7 +372,9 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
       if (norm > max) scaleGradsInPlace(params, max / (norm + 1e-6));
       this.#gradNorm = norm;
       for (const s of this.#stages) {
-        this.#optimizers.get(s)!.step();
+        const opt = this.#optimizers.get(s)!;
+        opt.step();
+        this.#lr = opt.groups[0]?.lr;
         this.#chunk(s).zeroGrad();
       }
     }
@@ -360,6 +387,8 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
   async endIteration(iteration: number): Promise<ModelStageReport> {
     const losses = await Promise.all(this.#losses);
     this.#losses = [];
+    const correct = await Promise.all(this.#correct);
+    this.#correct = [];
     const pending = this.#outputs.sort((a, b) => a.mb - b.mb);
     this.#outputs = [];
     const datas = await Promise.all(pending.map((o) => o.data));
@@ -376,6 +405,8 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
       loss,
       peakActivationBytes: this.#actPeak,
       ...(this.#gradNorm === undefined ? {} : { gradNorm: this.#gradNorm }),
+      ...(this.#lr === undefined ? {} : { lr: this.#lr }),
+      ...(correct.length === 0 ? {} : { correct: correct.reduce((a, b) => a + b, 0) }),
       ...(pending.length === 0
         ? {}
         : { outputs: pending.map((o, i) => ({ data: datas[i], shape: o.shape })) }),
@@ -390,6 +421,19 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
       return null;
     },
     save: () => saveSafetensors(this.parameters()),
+    saveState: () => saveStageState(this.#stageStates()),
+    loadState: ({ bytes }) => {
+      loadStageState(this.#stageStates(), bytes);
+      return null;
+    },
+    setLearningRate: ({ lr }) => {
+      // Checked once, before any optimizer changes.
+      if (typeof lr !== "number" || !Number.isFinite(lr) || lr < 0) {
+        throw new RangeError(`lr must be a finite number ≥ 0, got ${String(lr)}`);
+      }
+      for (const opt of this.#optimizers.values()) opt.setLearningRate(lr);
+      return null;
+    },
     predict: async ({ stage, data, shape }) => {
       const x = this.backend.fromData(data, [...shape]);
       try {
@@ -482,6 +526,14 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
       return now;
     }
     return { pending: t.toArray().finally(() => t.dispose()) };
+  }
+
+  #stageStates(): StageState[] {
+    return this.#stages.map((s) => ({
+      stage: s,
+      params: this.#chunk(s).parameters(),
+      optimizer: this.#optimizers.get(s)!,
+    }));
   }
 
   #chunk(stage: number): Layer {

@@ -74,6 +74,13 @@ export interface PipelineParallelModelOptions {
   readonly modules?: readonly (string | URL)[];
   /** Failure injection (tests): see `checkFaultInjection` in `@conveyor/core/testing`. */
   readonly faultInjection?: FaultInjection;
+  /**
+   * A training checkpoint to start from (a path, a file URL or its bytes):
+   * read and checked against the model before any rank starts, then loaded
+   * into every rank, as `loadCheckpoint` does; `resumedFrom` tells its step
+   * and data.
+   */
+  readonly resume?: string | URL | Uint8Array;
 }
 
 /** The options after their checks, with defaults filled in. */

@@ -29,27 +29,46 @@ import { planModel } from "./plan.ts";
 import { buildRanks } from "./build.ts";
 import {
   type BatchLayout,
-  checkFinite,
-  describeArray,
+  checkPredictInput,
+  concatOutputs,
   evenRows,
   predictionPayloads,
   prod,
   splitBatch,
   type TrainingBatch,
 } from "./batch.ts";
-import {
-  type ParameterStats,
-  type Prediction,
-  type StepResult,
-  type TrainResult,
-  trainResult,
+import type {
+  EvaluateResult,
+  ParameterStats,
+  Prediction,
+  StepResult,
+  TrainResult,
 } from "./results.ts";
-import { describeValue } from "../../tensor/describe.ts";
+import type { OptimizerSpec } from "../../nn/optimizer_spec.ts";
+import type { TrainingCheckpointInfo } from "../../nn/training_checkpoint.ts";
+import { type BatchSource, runTrainLoop, type TrainOptions } from "./train_loop.ts";
+import {
+  checkModelCheckpoint,
+  checkSaveOptions,
+  checkWeightsFile,
+  gatherCheckpoint,
+  readCheckpointSource,
+  type SaveCheckpointOptions,
+  writeFileAtomically,
+} from "./checkpoint_file.ts";
 
 export type { PipelineParallelModelOptions } from "./options.ts";
 export type { TrainingBatch } from "./batch.ts";
-export type { ParameterStats, Prediction, StepResult, TrainResult } from "./results.ts";
+export type {
+  EvaluateResult,
+  ParameterStats,
+  Prediction,
+  StepResult,
+  TrainResult,
+} from "./results.ts";
 export type { RankInfo } from "./stage_calls.ts";
+export type { BatchSource, TrainOptions } from "./train_loop.ts";
+export type { SaveCheckpointOptions } from "./checkpoint_file.ts";
 
 /**
  * A `Sequential` trained across pipeline ranks: one Deno worker per rank
@@ -69,24 +88,33 @@ export type { RankInfo } from "./stage_calls.ts";
  * step with a `PipelineWorkerError` naming the rank, stage and action and
  * ends every worker; the model is then closed (build a new one).
  *
+ * **Lifecycle.** `await using model = await PipelineParallelModel.create(…)`
+ * disposes the model at the end of the block (`Symbol.asyncDispose`), as
+ * `await model.dispose()` does. Between calls the ranks' workers do not
+ * keep the process alive (they are unref'd, as Node's `worker.unref()`), so
+ * a script that forgets to dispose still exits once its own work is done;
+ * during a call they do.
+ *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { CpuBackend, Linear, PipelineParallelModel, ReLU, Sequential } from "@conveyor/core";
  * const be = new CpuBackend();
  * const net = new Sequential([new Linear(be, 2, 8, { seed: 1 }), new ReLU(be), new Linear(be, 8, 1, { seed: 2 })]);
- * const model = await PipelineParallelModel.create({
- *   model: net, schedule: "1f1b", ranks: 2, microBatches: 2,
- *   optimizer: { kind: "sgd", lr: 0.1 }, loss: "mse", backend: "cpu", workers: false,
+ * await using model = await PipelineParallelModel.create({
+ *   model: net, schedule: "1f1b", ranks: 2, microBatches: 2, loss: "mse", backend: "cpu",
+ *   optimizer: { kind: "sgd", lr: 0.1, lrSchedule: { kind: "step", stepSize: 2, gamma: 0.5 } },
  * });
- * try {
- *   const batch = { inputs: new Float32Array([0, 1, 1, 0, 1, 1, 0, 0]), shape: [4, 2], targets: new Float32Array([1, 1, 0, 0]) };
- *   const first = await model.step(batch);
- *   const second = await model.step(batch);
- *   console.log(second.loss < first.loss); // true
- * } finally {
- *   await model.dispose();
- *   net.dispose();
+ * net.dispose();
+ * const batch = { inputs: new Float32Array([0, 1, 1, 0, 1, 1, 0, 0]), shape: [4, 2], targets: new Float32Array([1, 1, 0, 0]) };
+ * async function* batches() { // pulled as the steps need them
+ *   for (let i = 0; i < 4; i++) yield batch;
  * }
+ * const lrs: number[] = [];
+ * const r = await model.train(batches(), { onStep: (s) => void lrs.push(s.lr) });
+ * assert.deepEqual(lrs, [0.1, 0.1, 0.05, 0.05]);
+ * assert.ok(r.steps[3].loss < r.steps[0].loss);
+ * assert.ok((await model.evaluate(batch)).loss < r.steps[0].loss);
  * ```
  */
 export class PipelineParallelModel {
@@ -100,18 +128,29 @@ export class PipelineParallelModel {
       options,
       o.checkpoint === undefined ? undefined : o.checkpoint.maxActivationsInMemory ?? 0,
     );
+    // A checkpoint to resume from is read and checked before any rank starts.
+    let resume: { bytes: Uint8Array; info: TrainingCheckpointInfo } | null = null;
+    if (options.resume !== undefined) {
+      const bytes = await readCheckpointSource(options.resume, "resume");
+      const ck = checkModelCheckpoint(bytes, plan.params, o.optimizer);
+      resume = { bytes, info: { step: ck.step, optimizer: ck.optimizer, data: ck.data } };
+    }
     const ranks = await buildRanks(o, plan, {
       heartbeatMs: options.heartbeatMs,
       stallTimeoutMs: options.stallTimeoutMs,
     });
-    return new PipelineParallelModel(
-      o.model,
-      o.loss,
-      plan.schedule,
-      plan.partition,
-      ranks,
-      plan.params,
-    );
+    if (resume !== null) {
+      const { bytes } = resume;
+      try {
+        await Promise.all(
+          Array.from({ length: ranks.ranks }, (_, r) => ranks.call(r, "loadState", { bytes })),
+        );
+      } catch (e) {
+        await ranks.dispose().catch(() => {});
+        throw e;
+      }
+    }
+    return new PipelineParallelModel(o, plan.schedule, plan.partition, ranks, plan.params, resume);
   }
 
   /** The schedule every step follows. */
@@ -119,32 +158,42 @@ export class PipelineParallelModel {
   /** How the layers were cut: chunk s holds layers `[boundaries[s], boundaries[s + 1])`. */
   readonly partition: PartitionResult;
   readonly #model: Sequential;
+  readonly #optimizer: OptimizerSpec;
+  readonly #resumedFrom: TrainingCheckpointInfo | null;
   readonly #layout: BatchLayout;
   readonly #ranks: RankGroup<ModelStageCalls>;
   readonly #params: readonly { readonly name: string; readonly shape: readonly number[] }[];
   #nextStep = 0;
   #busy = false;
+  #training = false;
   #closed = false;
   #failure: Error | null = null;
   #lastEvents: readonly TimedEvent[] = [];
 
   private constructor(
-    model: Sequential,
-    loss: PipelineLoss,
+    o: {
+      readonly model: Sequential;
+      readonly loss: PipelineLoss;
+      readonly optimizer: OptimizerSpec;
+    },
     schedule: Schedule,
     partition: PartitionResult,
     ranks: RankGroup<ModelStageCalls>,
     params: readonly { readonly name: string; readonly shape: readonly number[] }[],
+    resume: { readonly info: TrainingCheckpointInfo } | null,
   ) {
-    this.#model = model;
+    this.#model = o.model;
+    this.#optimizer = o.optimizer;
     this.schedule = schedule;
     this.partition = partition;
     this.#ranks = ranks;
     this.#params = params;
-    this.#layout = { model, loss, schedule, boundaries: partition.boundaries };
+    this.#layout = { model: o.model, loss: o.loss, schedule, boundaries: partition.boundaries };
+    this.#resumedFrom = resume?.info ?? null;
+    this.#nextStep = resume?.info.step ?? 0;
   }
 
-  /** Whether the ranks run in workers (in this process or a subprocess). */
+  /** Whether the ranks run in workers. */
   get workers(): boolean {
     return this.#ranks.kind !== "in-process";
   }
@@ -169,7 +218,20 @@ export class PipelineParallelModel {
     return this.#closed;
   }
 
-  /** Events of the last step or run (ms from its start); empty before the first. */
+  /**
+   * Training steps done over the model's life (restored by a checkpoint):
+   * the index of the next step, and the lr schedule's position.
+   */
+  get stepCount(): number {
+    return this.#nextStep;
+  }
+
+  /** What the `resume` checkpoint of `create` held (step, optimizer, data), or null. */
+  get resumedFrom(): TrainingCheckpointInfo | null {
+    return this.#resumedFrom;
+  }
+
+  /** Events of the last training call or prediction (ms from its start); empty before the first. */
   get lastEvents(): readonly TimedEvent[] {
     return this.#lastEvents;
   }
@@ -180,36 +242,93 @@ export class PipelineParallelModel {
   }
 
   /**
-   * Several steps back to back in one run: each rank goes on to the next
-   * batch right after its own last action, and each stage steps right after
-   * its own last backward, so consecutive steps interlock (without
-   * clipping). Equals calling `step` on each batch in turn.
+   * Trains on `batches`: an array, an iterable or an `AsyncIterable`
+   * (pulled as needed), one step per batch, in windows of consecutive steps
+   * run back to back: each rank goes on to the next batch right after its
+   * own last action, and each stage steps right after its own last
+   * backward, so the steps of a window interlock (without clipping). An
+   * array runs as one window (checked whole first); iterables in windows of
+   * 4 (`options.window`). `options.onStep` gets each `StepResult` after its
+   * window; `options.signal` stops the call after the current window. Equals
+   * calling `step` on each batch in turn. See `TrainOptions`.
    */
-  async train(batches: readonly TrainingBatch[]): Promise<TrainResult> {
-    if (!Array.isArray(batches) || batches.length === 0) {
-      throw new RangeError(
-        `batches must be a non-empty array of batches, got ${
-          Array.isArray(batches) ? "an empty array" : describeArray(batches)
-        }`,
-      );
-    }
+  async train(batches: BatchSource, options?: TrainOptions): Promise<TrainResult> {
     this.#checkUsable();
-    const plans = batches.map((b, i) =>
-      splitBatch(
-        this.#layout,
-        b,
-        batches.length > 1 ? `batches[${i}]` : "batch",
-        this.#nextStep + i,
-      )
-    );
-    const run = await this.#exclusive(
-      () => this.#ranks.run({ iterations: plans.length, payload: (rank, i) => plans[i][rank] }),
+    if (this.#training) {
+      throw new Error("the PipelineParallelModel is already training: train() cannot nest");
+    }
+    this.#training = true;
+    // The call's i-th batch is training step base + i (Dropout's masks follow it).
+    const base = this.#nextStep;
+    try {
+      const r = await runTrainLoop(
+        {
+          split: (b, where, i) => splitBatch(this.#layout, b, where, base + i),
+          run: async (plans) => {
+            const run = await this.#exclusive(
+              () =>
+                this.#ranks.run({ iterations: plans.length, payload: (rank, i) => plans[i][rank] }),
+              true,
+            );
+            const first = this.#nextStep;
+            this.#nextStep += plans.length;
+            return { run, first };
+          },
+          ranks: this.ranks,
+          lastRank: this.#lastRank(),
+        },
+        batches,
+        options,
+      );
+      if (r.events.length > 0) this.#lastEvents = r.events;
+      return r;
+    } finally {
+      this.#training = false;
+    }
+  }
+
+  /**
+   * The loss of `batch` (and, for cross-entropy, the accuracy: rows whose
+   * first maximal logit is the target) with the current weights, from a
+   * forward-only pipeline run: no gradient, optimizer state or step count
+   * changes. The batch is checked as a training batch (at least m rows).
+   */
+  async evaluate(batch: TrainingBatch): Promise<EvaluateResult> {
+    this.#checkUsable();
+    const plan = splitBatch(this.#layout, batch, "batch");
+    const r = await this.#exclusive(
+      () => this.#ranks.run({ forwardOnly: true, payload: (rank) => plan[rank] }),
       true,
     );
-    const first = this.#nextStep;
-    this.#nextStep += batches.length;
-    this.#lastEvents = run.events;
-    return trainResult(run, plans.length, first, this.ranks, this.#lastRank());
+    const report = r.reports[this.#lastRank()][0] as ModelStageReport;
+    const rows = plan[0].totalRows;
+    return {
+      loss: report.loss as number,
+      rows,
+      ...(report.correct === undefined
+        ? {}
+        : { correct: report.correct, accuracy: report.correct / rows }),
+    };
+  }
+
+  /**
+   * Fixes the learning rate of every stage's optimizer at `lr` for the
+   * following steps, replacing the spec's `lrSchedule` (a user's own rule:
+   * call it before each step). A checkpoint keeps it. Throws a RangeError
+   * unless `lr` is a finite number ≥ 0.
+   */
+  async setLearningRate(lr: number): Promise<void> {
+    if (typeof lr !== "number" || !Number.isFinite(lr) || lr < 0) {
+      throw new RangeError(`setLearningRate: lr must be a finite number ≥ 0, got ${String(lr)}`);
+    }
+    await this.#exclusive(() =>
+      Promise.all(
+        Array.from(
+          { length: this.ranks },
+          (_, r) => this.#ranks.call(r, "setLearningRate", { lr }),
+        ),
+      )
+    );
   }
 
   /**
@@ -220,25 +339,7 @@ export class PipelineParallelModel {
    */
   async predict(input: { inputs: Float32Array; shape: Shape }): Promise<Prediction> {
     this.#checkUsable();
-    if (input === null || typeof input !== "object") {
-      throw new TypeError(`predict: input must be an object { inputs, shape }, got ${input}`);
-    }
-    const shape = Array.isArray(input.shape) ? [...input.shape] : null;
-    if (shape === null || shape.length === 0) {
-      throw new TypeError(
-        `predict: shape must be a non-empty array, got ${describeValue(input.shape)}`,
-      );
-    }
-    const shapes = this.#model.shapes(shape);
-    const outShape = shapes[shapes.length - 1];
-    if (!(input.inputs instanceof Float32Array) || input.inputs.length !== prod(shape)) {
-      throw new RangeError(
-        `predict: inputs must be a Float32Array of ${prod(shape)} values for shape [${
-          shape.join(", ")
-        }], got ${describeArray(input.inputs)}`,
-      );
-    }
-    checkFinite(input.inputs, "predict: inputs");
+    const { shape, shapes, outShape } = checkPredictInput(this.#layout, input);
     if (shape[0] < this.microBatches) {
       return await this.#exclusive(async () => {
         let cur: Prediction = { data: input.inputs, shape };
@@ -260,16 +361,7 @@ export class PipelineParallelModel {
     );
     this.#lastEvents = r.events;
     const outputs = (r.reports[this.#lastRank()][0] as ModelStageReport).outputs ?? [];
-    const data = new Float32Array(prod(outShape));
-    let at = 0;
-    for (const o of outputs) {
-      data.set(o.data, at);
-      at += o.data.length;
-    }
-    if (at !== data.length) {
-      throw new Error(`predict: the last stage returned ${at} values, expected ${data.length}`);
-    }
-    return { data, shape: outShape };
+    return { data: concatOutputs(outputs, prod(outShape)), shape: outShape };
   }
 
   /**
@@ -298,25 +390,7 @@ export class PipelineParallelModel {
    */
   async loadSafetensors(bytes: Uint8Array): Promise<void> {
     this.#checkUsable();
-    const file = parseSafetensors(bytes);
-    const wanted = new Set<string>();
-    for (const { name, shape } of this.#params) {
-      wanted.add(name);
-      const e = file.tensors.get(name);
-      if (e === undefined) {
-        throw new RangeError(`safetensors: the file has no tensor ${name} (shape [${shape}])`);
-      }
-      if (e.shape.length !== shape.length || e.shape.some((d, i) => d !== shape[i])) {
-        throw new RangeError(
-          `safetensors: tensor ${name} has shape [${e.shape}], the model needs [${shape}]`,
-        );
-      }
-    }
-    for (const name of file.tensors.keys()) {
-      if (!wanted.has(name)) {
-        throw new RangeError(`safetensors: the file has tensor ${name}, which the model lacks`);
-      }
-    }
+    checkWeightsFile(bytes, this.#params);
     await this.#exclusive(() =>
       Promise.all(
         Array.from({ length: this.ranks }, (_, r) => this.#ranks.call(r, "load", { bytes })),
@@ -357,9 +431,7 @@ export class PipelineParallelModel {
    */
   async writeTrace(path: string): Promise<void> {
     if (typeof path !== "string" || path === "") {
-      throw new TypeError(
-        `writeTrace: path must be a non-empty string, got ${describeValue(path)}`,
-      );
+      throw new TypeError(`writeTrace: path must be a non-empty string, got ${String(path)}`);
     }
     if (this.#lastEvents.length === 0) {
       throw new RangeError("writeTrace: no step has run yet, so there is nothing to write");
@@ -383,17 +455,75 @@ export class PipelineParallelModel {
   }
 
   /**
+   * A training checkpoint of every rank gathered into one file: weights,
+   * every optimizer state tensor, the step count (the lr schedule's
+   * position), an lr set by `setLearningRate` and `options.data` (what the
+   * data order needs). The format is `@conveyor/core`'s training checkpoint
+   * (`saveTrainingCheckpoint` writes the same bytes for the single-device
+   * model in the same state).
+   */
+  async checkpointBytes(options?: SaveCheckpointOptions): Promise<Uint8Array> {
+    checkSaveOptions(options);
+    return await this.#exclusive(() =>
+      gatherCheckpoint(this.#ranks, this.#params, this.#optimizer, options)
+    );
+  }
+
+  /**
+   * Writes {@linkcode PipelineParallelModel.checkpointBytes} to `path`
+   * (through a temporary file beside it and a rename: a crash never leaves
+   * a torn file). Needs read and write permission for the folder
+   * (`Deno.rename` asks for both).
+   */
+  async saveCheckpoint(path: string | URL, options?: SaveCheckpointOptions): Promise<void> {
+    if (typeof path === "string" ? path === "" : !(path instanceof URL)) {
+      throw new TypeError(`saveCheckpoint: path must be a non-empty string or URL, got ${path}`);
+    }
+    await writeFileAtomically(path, await this.checkpointBytes(options));
+  }
+
+  /**
+   * Loads a training checkpoint (a path, a file URL or its bytes) into every
+   * rank: weights, optimizer state, step count, a hand-set lr. It may come
+   * from any rank count or schedule, or the single-device model. Everything
+   * is checked first (format, every field and tensor, the optimizer kind,
+   * every parameter and state slot with its shape), so a refused file
+   * changes nothing (a RangeError or TypeError beginning `checkpoint:`).
+   * The optimizer's configuration (hyper-parameters, lr schedule) stays the
+   * model's own; the schedule continues from the loaded step count.
+   */
+  async loadCheckpoint(source: string | URL | Uint8Array): Promise<TrainingCheckpointInfo> {
+    this.#checkUsable();
+    const bytes = await readCheckpointSource(source, "loadCheckpoint");
+    const ck = checkModelCheckpoint(bytes, this.#params, this.#optimizer);
+    await this.#exclusive(
+      () =>
+        Promise.all(
+          Array.from({ length: this.ranks }, (_, r) => this.#ranks.call(r, "loadState", { bytes })),
+        ),
+      true,
+    );
+    this.#nextStep = ck.step;
+    return { step: ck.step, optimizer: ck.optimizer, data: ck.data };
+  }
+
+  /**
    * Ends every rank (workers, the subprocess, or the in-process executors);
-   * idempotent. Rejects, naming the rank, when a worker's thread could not
-   * be ended (its code holds it in a loop or a blocking wait, which Deno
-   * cannot stop): the process then will not exit by itself; ranks in a
-   * subprocess (`rankGroup: "subprocess"`) are always ended.
+   * idempotent. A worker thread that user code holds in a loop or a
+   * blocking wait cannot be ended by Deno: the failure that stopped it says
+   * so, naming the rank; it runs on until the process exits, which it does
+   * not prevent. Ranks in a subprocess (`rankGroup: "subprocess"`) are
+   * always ended at once.
    */
   async dispose(): Promise<void> {
+    if (this.#closed) return;
     this.#closed = true;
-    // Idempotent in the group; it rejects, naming the rank, when a worker
-    // thread could not be ended (after a failure too).
     await this.#ranks.dispose();
+  }
+
+  /** `await using model = await PipelineParallelModel.create(…)` disposes it at the block's end. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.dispose();
   }
 
   async #gather(): Promise<Map<string, Float32Array>> {

@@ -17,6 +17,11 @@ export interface StepResult {
   readonly step: number;
   /** Full-batch loss (sum of the micro-batch shares). */
   readonly loss: number;
+  /**
+   * The learning rate of the step's optimizer steps: the schedule's
+   * `lrAt(lrSchedule, lr, step)`, or the one set by `setLearningRate`.
+   */
+  readonly lr: number;
   /** From the step's first action start to its last action end, ms. */
   readonly makespanMs: number;
   /** `1 − Σ busy / (p · makespan)` of the step. */
@@ -33,16 +38,35 @@ export interface StepResult {
 
 /** What `PipelineParallelModel.train` returns. */
 export interface TrainResult {
-  /** One result per batch. */
+  /** One result per batch trained, in order. */
   readonly steps: readonly StepResult[];
   /** From the first action start to the last action end over all steps, ms. */
   readonly makespanMs: number;
-  /** Bubble over the whole run. */
+  /** Bubble over the whole call: `1 − Σ busy / (p · makespan)`. */
   readonly bubble: number;
-  /** With 2 or more steps: the bubble of the last period (steps interlock). */
+  /**
+   * With 2 or more steps: `1 − (Σ busy / steps) / (p · period)`, the period
+   * being the median time between the ends of consecutive steps over the
+   * call (as the benches measure it; one period alone swings with whatever
+   * the machine did during it).
+   */
   readonly steadyStateBubble?: number;
-  /** Every action of every rank, times in ms from the run's start. */
+  /** Every action of every rank, times in ms from the call's first action. */
   readonly events: readonly TimedEvent[];
+  /** Whether `signal` stopped the call before its batches ran out. */
+  readonly aborted: boolean;
+}
+
+/** What `PipelineParallelModel.evaluate` returns. */
+export interface EvaluateResult {
+  /** The batch's loss (mean over its rows), as a training step would report it. */
+  readonly loss: number;
+  /** Rows (predictions) the loss averages over. */
+  readonly rows: number;
+  /** Cross-entropy: rows whose first maximal logit is the target class. */
+  readonly correct?: number;
+  /** Cross-entropy: `correct / rows`. */
+  readonly accuracy?: number;
 }
 
 /** A prediction: data and shape. */
@@ -64,26 +88,31 @@ export interface ParameterStats {
 }
 
 /**
- * The per-step results of a training run of `steps` iterations whose first
+ * The per-step results of a run of `steps` training iterations whose first
  * step index over the model's life is `firstStep`; `lastRank` holds the
- * last stage (its report carries the loss).
+ * last stage (its report carries the loss). Event times move by `shiftMs`
+ * (onto the clock of a `train()` call made of several runs).
  */
-export function trainResult(
+export function stepResults(
   run: RankGroupRunResult,
   steps: number,
   firstStep: number,
   ranks: number,
   lastRank: number,
-): TrainResult {
-  const results: StepResult[] = Array.from({ length: steps }, (_, i) => {
+  shiftMs = 0,
+): StepResult[] {
+  return Array.from({ length: steps }, (_, i) => {
     const it = run.firstIteration + i;
-    const events = run.events.filter((e) => e.iteration === it);
+    const events = run.events.filter((e) => e.iteration === it).map((e) =>
+      shiftMs === 0 ? e : { ...e, start: e.start + shiftMs, end: e.end + shiftMs }
+    );
     const sum = summarizeTimeline(events, ranks);
     const reports = run.reports.map((rs) => rs[i] as ModelStageReport);
     const gradNorm = reports[0].gradNorm;
     return {
       step: firstStep + i,
       loss: reports[lastRank].loss as number,
+      lr: reports[lastRank].lr ?? reports[0].lr ?? NaN,
       makespanMs: sum.makespan,
       bubble: sum.bubbleFraction,
       busyMs: sum.busy,
@@ -92,11 +121,29 @@ export function trainResult(
       events,
     };
   });
+}
+
+/**
+ * A `train()` call's result from its steps (events on the call's clock):
+ * makespan and bubble over all events, and with 2 or more steps the
+ * steady-state bubble from the median period (`summarizeTimeline` with
+ * `steadyFrom: 1`, as the benches measure it).
+ */
+export function trainResult(
+  steps: readonly StepResult[],
+  ranks: number,
+  aborted: boolean,
+): TrainResult {
+  const events = steps.flatMap((s) => s.events).sort((a, b) =>
+    a.start - b.start || a.rank - b.rank
+  );
+  const sum = summarizeTimeline(events, ranks, steps.length >= 2 ? { steadyFrom: 1 } : {});
   return {
-    steps: results,
-    makespanMs: run.makespan,
-    bubble: run.bubbleFraction,
-    ...(run.steadyStateBubble === undefined ? {} : { steadyStateBubble: run.steadyStateBubble }),
-    events: run.events,
+    steps,
+    makespanMs: sum.makespan,
+    bubble: sum.bubbleFraction,
+    ...(sum.steadyStateBubble === undefined ? {} : { steadyStateBubble: sum.steadyStateBubble }),
+    events,
+    aborted,
   };
 }

@@ -39,7 +39,11 @@ export interface PredictArgs extends TensorData {
 /**
  * The model's requests: `load` a safetensors file (the rank takes the
  * tensors of its own stages), `save` its stages' parameters as safetensors,
- * `predict` one stage's forward, `info` about the rank.
+ * `saveState` its stages' share of a training checkpoint (weights and
+ * optimizer state, named as in the whole checkpoint, with the step count),
+ * `loadState` its stages' share of a whole training checkpoint,
+ * `setLearningRate` of every stage's optimizer, `predict` one stage's
+ * forward, `info` about the rank.
  *
  * @example
  * ```ts
@@ -51,6 +55,9 @@ export interface PredictArgs extends TensorData {
 export type ModelStageCalls = {
   readonly load: { readonly args: { readonly bytes: Uint8Array }; readonly result: null };
   readonly save: { readonly args: null; readonly result: Uint8Array };
+  readonly saveState: { readonly args: null; readonly result: Uint8Array };
+  readonly loadState: { readonly args: { readonly bytes: Uint8Array }; readonly result: null };
+  readonly setLearningRate: { readonly args: { readonly lr: number }; readonly result: null };
   readonly predict: { readonly args: PredictArgs; readonly result: TensorData };
   readonly info: { readonly args: null; readonly result: RankInfo };
 };

@@ -1,6 +1,14 @@
 // Every worker the runtime starts, with a closed flag set when it is
 // terminated: Deno has no API that tells whether a worker is alive, and
 // tests must check that none outlives its pool.
+//
+// Workers are node:worker_threads workers behind a web-Worker face
+// (onmessage, onerror, postMessage with transfers): Deno runs them as its
+// own workers, and they alone can be unref'd (`worker.unref()`), so that a
+// group idle between calls does not keep the process alive. Deno's web
+// `Worker` has no such switch: a live one holds the process forever.
+
+import { Worker as NodeWorker } from "node:worker_threads";
 
 interface Entry {
   closed: boolean;
@@ -8,29 +16,84 @@ interface Entry {
 
 const entries = new Set<Entry>();
 
+/** The web-Worker face of a started worker. */
+export interface WorkerFace {
+  /** Called with each message from the worker. */
+  onmessage: ((e: MessageEvent) => void) | null;
+  /** Called when the worker throws an uncaught error (it then exits). */
+  onerror: ((e: ErrorEvent) => void) | null;
+  /** Called when a message from the worker cannot be deserialised. */
+  onmessageerror: ((e: MessageEvent) => void) | null;
+  /** Posts `message`, transferring `transfer` (ports, buffers). */
+  postMessage(message: unknown, transfer?: Transferable[]): void;
+}
+
 /** A started worker and the only way the runtime ends it. */
 export interface TrackedWorker {
-  readonly worker: Worker;
+  readonly worker: WorkerFace;
   /** Terminates the worker (idempotent) and marks it closed. */
   terminate(): void;
   readonly closed: boolean;
+  /** Lets the worker keep the process alive (the default). */
+  ref(): void;
+  /** Lets the process exit while the worker lives (it is then ended with the process). */
+  unref(): void;
+}
+
+// node:worker_threads takes file: and data: URLs only; a module from
+// anywhere else (the package imported from JSR: https) starts through a
+// data: module that imports it and hands it the messages that came first.
+function bootstrap(url: string): URL {
+  const code = `const early = [];
+globalThis.onmessage = (e) => early.push(e);
+import(${JSON.stringify(url)}).then(() => {
+  const handle = globalThis.onmessage;
+  for (const e of early) handle?.(e);
+}, (error) => setTimeout(() => { throw error; }));`;
+  return new URL(`data:text/javascript,${encodeURIComponent(code)}`);
 }
 
 /** Starts a module worker from `url` and registers it. */
 export function startWorker(url: string, name: string): TrackedWorker {
-  const worker = new Worker(url, { type: "module", name });
+  const target = new URL(url);
+  const node = new NodeWorker(target.protocol === "file:" ? target : bootstrap(target.href), {
+    name,
+  });
+  const face: WorkerFace = {
+    onmessage: null,
+    onerror: null,
+    onmessageerror: null,
+    postMessage(message, transfer) {
+      node.postMessage(message, transfer as never);
+    },
+  };
+  node.on("message", (data: unknown) => face.onmessage?.(new MessageEvent("message", { data })));
+  node.on(
+    "messageerror",
+    (data: unknown) => face.onmessageerror?.(new MessageEvent("messageerror", { data })),
+  );
+  node.on("error", (error: unknown) => {
+    const message = error instanceof Error ? error.message : String(error);
+    face.onerror?.(new ErrorEvent("error", { message, error }));
+  });
   const entry: Entry = { closed: false };
   entries.add(entry);
   return {
-    worker,
+    worker: face,
     terminate() {
       if (entry.closed) return;
       entry.closed = true;
       entries.delete(entry);
-      worker.terminate();
+      void node.terminate().catch(() => {});
     },
     get closed() {
       return entry.closed;
+    },
+    ref() {
+      if (!entry.closed) node.ref();
+    },
+    unref() {
+      if (!entry.closed) node.unref();
     },
   };
 }

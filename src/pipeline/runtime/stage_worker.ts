@@ -6,8 +6,9 @@
  * action list on request, reports errors on the control plane and writes its
  * state to the shared status board for the pool's watchdog.
  *
- * Not meant to be imported: the group starts it with
- * `new Worker(new URL("./stage_worker.ts", import.meta.url).href, { type: "module" })`.
+ * Not meant to be imported: the group starts it as a `node:worker_threads`
+ * worker (a Deno worker that can be unref'd) from
+ * `new URL("./stage_worker.ts", import.meta.url)`.
  *
  * @module
  */

@@ -163,6 +163,7 @@ export class SubprocessRankGroup<C extends CallMap = NoCalls> implements RankGro
   #failure: Error | null = null;
   #stuck: readonly number[] = [];
   #ended: Promise<void> | null = null;
+  #refs = 0;
 
   private constructor(schedule: Schedule, child: Deno.ChildProcess, dir: string) {
     this.schedule = schedule;
@@ -306,13 +307,35 @@ export class SubprocessRankGroup<C extends CallMap = NoCalls> implements RankGro
     if (!evenIfClosed) this.#throwIfUnusable();
     const id = msg.type === "init" ? 0 : this.#nextId++;
     const sent = msg.type === "init" ? msg : { ...msg, id };
-    return new Promise<unknown>((resolve, reject) => {
+    const reply = new Promise<unknown>((resolve, reject) => {
       this.#pending.set(id, { resolve, reject });
       writeFrame(this.#conn!, sent).catch((e) => {
         this.#pending.delete(id);
         reject(e);
       });
     });
+    // The host and its socket keep this process alive only while a request waits.
+    this.#refs++;
+    this.#setRef();
+    return reply.finally(() => {
+      this.#refs--;
+      this.#setRef();
+    });
+  }
+
+  #setRef(): void {
+    const on = this.#refs > 0;
+    try {
+      if (on) {
+        this.#child.ref();
+        this.#conn?.ref();
+      } else {
+        this.#child.unref();
+        this.#conn?.unref();
+      }
+    } catch {
+      // gone
+    }
   }
 
   #fail(error: Error): void {
@@ -328,6 +351,9 @@ export class SubprocessRankGroup<C extends CallMap = NoCalls> implements RankGro
   // Waits briefly for the host to exit, kills it if it does not, and cleans up.
   #end(): Promise<void> {
     this.#ended ??= (async () => {
+      // Waiting for the host's end must keep this process alive.
+      this.#refs++;
+      this.#setRef();
       const exited = await within(
         this.#child.status.then(() => true),
         this.#failure === null ? HOST_EXIT_GRACE_MS : 0,

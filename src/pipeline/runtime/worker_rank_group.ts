@@ -4,11 +4,20 @@
  * and control over a BroadcastChannel, with a watchdog that fails fast when
  * a rank throws, exits, stops sending heartbeats or stops making progress.
  *
+ * The workers and the control channel keep the process alive only while a
+ * startup, run, call or dispose is pending: between calls they are unref'd
+ * (`node:worker_threads`' `unref()`, which Deno's web `Worker` lacks), so a
+ * script that forgets to dispose its group still exits when its own work is
+ * done (the workers then end with the process).
+ *
  * @module
  */
 
 import type { Schedule } from "../schedule/schedule.ts";
-import { validateSchedule } from "../analysis/validate.ts";
+import { checkWorkerGroupOptions, type WorkerRankGroupOptions } from "./worker_group_options.ts";
+
+export type { ExecutorChoice, WorkerRankGroupOptions } from "./worker_group_options.ts";
+export { checkWorkerGroupOptions } from "./worker_group_options.ts";
 import { createPortMesh } from "../comm/worker_backend.ts";
 import { ControlPlane, controlPlaneSettled } from "../comm/control_plane.ts";
 import { PipelineWorkerError } from "./pipeline_worker_error.ts";
@@ -22,7 +31,6 @@ import type {
 import { liveCount, startWorker, type TrackedWorker } from "./_worker_registry.ts";
 import { threadAlive, waitForThreadsToExit } from "./_threads.ts";
 import { Watchdog } from "./_watchdog.ts";
-import { checkFaultInjection, type FaultInjection } from "./fault_injection.ts";
 import {
   assembleRun,
   checkRunOptions,
@@ -36,50 +44,6 @@ import {
   type FromWorker,
   type ToWorker,
 } from "./_protocol.ts";
-
-/** Which executor the workers build. */
-export interface ExecutorChoice {
-  /** URL of a module that exports `createStageExecutor` (a `StageExecutorFactory`). */
-  readonly module: string | URL;
-  /**
-   * Passed (structured-cloned) to the factory as `init.options`; a function
-   * is called on the main thread with each rank to give that rank its own
-   * options (e.g. only its chunks' weights).
-   */
-  readonly options?: unknown;
-}
-
-/** Options of {@linkcode WorkerRankGroup.create}. */
-export interface WorkerRankGroupOptions {
-  /** The schedule every run follows (validated before any worker starts). */
-  readonly schedule: Schedule;
-  /** Executor of every rank. */
-  readonly executor: ExecutorChoice;
-  /** How often each worker sends a heartbeat, ms (default 200). */
-  readonly heartbeatIntervalMs?: number;
-  /**
-   * A rank silent this long (ms) once the group is ready is declared hung
-   * (default 5000). Heartbeats come from the worker's event loop, so a
-   * rank inside an action or step (per the status board) that holds its
-   * thread in synchronous compute is silent too: it is not declared hung
-   * while its thread is seen using CPU time (Linux /proc), or at all where
-   * that cannot be seen. A thread blocked without using CPU (a deadlocked
-   * wait) is hung; compute that never ends is left to `stallTimeoutMs`.
-   */
-  readonly heartbeatTimeoutMs?: number;
-  /**
-   * During a run, no action starting on any rank for this long (ms) is a
-   * stall: a hang that keeps the event loop (and so the heartbeat) alive,
-   * e.g. a promise that never settles (default 60 000).
-   */
-  readonly stallTimeoutMs?: number;
-  /** Time allowed for the workers to load and meet (ms, default 30 000). */
-  readonly startupTimeoutMs?: number;
-  /** A fault to inject (tests), checked before any worker starts. */
-  readonly fault?: FaultInjection;
-  /** Post-validation of optimizer steps (see `RankRunOptions.validateSteps`; default "off"). */
-  readonly validateSteps?: "off" | "skip" | "stop";
-}
 
 interface PendingRun {
   readonly firstIteration: number;
@@ -102,56 +66,6 @@ const THREAD_EXIT_TIMEOUT_MS = 2000;
 const UNWATCHED_TEARDOWN_GRACE_MS = 200;
 
 const WORKER_URL = new URL("./stage_worker.ts", import.meta.url).href;
-
-function positive(value: unknown, what: string, fallback: number): number {
-  const v = value ?? fallback;
-  if (typeof v !== "number" || !(v > 0) || !Number.isFinite(v)) {
-    throw new RangeError(`${what} must be a positive finite number of ms, got ${value}`);
-  }
-  return v;
-}
-
-/** The timeouts of a worker group, checked and with defaults. */
-export interface WorkerGroupTimeouts {
-  readonly heartbeatIntervalMs: number;
-  readonly heartbeatTimeoutMs: number;
-  readonly stallTimeoutMs: number;
-  readonly startupTimeoutMs: number;
-}
-
-/**
- * Checks a worker group's options before any worker starts (the schedule,
- * the executor choice, the timeouts, the fault, the validation mode) and
- * returns its timeouts.
- */
-export function checkWorkerGroupOptions(options: WorkerRankGroupOptions): WorkerGroupTimeouts {
-  if (options === null || typeof options !== "object") {
-    throw new TypeError(`options must be an object { schedule, executor, ... }, got ${options}`);
-  }
-  validateSchedule(options.schedule);
-  const ex = options.executor;
-  if (ex === null || typeof ex !== "object" || ex.module === undefined) {
-    throw new TypeError(
-      `executor must be an object { module, options } naming the executor module's URL, got ${
-        ex === null || typeof ex !== "object" ? String(ex) : "no module"
-      }`,
-    );
-  }
-  const t = {
-    heartbeatIntervalMs: positive(options.heartbeatIntervalMs, "heartbeatIntervalMs", 200),
-    heartbeatTimeoutMs: positive(options.heartbeatTimeoutMs, "heartbeatTimeoutMs", 5000),
-    stallTimeoutMs: positive(options.stallTimeoutMs, "stallTimeoutMs", 60_000),
-    startupTimeoutMs: positive(options.startupTimeoutMs, "startupTimeoutMs", 30_000),
-  };
-  if (t.heartbeatTimeoutMs <= t.heartbeatIntervalMs) {
-    throw new RangeError(
-      `heartbeatTimeoutMs (${t.heartbeatTimeoutMs}) must exceed heartbeatIntervalMs (${t.heartbeatIntervalMs})`,
-    );
-  }
-  if (options.fault !== undefined) checkFaultInjection(options.fault, "fault");
-  checkValidateSteps(options.validateSteps);
-  return t;
-}
 
 /**
  * Workers currently alive (started by a worker group and not yet
@@ -238,6 +152,7 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> implements RankGroup<C
   #stuck: number[] = [];
   #shutdownDone: Promise<void> = Promise.resolve();
   #disposeWait: (() => void) | null = null;
+  #holds = 0;
 
   private constructor(options: WorkerRankGroupOptions) {
     const schedule = options.schedule;
@@ -301,6 +216,8 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> implements RankGroup<C
     }
     // Answers go once every rank has said hello on the control plane.
     void this.#control.rendezvous();
+    // The workers keep the process alive only while something waits on them.
+    this.#hold(this.#started);
     this.#startupTimer = setTimeout(() => {
       const heard = this.#control.ranksHeard;
       this.#fail(
@@ -316,6 +233,32 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> implements RankGroup<C
       const failure = this.#watchdog.check(performance.now(), this.#run !== null);
       if (failure !== null) this.#fail(failure);
     }, watchMs);
+    // Held workers keep the process alive while these matter.
+    Deno.unrefTimer(this.#startupTimer as unknown as number);
+    Deno.unrefTimer(this.#watchTimer as unknown as number);
+  }
+
+  /**
+   * Refs the workers and the control channel until `pending` settles: a
+   * group keeps the process alive only while a startup, run, call or
+   * dispose is pending, so that a script that never disposes still exits.
+   */
+  #hold<T>(pending: Promise<T>): Promise<T> {
+    if (this.#holds++ === 0) this.#setRef(true);
+    const release = () => {
+      if (--this.#holds === 0) this.#setRef(false);
+    };
+    pending.then(release, release);
+    return pending;
+  }
+
+  #setRef(on: boolean): void {
+    for (const w of this.#workers) {
+      if (on) w.ref();
+      else w.unref();
+    }
+    if (on) this.#control.ref();
+    else this.#control.unref();
   }
 
   /** Number of ranks (workers). */
@@ -354,27 +297,29 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> implements RankGroup<C
     const id = this.#nextId++;
     const firstIteration = this.#nextIteration;
     this.#nextIteration += checked.iterations;
-    return new Promise<RankGroupRunResult>((resolve, reject) => {
-      this.#run = {
-        firstIteration,
-        done: new Array(this.ranks).fill(undefined),
-        count: 0,
-        resolve,
-        reject,
-      };
-      this.#watchdog.runStarted(performance.now());
-      this.#workers.forEach((w, r) => {
-        const msg: ToWorker = {
-          type: "run",
-          id,
+    return this.#hold(
+      new Promise<RankGroupRunResult>((resolve, reject) => {
+        this.#run = {
           firstIteration,
-          iterations: checked.iterations,
-          payloads: checked.payloads(r),
-          forwardOnly: checked.forwardOnly,
+          done: new Array(this.ranks).fill(undefined),
+          count: 0,
+          resolve,
+          reject,
         };
-        w.worker.postMessage(msg);
-      });
-    });
+        this.#watchdog.runStarted(performance.now());
+        this.#workers.forEach((w, r) => {
+          const msg: ToWorker = {
+            type: "run",
+            id,
+            firstIteration,
+            iterations: checked.iterations,
+            payloads: checked.payloads(r),
+            forwardOnly: checked.forwardOnly,
+          };
+          w.worker.postMessage(msg);
+        });
+      }),
+    );
   }
 
   /** Sends `method` to rank `rank`'s executor (see {@linkcode RankGroup.call}). */
@@ -389,25 +334,33 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> implements RankGroup<C
     const unusable = this.#unusable();
     if (unusable !== null) return Promise.reject(unusable);
     const id = this.#nextId++;
-    return new Promise<C[K]["result"]>((resolve, reject) => {
-      this.#calls.set(id, { method, resolve: resolve as (v: unknown) => void, reject });
-      const msg: ToWorker = { type: "call", id, method, args };
-      this.#workers[rank].worker.postMessage(msg);
-    });
+    return this.#hold(
+      new Promise<C[K]["result"]>((resolve, reject) => {
+        this.#calls.set(id, { method, resolve: resolve as (v: unknown) => void, reject });
+        const msg: ToWorker = { type: "call", id, method, args };
+        this.#workers[rank].worker.postMessage(msg);
+      }),
+    );
   }
 
   /**
    * Ends every worker: asks each to dispose its executor (up to `graceMs`,
    * default 2000), terminates all of them and (where the OS tells: Linux,
    * with read access to /proc) waits for their threads to exit. Idempotent;
-   * pending runs and calls reject. Rejects, naming the ranks, when a worker
-   * thread could not be ended (see {@linkcode WorkerRankGroup.stuckRanks}).
+   * pending runs and calls reject.
    */
   async dispose(graceMs = 2000): Promise<void> {
-    if (this.#closed) {
-      await this.#shutdownDone;
-      return this.#throwIfStuck();
+    if (this.#closed) return await this.#shutdownDone;
+    let release!: () => void;
+    this.#hold(new Promise<void>((resolve) => release = resolve));
+    try {
+      await this.#dispose(graceMs);
+    } finally {
+      release();
     }
+  }
+
+  async #dispose(graceMs: number): Promise<void> {
     this.#closed = true;
     clearTimeout(this.#startupTimer);
     clearInterval(this.#watchTimer);
@@ -425,29 +378,16 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> implements RankGroup<C
     }
     this.#shutdownDone = this.#shutdown(new Error("the worker rank group was disposed"));
     await this.#shutdownDone;
-    this.#throwIfStuck();
   }
 
   /**
    * Ranks whose worker thread outlived the group's end (a synchronous loop
-   * or a blocking wait in their code, which Deno cannot stop); empty where
-   * every thread ended or threads cannot be watched.
+   * or a blocking wait in their code, which Deno cannot stop): such a
+   * thread runs on until the process exits, which it no longer prevents.
+   * Empty where every thread ended or threads cannot be watched.
    */
   get stuckRanks(): readonly number[] {
     return this.#stuck;
-  }
-
-  #throwIfStuck(): void {
-    if (this.#stuck.length === 0) return;
-    const which = this.#stuck.length === 1
-      ? `rank ${this.#stuck[0]}'s worker thread`
-      : `the worker threads of ranks ${this.#stuck.join(", ")}`;
-    throw new Error(
-      `${which} could not be ended: its code holds the thread (a synchronous loop or a ` +
-        "blocking wait), which Deno cannot stop, so this process will not exit by itself. " +
-        'End it with Deno.exit(), or run the ranks in a subprocess (rankGroup: "subprocess"), ' +
-        "which can always be ended.",
-    );
   }
 
   #unusable(): Error | null {
@@ -554,15 +494,24 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> implements RankGroup<C
     // WebGPU device, Mesa's EGL display) on its own thread; a process that
     // exits meanwhile can crash (heap corruption, EGL BadDisplay), so the
     // group is done only once those threads are gone.
-    const watched = this.#threads.length === this.#workers.length &&
-      await waitForThreadsToExit(this.#threads, THREAD_EXIT_TIMEOUT_MS);
-    // A thread held by a synchronous loop or a blocking wait in user code
-    // survives terminate(): name its rank.
-    this.#stuck = this.#threadOf.flatMap((t, r) => t !== undefined && threadAlive(t) ? [r] : []);
-    // Without /proc (other systems, or no read permission) the threads cannot
-    // be watched: a fixed grace covers the measured ~50 ms teardown instead.
-    if (!watched && this.#workers.length > 0) {
+    const watched = await waitForThreadsToExit(this.#threads, THREAD_EXIT_TIMEOUT_MS);
+    // Without /proc (other systems, or no read permission), or for workers
+    // that never said which thread they run on, a fixed grace covers the
+    // measured ~50 ms teardown instead.
+    if ((!watched || this.#threads.length < this.#workers.length) && this.#workers.length > 0) {
       await new Promise((resolve) => setTimeout(resolve, UNWATCHED_TEARDOWN_GRACE_MS));
+    }
+    // A thread held by a synchronous loop or a blocking wait in user code
+    // survives terminate(): the failure names its rank.
+    this.#stuck = this.#threadOf.flatMap((t, r) => t !== undefined && threadAlive(t) ? [r] : []);
+    if (this.#stuck.length > 0 && error === this.#failure) {
+      error.message += `; ${
+        this.#stuck.length === 1
+          ? `rank ${this.#stuck[0]}'s worker thread`
+          : `the worker threads of ranks ${this.#stuck.join(", ")}`
+      } could not be ended (its code holds the thread in a loop or a blocking wait, which ` +
+        "Deno cannot stop): it runs on until this process exits, which it does not prevent; " +
+        'ranks in a subprocess (rankGroup: "subprocess") are ended at once';
     }
     this.#startReject(error);
     this.#started.catch(() => {});

@@ -1,0 +1,186 @@
+/**
+ * A pipeline-parallel model's training checkpoint: every rank's share
+ * (its stages' weights and optimizer state) gathered into one file in the
+ * single-device layout (`@conveyor/core`'s training checkpoint format), and
+ * a file checked against the whole model on the main thread before any
+ * rank loads its share, so that a refused file changes nothing. Nothing in
+ * the file depends on placement: it loads into any rank count, schedule,
+ * or the single-device model (`loadTrainingCheckpoint`).
+ *
+ * @module
+ */
+
+import { parseSafetensors } from "../../nn/safetensors.ts";
+import { createOptimizer, type OptimizerSpec } from "../../nn/optimizer_spec.ts";
+import {
+  checkCheckpointFits,
+  encodeTrainingCheckpoint,
+  parseTrainingCheckpoint,
+  type TrainingCheckpoint,
+} from "../../nn/training_checkpoint.ts";
+import type { RankGroup } from "../runtime/rank_group.ts";
+import type { ModelStageCalls } from "./stage_calls.ts";
+
+/** Options of `PipelineParallelModel.saveCheckpoint`. */
+export interface SaveCheckpointOptions {
+  /**
+   * Whatever the data order needs to continue (strings; e.g. a batch
+   * `Rng`'s `JSON.stringify(rng.state())`), stored as the `data` metadata
+   * and given back by `loadCheckpoint` / `resumedFrom`.
+   */
+  readonly data?: Readonly<Record<string, string>>;
+}
+
+/** A model parameter: name and shape. */
+export interface ModelParameter {
+  readonly name: string;
+  readonly shape: readonly number[];
+}
+
+/** The bytes of `source`: a path or file URL is read, bytes are taken as they are. */
+export async function readCheckpointSource(
+  source: string | URL | Uint8Array,
+  where: string,
+): Promise<Uint8Array> {
+  if (source instanceof Uint8Array) return source;
+  if (typeof source === "string" ? source === "" : !(source instanceof URL)) {
+    throw new TypeError(
+      `${where} must be a path, a file URL or the checkpoint's bytes (Uint8Array), got ${
+        source === "" ? "an empty string" : String(source)
+      }`,
+    );
+  }
+  try {
+    return await Deno.readFile(source);
+  } catch (e) {
+    throw new Error(`${where}: cannot read ${String(source)}: ${(e as Error).message}`, {
+      cause: e,
+    });
+  }
+}
+
+/** Parses `bytes` and checks them against the whole model (see `checkCheckpointFits`). */
+export function checkModelCheckpoint(
+  bytes: Uint8Array,
+  params: readonly ModelParameter[],
+  optimizer: OptimizerSpec,
+): TrainingCheckpoint {
+  const ck = parseTrainingCheckpoint(bytes);
+  const probe = createOptimizer(optimizer, []);
+  probe.dispose();
+  checkCheckpointFits(ck, params, { kind: probe.kind, stateSlots: probe.stateSlots });
+  return ck;
+}
+
+/**
+ * Gathers every rank's share into one checkpoint: tensors in the model's
+ * parameter order (the single-device writer's order, so the same state
+ * gives the same bytes), metadata from `optimizer` (its full description)
+ * and `options.data`.
+ */
+export async function gatherCheckpoint(
+  ranks: RankGroup<ModelStageCalls>,
+  params: readonly ModelParameter[],
+  optimizer: OptimizerSpec,
+  options: SaveCheckpointOptions | undefined,
+): Promise<Uint8Array> {
+  const parts = await Promise.all(
+    Array.from({ length: ranks.ranks }, (_, r) => ranks.call(r, "saveState", null)),
+  );
+  const tensors = new Map<string, Float32Array>();
+  let step: number | undefined, override: string | undefined;
+  parts.forEach((bytes, r) => {
+    const f = parseSafetensors(bytes);
+    if (
+      step !== undefined &&
+      (String(step) !== f.metadata.step || override !== f.metadata.lr_override)
+    ) {
+      throw new Error(
+        `rank ${r} is at step ${f.metadata.step}, rank 0 at ${step}: the ranks disagree`,
+      );
+    }
+    step = Number(f.metadata.step);
+    override = f.metadata.lr_override;
+    for (const [name, e] of f.tensors) tensors.set(name, e.data);
+  });
+  const probe = createOptimizer(optimizer, []);
+  probe.dispose();
+  const slots = new Map<string, Float32Array[]>();
+  for (const { name } of params) {
+    const s = probe.stateSlots.map((slot) => tensors.get(`optim.${name}.${slot}`));
+    if (s.length > 0 && s.every((d) => d !== undefined)) slots.set(name, s as Float32Array[]);
+  }
+  return encodeTrainingCheckpoint({
+    step: step ?? 0,
+    optimizer: probe.spec() as unknown as OptimizerSpec,
+    lrOverride: override === undefined ? null : Number(JSON.parse(override)),
+    ...(options?.data === undefined ? {} : { data: options.data }),
+    weights: params.map(({ name, shape }) => {
+      const data = tensors.get(`model.${name}`);
+      if (data === undefined) throw new Error(`no rank returned parameter ${name}`);
+      return { name, shape, data };
+    }),
+    slots,
+  });
+}
+
+/**
+ * Checks a whole-model weights file against the model: every parameter
+ * present with its shape, no tensor the model lacks (RangeError naming it).
+ */
+export function checkWeightsFile(bytes: Uint8Array, params: readonly ModelParameter[]): void {
+  const file = parseSafetensors(bytes);
+  const wanted = new Set<string>();
+  for (const { name, shape } of params) {
+    wanted.add(name);
+    const e = file.tensors.get(name);
+    if (e === undefined) {
+      throw new RangeError(`safetensors: the file has no tensor ${name} (shape [${shape}])`);
+    }
+    if (e.shape.length !== shape.length || e.shape.some((d, i) => d !== shape[i])) {
+      throw new RangeError(
+        `safetensors: tensor ${name} has shape [${e.shape}], the model needs [${shape}]`,
+      );
+    }
+  }
+  for (const name of file.tensors.keys()) {
+    if (!wanted.has(name)) {
+      throw new RangeError(`safetensors: the file has tensor ${name}, which the model lacks`);
+    }
+  }
+}
+
+/** Checks `options` of `saveCheckpoint` (TypeError naming the value). */
+export function checkSaveOptions(options: SaveCheckpointOptions | undefined): void {
+  if (options === undefined) return;
+  if (options === null || typeof options !== "object") {
+    throw new TypeError(`options must be an object { data }, got ${String(options)}`);
+  }
+  const d = options.data;
+  if (d === undefined) return;
+  if (d === null || typeof d !== "object" || Array.isArray(d)) {
+    throw new TypeError(`options.data must be an object of strings, got ${JSON.stringify(d)}`);
+  }
+  for (const [k, v] of Object.entries(d)) {
+    if (typeof v !== "string") {
+      throw new TypeError(`options.data.${k} must be a string, got ${typeof v}`);
+    }
+  }
+}
+
+/**
+ * Writes `bytes` to `path` through a temporary file in the same folder and
+ * a rename, so that a crash mid-write never leaves a torn checkpoint where
+ * the previous one was.
+ */
+export async function writeFileAtomically(path: string | URL, bytes: Uint8Array): Promise<void> {
+  const target = path instanceof URL ? path.pathname : path;
+  const tmp = `${target}.tmp-${crypto.randomUUID().slice(0, 8)}`;
+  try {
+    await Deno.writeFile(tmp, bytes);
+    await Deno.rename(tmp, target);
+  } catch (e) {
+    await Deno.remove(tmp).catch(() => {});
+    throw e;
+  }
+}

@@ -1,0 +1,243 @@
+import assert from "node:assert/strict";
+import { summarizeTimeline } from "../../../src/pipeline/analysis/timeline_summary.ts";
+import type { OptimizerSpec } from "../../../src/nn/optimizer_spec.ts";
+import { lrAt, type LrScheduleSpec } from "../../../src/nn/lr_schedule.ts";
+import {
+  PipelineParallelModel,
+  type PipelineParallelModelOptions,
+  type StepResult,
+  type TrainingBatch,
+} from "../../../src/pipeline/model/pipeline_parallel_model.ts";
+import { liveWorkerCount } from "../../../src/pipeline/runtime/worker_rank_group.ts";
+import { gpt, tokenBatches } from "./_reference_training.ts";
+
+const STEPS = 6;
+const batches = tokenBatches(STEPS, 8, 21);
+const SCHEDULE: LrScheduleSpec = {
+  kind: "warmup-cosine",
+  warmupSteps: 2,
+  decaySteps: 4,
+  startFactor: 0.25,
+};
+const SPEC: OptimizerSpec = { kind: "adamw", lr: 1e-2, lrSchedule: SCHEDULE };
+
+async function build(options: Partial<PipelineParallelModelOptions> = {}) {
+  const net = gpt();
+  try {
+    return await PipelineParallelModel.create({
+      model: net,
+      schedule: "zb-h1",
+      ranks: 2,
+      microBatches: 4,
+      optimizer: SPEC,
+      loss: "cross-entropy",
+      backend: "cpu",
+      workers: false,
+      ...options,
+    } as PipelineParallelModelOptions);
+  } finally {
+    net.dispose();
+  }
+}
+
+function* syncSource(list: readonly TrainingBatch[], log?: { pulled: number; returned: boolean }) {
+  try {
+    for (const b of list) {
+      if (log) log.pulled++;
+      yield b;
+    }
+  } finally {
+    if (log) log.returned = true;
+  }
+}
+
+async function* asyncSource(
+  list: readonly TrainingBatch[],
+  log?: { pulled: number; returned: boolean },
+) {
+  try {
+    for (const b of list) {
+      await new Promise((r) => setTimeout(r, 1)); // a loader that takes time
+      if (log) log.pulled++;
+      yield b;
+    }
+  } finally {
+    if (log) log.returned = true;
+  }
+}
+
+const reference = await (async () => {
+  await using m = await build();
+  const r = await m.train(batches);
+  return { bytes: await m.checkpointBytes(), losses: r.steps.map((s) => s.loss) };
+})();
+
+Deno.test("train: an array, an iterable and an async iterable, in any window, give the same steps bit for bit; lr follows the schedule", async () => {
+  const sources: [string, () => Iterable<TrainingBatch> | AsyncIterable<TrainingBatch>, number?][] =
+    [
+      ["array, window 1", () => batches, 1],
+      ["array, window 4", () => batches, 4],
+      ["iterable (default window)", () => syncSource(batches)],
+      ["iterable, window 5", () => syncSource(batches), 5],
+      ["async iterable (default window)", () => asyncSource(batches)],
+      ["async iterable, window 1", () => asyncSource(batches), 1],
+    ];
+  for (const [label, source, window] of sources) {
+    await using m = await build();
+    const r = await m.train(source(), window === undefined ? {} : { window });
+    assert.deepEqual(r.steps.map((s) => s.step), [0, 1, 2, 3, 4, 5], label);
+    assert.deepEqual(r.steps.map((s) => s.loss), reference.losses, `${label}: losses`);
+    assert.deepEqual(
+      r.steps.map((s) => s.lr),
+      [0, 1, 2, 3, 4, 5].map((t): number => lrAt(SCHEDULE, 1e-2, t)),
+      `${label}: lr`,
+    );
+    assert.deepEqual(await m.checkpointBytes(), reference.bytes, `${label}: state`);
+    assert.equal(r.aborted, false);
+  }
+});
+
+Deno.test("train: onStep gets every StepResult in order (awaited), batches are pulled as needed (at most one window ahead), and the model may be used from onStep", async () => {
+  for (const kind of ["sync", "async"] as const) {
+    const log = { pulled: 0, returned: false };
+    const seen: StepResult[] = [];
+    const ahead: number[] = [];
+    await using m = await build();
+    const evals: number[] = [];
+    const r = await m.train(
+      kind === "sync" ? syncSource(batches, log) : asyncSource(batches, log),
+      {
+        window: 2,
+        onStep: async (s) => {
+          await new Promise((res) => setTimeout(res, 1));
+          seen.push(s);
+          // Steps run so far: up to the end of the window holding s (window 2).
+          ahead.push(log.pulled - Math.ceil((s.step + 1) / 2) * 2);
+          // Evaluate at window ends: the model stands exactly after step s.
+          if (s.step % 2 === 1) evals.push((await m.evaluate(batches[0])).loss);
+        },
+      },
+    );
+    assert.deepEqual(seen, r.steps, `${kind}: onStep saw each result`);
+    for (const s of seen) {
+      assert.ok(Number.isFinite(s.loss) && s.lr > 0 && s.bubble >= 0 && s.bubble < 1);
+      assert.ok(s.makespanMs > 0 && s.busyMs.length === 2);
+    }
+    assert.ok(Math.max(...ahead) <= 2, `${kind}: pulled at most a window ahead (${ahead})`);
+    if (kind === "sync") {
+      assert.deepEqual(ahead, [0, 0, 0, 0, 0, 0], "sync: pulled window by window");
+    }
+    assert.equal(evals.length, 3);
+    assert.ok(evals[2] < evals[0], "evaluations inside onStep see training progress");
+    assert.equal(log.pulled, STEPS);
+  }
+});
+
+Deno.test("train: an AbortSignal stops after the current window; the call resolves with the steps done, the source is closed, the model stays usable", async () => {
+  await using m = await build();
+  const controller = new AbortController();
+  const log = { pulled: 0, returned: false };
+  const r = await m.train(asyncSource(batches, log), {
+    window: 1,
+    signal: controller.signal,
+    onStep: (s) => {
+      if (s.step === 2) controller.abort();
+    },
+  });
+  assert.equal(r.aborted, true);
+  assert.deepEqual(r.steps.map((s) => s.step), [0, 1, 2]);
+  assert.ok(log.returned, "the generator's finally ran");
+  assert.equal(m.stepCount, 3);
+  // Usable: the rest continues exactly as the uninterrupted run.
+  const rest = await m.train(batches.slice(3));
+  assert.deepEqual(rest.steps.map((s) => s.loss), reference.losses.slice(3));
+  assert.deepEqual(await m.checkpointBytes(), reference.bytes);
+  // Aborted before the start: nothing runs.
+  const none = await m.train(batches, { signal: AbortSignal.abort() });
+  assert.deepEqual([none.steps.length, none.aborted, m.stepCount], [0, true, 6]);
+  // An array with a signal aborting mid-call, in windows of 2.
+  const c2 = new AbortController();
+  const part = await m.train(batches, {
+    window: 2,
+    signal: c2.signal,
+    onStep: () => c2.abort(),
+  });
+  assert.deepEqual([part.steps.length, part.aborted], [2, true]);
+});
+
+Deno.test("train: a bad batch mid-stream, a failing source or onStep reject with their error after the steps before them; the model stays usable", async () => {
+  await using m = await build();
+  const bad = [...batches.slice(0, 3), { ...batches[3], targets: new Float32Array(3) }];
+  await assert.rejects(
+    () => m.train(syncSource(bad), { window: 1 }),
+    (e: Error) =>
+      e instanceof RangeError && /^batches\[3\]\.targets must be a Float32Array/.test(e.message),
+  );
+  assert.equal(m.stepCount, 3, "the three good steps ran");
+  async function* failing() {
+    yield batches[3];
+    throw new Error("disk gone");
+  }
+  await assert.rejects(() => m.train(failing(), { window: 1 }), /disk gone/);
+  assert.equal(m.stepCount, 4);
+  await assert.rejects(() =>
+    m.train([batches[4]], {
+      onStep: () => {
+        throw new Error("logger broke");
+      },
+    }), /logger broke/);
+  assert.equal(m.stepCount, 5);
+  await assert.rejects(
+    () => m.train([batches[5]], { onStep: async () => void await m.train([batches[5]]) }),
+    /already training: train\(\) cannot nest/,
+  );
+  assert.equal(m.stepCount, 6);
+  assert.deepEqual(await m.checkpointBytes(), reference.bytes, "the same six batches were trained");
+  // An array with a bad batch runs nothing.
+  await assert.rejects(() => m.train([batches[0], bad[3]]), /^RangeError: batches\[1\]\.targets/);
+  assert.equal(m.stepCount, 6);
+});
+
+Deno.test("train: bad arguments are refused with the value and the rule", async () => {
+  await using m = await build();
+  const cases: [unknown, unknown, RegExp][] = [
+    [
+      42,
+      undefined,
+      /batches must be an array, an iterable or an async iterable of batches, got number/,
+    ],
+    [[], undefined, /batches must be a non-empty array of batches, got an empty array/],
+    [batches, { window: 0 }, /window must be a positive integer, got 0/],
+    [batches, { signal: {} }, /signal must be an AbortSignal/],
+    [batches, { onStep: 3 }, /onStep must be a function/],
+    [batches, null, /train options must be an object/],
+  ];
+  for (const [b, o, re] of cases) {
+    await assert.rejects(() => m.train(b as never, o as never), re);
+  }
+  assert.equal(m.stepCount, 0);
+});
+
+Deno.test("train: steadyStateBubble comes from the median period over the call's steps (as the benches), across windows on one clock", async () => {
+  for (const workers of [false, true]) {
+    await using m = await build({ workers });
+    const r = await m.train(syncSource(tokenBatches(8, 8, 3)), { window: 3 });
+    const ev = r.events;
+    assert.equal(ev.length, r.steps.reduce((a, s) => a + s.events.length, 0));
+    for (let i = 1; i < ev.length; i++) {
+      assert.ok(ev[i].start >= ev[i - 1].start, "one clock, sorted");
+    }
+    // Windows follow one another: each step's events start after the previous window's end.
+    const end = (k: number) => Math.max(...r.steps[k].events.map((e) => e.end));
+    const start = (k: number) => Math.min(...r.steps[k].events.map((e) => e.start));
+    assert.ok(start(3) >= end(2) && start(6) >= end(5), "windows in order on the call's clock");
+    const want = summarizeTimeline(ev, 2, { steadyFrom: 1 });
+    assert.equal(r.steadyStateBubble, want.steadyStateBubble);
+    assert.equal(r.makespanMs, want.makespan);
+    assert.equal(r.bubble, want.bubbleFraction);
+    // Not the last period alone (unless the median happens to be it).
+    const last = summarizeTimeline(ev, 2);
+    assert.ok(want.period! > 0 && last.period! > 0);
+  }
+  assert.equal(liveWorkerCount(), 0);
+});
