@@ -9,6 +9,7 @@
  */
 
 import { keep } from "../tensor/tidy.ts";
+import * as ops from "../tensor/ops.ts";
 import type { Tensor } from "../tensor/mod.ts";
 import type { Parameter } from "./layer.ts";
 import {
@@ -21,6 +22,18 @@ import {
   zeroGroups,
 } from "./optimizer.ts";
 import { checkLrSchedule, lrAtChecked, type LrScheduleSpec } from "./lr_schedule.ts";
+
+/** What {@linkcode OptimizerBase.snapshot} keeps (on the parameters' backends). */
+export interface OptimizerSnapshot {
+  /** The step count. */
+  readonly step: number;
+  /** Every parameter's value, in the optimizer's parameter order. */
+  readonly values: readonly Tensor[];
+  /** Every state slot, per parameter value tensor. */
+  readonly slots: ReadonlyMap<Tensor, readonly Tensor[]>;
+  /** Releases the copies. Idempotent. */
+  dispose(): void;
+}
 
 /**
  * An optimizer's state as plain data: enough, with the parameters' values,
@@ -208,6 +221,56 @@ export abstract class OptimizerBase implements Optimizer {
   dispose(): void {
     for (const slots of this.#slots.values()) for (const t of slots) t.dispose();
     this.#slots.clear();
+  }
+
+  /**
+   * A copy, on the parameters' own backends, of everything a step changes:
+   * every parameter's value, every state slot and the step count, for an
+   * exact {@linkcode OptimizerBase.restore} (a step found wrong after the
+   * fact is undone bit for bit). No read-back; it holds a second copy of
+   * the parameters and state until disposed.
+   */
+  snapshot(): OptimizerSnapshot {
+    const values = this.#params().map((p) => keep(ops.copy(p.value)));
+    const slots = new Map<Tensor, Tensor[]>();
+    for (const [t, ss] of this.#slots) slots.set(t, ss.map((x) => keep(ops.copy(x))));
+    let disposed = false;
+    return {
+      step: this.#step,
+      values,
+      slots,
+      dispose: () => {
+        if (disposed) return;
+        disposed = true;
+        for (const v of values) v.dispose();
+        for (const ss of slots.values()) for (const t of ss) t.dispose();
+      },
+    };
+  }
+
+  /**
+   * Puts back what `snap` copied: parameter values, state slots (a slot
+   * created since, at a first step, is released: there was none before) and
+   * the step count. The snapshot stays usable until disposed.
+   */
+  restore(snap: OptimizerSnapshot): void {
+    const params = this.#params();
+    if (snap.values.length !== params.length) {
+      throw new RangeError(
+        `${this.#where}: a snapshot of ${snap.values.length} parameters cannot restore ${params.length}`,
+      );
+    }
+    params.forEach((p, i) => ops.copyInPlace(p.value, snap.values[i]));
+    for (const [t, ss] of this.#slots) {
+      const saved = snap.slots.get(t);
+      if (saved === undefined) {
+        for (const x of ss) x.dispose();
+        this.#slots.delete(t);
+      } else {
+        ss.forEach((x, i) => ops.copyInPlace(x, saved[i]));
+      }
+    }
+    this.#step = snap.step;
   }
 
   /** The state as plain data (reads every slot back from its backend). */

@@ -64,11 +64,13 @@ export type { PipelineParallelModelOptions } from "./model/options.ts";
 export type { TrainingBatch } from "./model/batch.ts";
 export type {
   EvaluateResult,
+  NonFiniteReport,
   ParameterStats,
   Prediction,
   StepResult,
   TrainResult,
 } from "./model/results.ts";
+export { NonFiniteStepError } from "./model/results.ts";
 export type { BatchSource, TrainOptions } from "./model/train_loop.ts";
 export { DEFAULT_STREAM_WINDOW } from "./model/train_loop.ts";
 export type { SaveCheckpointOptions } from "./model/checkpoint_file.ts";

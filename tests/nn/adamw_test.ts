@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
 import { CpuBackend } from "../../src/tensor/cpu/backend.ts";
 import { AdamW } from "../../src/nn/adamw.ts";
+import { Linear } from "../../src/nn/linear.ts";
+import * as ops from "../../src/tensor/ops.ts";
 import { assertThrowsWith } from "../tensor/_helpers.ts";
 import { label, testBackends } from "../tensor/_backends.ts";
 import { assertNear } from "./_layer_checks.ts";
@@ -76,4 +78,31 @@ Deno.test("AdamW: bad hyper-parameters are refused with the values", () => {
     "Infinity",
   ]);
   assertThrowsWith(() => new AdamW("x" as never), TypeError, ["params must be an array"]);
+});
+
+Deno.test("AdamW snapshot/restore: a step undone is bit for bit as before it, the first step's moments released", async () => {
+  const be = new CpuBackend();
+  const lin = new Linear(be, 3, 2, { seed: 4 });
+  const opt = new AdamW(lin.parameters(), { lr: 0.1 });
+  const grads = () => lin.parameters().forEach((p) => ops.fillInPlace(p.grad, 0.5));
+  const values = async () => Promise.all(lin.parameters().map((p) => p.value.toArray()));
+  for (let round = 0; round < 2; round++) {
+    grads();
+    const before = await values();
+    const stateBefore = await opt.saveState();
+    const live = be.memory.liveBytes;
+    const snap = opt.snapshot();
+    opt.step();
+    assert.notDeepEqual(await values(), before);
+    opt.restore(snap);
+    snap.dispose();
+    assert.deepEqual(await values(), before);
+    assert.equal(opt.stepCount, stateBefore.step);
+    assert.deepEqual(await opt.saveState(), stateBefore);
+    // At the first step the moments it made are released again.
+    assert.equal(be.memory.liveBytes, live);
+    opt.step(); // now really step, so round 1 restores moments that existed
+  }
+  opt.dispose();
+  lin.dispose();
 });

@@ -46,8 +46,16 @@ export async function buildRanks(
     ...(o.checkpoint === undefined ? {} : { checkpoint: o.checkpoint }),
     ...(o.clipGradNorm === undefined ? {} : { clipGradNorm: o.clipGradNorm }),
     modules: o.modules,
+    checkSteps: o.nonFinite === "off" ? "off" : "on",
   };
-  const fault = o.faultInjection === undefined ? {} : { fault: o.faultInjection };
+  const fault = {
+    ...(o.faultInjection === undefined ? {} : { fault: o.faultInjection }),
+    validateSteps: o.nonFinite === "skip"
+      ? "skip" as const
+      : o.nonFinite === "throw"
+      ? "stop" as const
+      : "off" as const,
+  };
   let group: RankGroup<ModelStageCalls>;
   if (o.rankGroup !== "in-process") {
     const hb = timeouts.heartbeatMs;

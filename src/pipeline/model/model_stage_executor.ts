@@ -26,9 +26,9 @@
  * @module
  */
 
-import type { Backend, MatmulConfig, Shape, Tensor } from "../../tensor/mod.ts";
-import { type BackendKind, createBackend } from "../../tensor/create_backend.ts";
-import type { Layer, LayerSpec, Parameter } from "../../nn/layer.ts";
+import type { Backend, Shape, Tensor } from "../../tensor/mod.ts";
+import { createBackend } from "../../tensor/create_backend.ts";
+import type { Layer, Parameter } from "../../nn/layer.ts";
 import { layerFromSpec } from "../../nn/layer_registry.ts";
 import { Sequential } from "../../nn/sequential.ts";
 import { crossEntropyLoss, type LossResult, mseLoss } from "../../nn/losses.ts";
@@ -36,9 +36,8 @@ import type { OptimizerBase } from "../../nn/optimizer_base.ts";
 import { gradNormSquared, scaleGradsInPlace } from "../../nn/clip_grad_norm.ts";
 import { loadSafetensors, saveSafetensors } from "../../nn/safetensors.ts";
 import { formatAction } from "../schedule/action.ts";
-import type { ActivationCheckpointOptions } from "../checkpoint/checkpoint.ts";
 import { CheckpointedChunk } from "../checkpoint/checkpointed_chunk.ts";
-import { createOptimizer, type OptimizerSpec } from "../../nn/optimizer_spec.ts";
+import { createOptimizer } from "../../nn/optimizer_spec.ts";
 import type {
   CallHandlers,
   DeviceSpan,
@@ -46,109 +45,28 @@ import type {
   StageExecutor,
   StageExecutorInit,
   StageOutput,
+  StepCheck,
+  StepResultOf,
 } from "../runtime/stage_executor.ts";
 import type { ModelStageCalls } from "./stage_calls.ts";
+import {
+  checkStageOptions,
+  type ModelStageOptions,
+  type ModelStagePayload,
+  type ModelStageReport,
+} from "./stage_options.ts";
+
+export type {
+  ModelStageOptions,
+  ModelStagePayload,
+  ModelStageReport,
+  PipelineLoss,
+} from "./stage_options.ts";
+import { StepGuard } from "./_step_guard.ts";
 import type { CommBackend } from "../comm/backend.ts";
 import { allSum } from "./_norm_exchange.ts";
-import { describeValue } from "../../tensor/describe.ts";
 import { loadStageState, saveStageState, type StageState } from "./_stage_state.ts";
 import { evaluateMicroBatch } from "./_evaluation.ts";
-
-/** The losses a model stage computes on the last stage. */
-export type PipelineLoss = "cross-entropy" | "mse";
-
-/** `init.options` of the model stage executor (structured-cloneable). */
-export interface ModelStageOptions {
-  /** One spec per global stage: the chunk as a `Sequential` (names as in the whole model). */
-  readonly chunks: readonly LayerSpec[];
-  /** Backend each rank creates (default `"cpu"`). */
-  readonly backend?: BackendKind;
-  /**
-   * On WebGPU: the large-matmul variant tuned once for all ranks (e.g. on
-   * the main thread; see `WebGPUBackendOptions.tunedMatmul`), so that no
-   * worker times the candidates itself (workers have no tuning cache) and
-   * every rank runs the same kernels. Absent: each rank tunes (or hits the
-   * cache).
-   */
-  readonly tunedMatmul?: MatmulConfig;
-  /** Loss of the last stage: cross-entropy against class ids, or mean squared error. */
-  readonly loss: PipelineLoss;
-  /** Optimizer of every stage. */
-  readonly optimizer: OptimizerSpec;
-  /** Activation checkpointing of every chunk (absent: plain chunks). */
-  readonly checkpoint?: ActivationCheckpointOptions;
-  /** Clip by the global gradient norm before stepping (see the module documentation). */
-  readonly clipGradNorm?: number;
-  /** Module URLs to import before building the chunks (they register custom layers). */
-  readonly modules?: readonly string[];
-}
-
-/** What a rank needs for one iteration (`beginIteration`'s payload). */
-export interface ModelStagePayload {
-  /**
-   * The training step this iteration is (0-based over the model's life,
-   * as a single-device loop counts them): the `step` of the layers'
-   * forward context (Dropout's mask). Absent in forward-only runs.
-   */
-  readonly step?: number;
-  /** Rows (dim 0) of each micro-batch. */
-  readonly rows: readonly number[];
-  /** Rows of the whole batch's prediction (product of all dims but the last): the loss's N. */
-  readonly totalRows: number;
-  /** Per global stage: its input shape without dim 0. */
-  readonly inputTails: readonly (readonly number[])[];
-  /** The targets' shape without dim 0 (unused in forward-only runs). */
-  readonly targetTail: readonly number[];
-  /** Inputs per micro-batch (on the rank holding stage 0). */
-  readonly inputs?: readonly Float32Array[];
-  /** Targets per micro-batch (on the rank holding the last stage). */
-  readonly targets?: readonly Float32Array[];
-}
-
-/** What a rank reports at the end of each iteration. */
-export interface ModelStageReport {
-  /** The iteration. */
-  readonly iteration: number;
-  /** Sum of the micro-batch losses (the full-batch loss) on the last stage's rank, else null. */
-  readonly loss: number | null;
-  /**
-   * Peak bytes on this rank's backend above its parameters, gradients and
-   * optimizer state during the iteration (activations, kept state,
-   * temporaries), measured with `backend.memory`.
-   */
-  readonly peakActivationBytes: number;
-  /** The global gradient norm before clipping, when clipping is on. */
-  readonly gradNorm?: number;
-  /** The learning rate of the iteration's optimizer steps (training runs). */
-  readonly lr?: number;
-  /**
-   * Forward-only runs with targets (evaluation), cross-entropy, on the last
-   * stage's rank: rows whose first maximal logit is the target class.
-   */
-  readonly correct?: number;
-  /**
-   * Forward-only runs (prediction), on the last stage's rank: the model's
-   * output per micro-batch, in micro-batch order.
-   */
-  readonly outputs?: readonly { readonly data: Float32Array; readonly shape: number[] }[];
-}
-
-function checkOptions(o: ModelStageOptions, stages: readonly number[]): void {
-  if (o === null || typeof o !== "object") {
-    throw new TypeError(`model stage options must be an object, got ${describeValue(o)}`);
-  }
-  if (!Array.isArray(o.chunks)) {
-    throw new TypeError("model stage options.chunks must be an array of layer specs");
-  }
-  for (const s of stages) {
-    if (o.chunks[s] === undefined) {
-      throw new RangeError(`model stage options.chunks has no spec for stage ${s}`);
-    }
-  }
-  if (o.loss !== "cross-entropy" && o.loss !== "mse") {
-    throw new TypeError(`loss must be "cross-entropy" or "mse", got ${JSON.stringify(o.loss)}`);
-  }
-}
 
 /** The model stage of one rank (exported for in-process pipelines; workers use the factory). */
 export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
@@ -168,6 +86,12 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
   #outputs: { mb: number; shape: number[]; data: Promise<Float32Array> }[] = [];
   #plan: ModelStagePayload | null = null;
   #stepped = new Set<number>();
+  // With clipping: the shared check of the stages waiting for the rank's joint step.
+  #clipDone: {
+    check: Promise<StepCheck | undefined>;
+    resolve(c: StepCheck | undefined): void;
+  } | null = null;
+  readonly #guard: StepGuard | null;
   #gradNorm: number | undefined;
   #base: number;
   #actPeak = 0;
@@ -177,6 +101,7 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
     this.#init = init;
     this.#o = init.options as ModelStageOptions;
     this.#stages = [...init.stages];
+    this.#guard = this.#o.checkSteps === "on" ? new StepGuard() : null;
     this.backend = backend;
     try {
       for (const s of this.#stages) {
@@ -209,7 +134,7 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
    */
   static async create(init: StageExecutorInit): Promise<ModelStageExecutor> {
     const o = init.options as ModelStageOptions;
-    checkOptions(o, init.stages);
+    checkStageOptions(o, init.stages);
     for (const m of o.modules ?? []) await import(m);
     const backend = await createBackend(
       o.backend ?? "cpu",
@@ -351,37 +276,102 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
     if (this.backend.name !== "cpu") this.#startMark = this.backend.timeMark?.();
   }
 
-  async step(stage: number, iteration: number): Promise<void> {
+  async step(stage: number, iteration: number): Promise<StepResultOf> {
     this.#begin();
     const mem = this.backend.memory;
     this.#actPeak = Math.max(this.#actPeak, mem.peakBytes - this.#base);
     const act = mem.liveBytes - this.#base;
+    let result: StepResultOf;
     if (this.#o.clipGradNorm === undefined) {
-      const opt = this.#optimizers.get(stage)!;
-      opt.step();
-      this.#lr = opt.groups[0]?.lr;
-      this.#chunk(stage).zeroGrad();
+      result = this.#stepStage(stage);
     } else {
+      // Clipping steps every stage of the rank at once, after the norm
+      // exchange; each stage's step call gets the same check.
+      let done = this.#clipDone;
+      if (done === null) {
+        let resolve!: (c: StepCheck | undefined) => void;
+        done = { check: new Promise((r) => resolve = r), resolve };
+        this.#clipDone = done;
+      }
       this.#stepped.add(stage);
-      if (this.#stepped.size < this.#stages.length) return;
+      if (this.#stepped.size < this.#stages.length) {
+        return this.#guard === null ? undefined : { check: done.check.then((c) => c!) };
+      }
       this.#stepped.clear();
+      this.#clipDone = null;
       const params = this.parameters();
       const total = await allSum(this.#comm, iteration, await gradNormSquared(params));
       const norm = Math.sqrt(total);
       const max = this.#o.clipGradNorm!;
-      if (norm > max) scaleGradsInPlace(params, max / (norm + 1e-6));
+      if (norm > max && Number.isFinite(norm)) scaleGradsInPlace(params, max / (norm + 1e-6));
       this.#gradNorm = norm;
-      for (const s of this.#stages) {
-        const opt = this.#optimizers.get(s)!;
-        opt.step();
-        this.#lr = opt.groups[0]?.lr;
-        this.#chunk(s).zeroGrad();
+      const checks = this.#stages.map((s) => this.#stepStage(s));
+      const first = checks.find((c) => c !== undefined);
+      if (first === undefined) done.resolve(undefined);
+      else {
+        Promise.all(checks.map((c) => (c as { check: Promise<StepCheck> }).check)).then(
+          (cs) => done!.resolve(cs.find((c) => !c.finite) ?? { finite: true }),
+        );
       }
+      result = first === undefined ? undefined : { check: done.check.then((c) => c!) };
     }
     // The step may allocate optimizer state (moments at the first step): it
     // joins the baseline; its temporaries do not count as activations.
     this.#base = mem.liveBytes - act;
     mem.resetPeak();
+    return result;
+  }
+
+  // One stage's optimizer step (with its check when steps are checked).
+  #stepStage(stage: number): StepResultOf {
+    const opt = this.#optimizers.get(stage)!;
+    const check = this.#guard?.before(
+      stage,
+      opt,
+      this.#chunk(stage).parameters(),
+      stage === this.#init.numStages - 1 ? [...this.#losses] : null,
+    );
+    opt.step();
+    this.#lr = opt.groups[0]?.lr;
+    this.#chunk(stage).zeroGrad();
+    return check === undefined ? undefined : { check };
+  }
+
+  /** The step of `stage` in an iteration is final (see `StageExecutor.commitStep`). */
+  commitStep(stage: number): void {
+    this.#guard?.commit(stage);
+  }
+
+  /** Undoes the step of `stage` exactly (see `StageExecutor.rollbackStep`). */
+  rollbackStep(stage: number): void {
+    this.#guard?.rollback(stage, this.#optimizers.get(stage)!);
+  }
+
+  /**
+   * Drops what an abandoned attempt at `iteration` left: state kept for its
+   * backward passes, loss gradients, accumulated gradients and losses.
+   */
+  abandonIteration(iteration: number): void {
+    const prefix = `i${iteration}m`;
+    for (const s of this.#stages) {
+      const chunk = this.#chunk(s);
+      for (const k of chunk.heldKeys()) if (String(k).startsWith(prefix)) chunk.dropState(k);
+      chunk.zeroGrad();
+    }
+    for (const [id, t] of [...this.#lossGrad]) {
+      if (id.includes(`/${prefix}`)) {
+        t.dispose();
+        this.#lossGrad.delete(id);
+      }
+    }
+    for (const id of [...this.#outShape.keys()]) {
+      if (id.includes(`/${prefix}`)) this.#outShape.delete(id);
+    }
+    this.#losses = [];
+    this.#correct = [];
+    this.#outputs = [];
+    this.#stepped.clear();
+    this.#clipDone = null;
   }
 
   async endIteration(iteration: number): Promise<ModelStageReport> {
@@ -454,6 +444,7 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
   };
 
   async dispose(): Promise<void> {
+    this.#guard?.dispose();
     for (const t of this.#lossGrad.values()) t.dispose();
     this.#lossGrad.clear();
     for (const opt of this.#optimizers.values()) opt.dispose();

@@ -72,6 +72,18 @@ export interface PipelineParallelModelOptions {
   readonly stallTimeoutMs?: number;
   /** Modules every rank imports first: they register custom layers with `registerLayer`. */
   readonly modules?: readonly (string | URL)[];
+  /**
+   * What a step whose loss or gradients are not finite does (default
+   * `"skip"`): `"skip"` rolls it back on every stage (parameters and
+   * optimizer state as before it, bit for bit; the step's result says
+   * `skipped: true` and where the value appeared) and training goes on;
+   * `"throw"` rolls it back the same way and stops `train` with a
+   * `NonFiniteStepError`; `"off"` checks nothing. The check costs no barrier
+   * between steps (each stage steps at once and the verdict follows, see
+   * the README); it keeps a copy of each stage's parameters and optimizer
+   * state until the verdict.
+   */
+  readonly nonFinite?: "skip" | "throw" | "off";
   /** Failure injection (tests): see `checkFaultInjection` in `@conveyor/core/testing`. */
   readonly faultInjection?: FaultInjection;
   /**
@@ -94,6 +106,7 @@ export interface CheckedModelOptions {
   readonly clipGradNorm?: number;
   readonly modules: readonly string[];
   readonly faultInjection?: FaultInjection;
+  readonly nonFinite: "skip" | "throw" | "off";
 }
 
 function checkpointOptions(
@@ -157,6 +170,12 @@ export function checkModelOptions(o: PipelineParallelModelOptions): CheckedModel
       `clipGradNorm must be a finite positive number, got ${describeValue(o.clipGradNorm)}`,
     );
   }
+  const nonFinite = o.nonFinite ?? "skip";
+  if (nonFinite !== "skip" && nonFinite !== "throw" && nonFinite !== "off") {
+    throw new TypeError(
+      `nonFinite must be "skip", "throw" or "off", got ${JSON.stringify(o.nonFinite)}`,
+    );
+  }
   // Checked in every mode, though only worker ranks use them.
   for (const [name, v] of [["heartbeatMs", o.heartbeatMs], ["stallTimeoutMs", o.stallTimeoutMs]]) {
     if (v !== undefined && (typeof v !== "number" || !(v > 0) || !Number.isFinite(v))) {
@@ -193,5 +212,6 @@ export function checkModelOptions(o: PipelineParallelModelOptions): CheckedModel
     ...(o.clipGradNorm === undefined ? {} : { clipGradNorm: o.clipGradNorm }),
     modules: (o.modules ?? []).map((m) => String(m)),
     ...(o.faultInjection === undefined ? {} : { faultInjection: o.faultInjection }),
+    nonFinite,
   };
 }

@@ -159,6 +159,7 @@ export class PipelineParallelModel {
   readonly partition: PartitionResult;
   readonly #model: Sequential;
   readonly #optimizer: OptimizerSpec;
+  readonly #nonFinite: "skip" | "throw" | "off";
   readonly #resumedFrom: TrainingCheckpointInfo | null;
   readonly #layout: BatchLayout;
   readonly #ranks: RankGroup<ModelStageCalls>;
@@ -175,6 +176,7 @@ export class PipelineParallelModel {
       readonly model: Sequential;
       readonly loss: PipelineLoss;
       readonly optimizer: OptimizerSpec;
+      readonly nonFinite: "skip" | "throw" | "off";
     },
     schedule: Schedule,
     partition: PartitionResult,
@@ -183,6 +185,7 @@ export class PipelineParallelModel {
     resume: { readonly info: TrainingCheckpointInfo } | null,
   ) {
     this.#model = o.model;
+    this.#nonFinite = o.nonFinite;
     this.#optimizer = o.optimizer;
     this.schedule = schedule;
     this.partition = partition;
@@ -271,9 +274,11 @@ export class PipelineParallelModel {
               true,
             );
             const first = this.#nextStep;
-            this.#nextStep += plans.length;
+            // A run stopped at a non-finite step ("throw") did the steps up to it.
+            this.#nextStep += Math.min(plans.length, ...run.reports.map((r) => r.length));
             return { run, first };
           },
+          nonFinite: this.#nonFinite,
           ranks: this.ranks,
           lastRank: this.#lastRank(),
         },

@@ -34,6 +34,55 @@ export interface StepResult {
   readonly gradNorm?: number;
   /** The step's actions, times in ms from the run's start. */
   readonly events: readonly TimedEvent[];
+  /**
+   * True when a loss or gradient of the step was not finite: the step was
+   * rolled back on every stage (parameters and optimizer state as before
+   * it, bit for bit) and `nonFinite` says where it first appeared.
+   */
+  readonly skipped?: boolean;
+  /** Where a skipped step's non-finite value appeared (the lowest stage that saw one). */
+  readonly nonFinite?: NonFiniteReport;
+}
+
+/** Where a step's non-finite value appeared. */
+export interface NonFiniteReport {
+  /** The stage (the lowest whose check failed). */
+  readonly stage: number;
+  /** A loss (the last stage) or a gradient. */
+  readonly what?: "loss" | "gradient";
+  /** For a loss: the first micro-batch whose loss was not finite. */
+  readonly microBatch?: number;
+}
+
+/**
+ * A step's loss or gradients were not finite (with `nonFinite: "throw"`):
+ * the step was rolled back on every stage, the steps before it stand, none
+ * after it ran. The model stays usable.
+ *
+ * @example
+ * ```ts
+ * import { NonFiniteStepError } from "@conveyor/core";
+ * const e = new NonFiniteStepError(7, { stage: 1, what: "loss", microBatch: 2 });
+ * console.log(e.message); // "step 7 was rolled back: stage 1 found a non-finite loss in micro-batch 2"
+ * ```
+ */
+export class NonFiniteStepError extends Error {
+  /** The step (0-based over the model's life). */
+  readonly step: number;
+  /** Where the value appeared. */
+  readonly where: NonFiniteReport;
+
+  /** Builds the error for `step` at `where`. */
+  constructor(step: number, where: NonFiniteReport) {
+    super(
+      `step ${step} was rolled back: stage ${where.stage} found a non-finite ${
+        where.what ?? "value"
+      }${where.microBatch === undefined ? "" : ` in micro-batch ${where.microBatch}`}`,
+    );
+    this.name = "NonFiniteStepError";
+    this.step = step;
+    this.where = where;
+  }
 }
 
 /** What `PipelineParallelModel.train` returns. */
@@ -101,8 +150,12 @@ export function stepResults(
   lastRank: number,
   shiftMs = 0,
 ): StepResult[] {
-  return Array.from({ length: steps }, (_, i) => {
+  // A run stopped at a bad step ("throw") reports fewer iterations.
+  const done = Math.min(steps, ...run.reports.map((r) => r.length));
+  const rolled = new Map(run.rolledBack.map((r) => [r.iteration, r]));
+  return Array.from({ length: done }, (_, i) => {
     const it = run.firstIteration + i;
+    const bad = rolled.get(it);
     const events = run.events.filter((e) => e.iteration === it).map((e) =>
       shiftMs === 0 ? e : { ...e, start: e.start + shiftMs, end: e.end + shiftMs }
     );
@@ -119,6 +172,14 @@ export function stepResults(
       peakActivationBytes: reports.map((x) => x.peakActivationBytes),
       ...(gradNorm === undefined ? {} : { gradNorm }),
       events,
+      ...(bad === undefined ? {} : {
+        skipped: true,
+        nonFinite: {
+          stage: bad.stage,
+          ...(bad.what === undefined ? {} : { what: bad.what }),
+          ...(bad.microBatch === undefined ? {} : { microBatch: bad.microBatch }),
+        },
+      }),
     };
   });
 }

@@ -22,7 +22,13 @@
 import type { RankGroupRunResult } from "../runtime/rank_group.ts";
 import type { ModelStagePayload } from "./model_stage_executor.ts";
 import type { TrainingBatch } from "./batch.ts";
-import { type StepResult, stepResults, type TrainResult, trainResult } from "./results.ts";
+import {
+  NonFiniteStepError,
+  type StepResult,
+  stepResults,
+  type TrainResult,
+  trainResult,
+} from "./results.ts";
 
 /**
  * Steps per rank-group run when `train`'s batches come from an (async)
@@ -75,6 +81,8 @@ export interface TrainLoopHost {
   split(batch: TrainingBatch, where: string, index: number): ModelStagePayload[];
   /** Runs one window (exclusively; a failed run closes the model) and advances the step count. */
   run(plans: readonly ModelStagePayload[][]): Promise<{ run: RankGroupRunResult; first: number }>;
+  /** What a non-finite step does: "throw" stops `train` with a NonFiniteStepError. */
+  readonly nonFinite: "skip" | "throw" | "off";
   /** Ranks p. */
   readonly ranks: number;
   /** The rank of the last stage. */
@@ -147,6 +155,11 @@ export async function runTrainLoop(
     );
     steps.push(...done);
     if (o.onStep !== undefined) { for (const s of done) await o.onStep(s); }
+    // With nonFinite "throw" the run stopped at the bad step (it is the last one).
+    const bad = done.find((s) => s.skipped === true);
+    if (bad !== undefined && host.nonFinite === "throw") {
+      throw new NonFiniteStepError(bad.step, bad.nonFinite!);
+    }
   };
   const stopped = () => o.signal?.aborted === true;
 

@@ -113,6 +113,32 @@ export class VerdictBoard {
     return this.badSoFar(iteration);
   }
 
+  /**
+   * Resolves once every stage's flag of `iteration` is in: null when all are
+   * finite, else where the bad value first appeared: a non-finite loss (the
+   * forward reached the last stage with it) before any gradient, else the
+   * highest stage with a non-finite gradient (gradients flow down the stages).
+   */
+  async complete(iteration: number): Promise<BadVerdict | null> {
+    this.listen(iteration);
+    const flags = this.#flags.get(iteration)!;
+    while (flags.some((f) => f === undefined)) {
+      await new Promise<void>((resolve) => this.#waiting.push(resolve));
+    }
+    let pick = -1;
+    flags.forEach((f, s) => {
+      if (f!.finite) return;
+      const p = pick < 0 ? undefined : flags[pick]!;
+      if (
+        p === undefined || (f!.what === "loss" && p.what !== "loss") ||
+        (f!.what === p.what && s > pick)
+      ) {
+        pick = s;
+      }
+    });
+    return pick < 0 ? null : { iteration, stage: pick, ...flags[pick]! };
+  }
+
   /** Forgets iterations below `iteration`. */
   forgetBefore(iteration: number): void {
     for (const k of [...this.#flags.keys()]) if (k < iteration) this.#flags.delete(k);

@@ -78,6 +78,10 @@ export interface RolledBack {
   readonly iteration: number;
   /** The lowest stage whose check failed. */
   readonly stage: number;
+  /** What that stage found not finite, where it said. */
+  readonly what?: "loss" | "gradient";
+  /** The first micro-batch whose loss was not finite, where known. */
+  readonly microBatch?: number;
 }
 
 /** What {@linkcode runRank} returns. */
@@ -249,12 +253,21 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
   };
   // Settles iteration `k`'s steps once its verdict is in: commit, or roll back.
   const settle = async (k: number): Promise<BadVerdict | null> => {
-    const bad = await board!.verdict(k);
+    let bad = await board!.verdict(k);
     for (const s of myStages) {
       if (bad === null) await executor.commitStep?.(s, k);
       else await executor.rollbackStep?.(s, k);
     }
-    if (bad !== null) rolledBack.push({ iteration: k, stage: bad.stage });
+    // Where it appeared, from every stage's flag (all come: each stage of k has stepped).
+    if (bad !== null) bad = await board!.complete(k) ?? bad;
+    if (bad !== null) {
+      rolledBack.push({
+        iteration: k,
+        stage: bad.stage,
+        ...(bad.what === undefined ? {} : { what: bad.what }),
+        ...(bad.microBatch === undefined ? {} : { microBatch: bad.microBatch }),
+      });
+    }
     settledUpTo = k;
     board!.forgetBefore(k);
     return bad;

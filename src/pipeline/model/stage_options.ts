@@ -1,0 +1,117 @@
+/**
+ * The model stage executor's options, per-iteration payload and report:
+ * the plain data that crosses to each rank.
+ *
+ * @module
+ */
+
+import type { MatmulConfig } from "../../tensor/mod.ts";
+import type { BackendKind } from "../../tensor/create_backend.ts";
+import type { LayerSpec } from "../../nn/layer.ts";
+import type { OptimizerSpec } from "../../nn/optimizer_spec.ts";
+import type { ActivationCheckpointOptions } from "../checkpoint/checkpoint.ts";
+import { describeValue } from "../../tensor/describe.ts";
+
+/** The losses a model stage computes on the last stage. */
+export type PipelineLoss = "cross-entropy" | "mse";
+
+/** `init.options` of the model stage executor (structured-cloneable). */
+export interface ModelStageOptions {
+  /** One spec per global stage: the chunk as a `Sequential` (names as in the whole model). */
+  readonly chunks: readonly LayerSpec[];
+  /** Backend each rank creates (default `"cpu"`). */
+  readonly backend?: BackendKind;
+  /**
+   * On WebGPU: the large-matmul variant tuned once for all ranks (e.g. on
+   * the main thread; see `WebGPUBackendOptions.tunedMatmul`), so that no
+   * worker times the candidates itself (workers have no tuning cache) and
+   * every rank runs the same kernels. Absent: each rank tunes (or hits the
+   * cache).
+   */
+  readonly tunedMatmul?: MatmulConfig;
+  /** Loss of the last stage: cross-entropy against class ids, or mean squared error. */
+  readonly loss: PipelineLoss;
+  /** Optimizer of every stage. */
+  readonly optimizer: OptimizerSpec;
+  /** Activation checkpointing of every chunk (absent: plain chunks). */
+  readonly checkpoint?: ActivationCheckpointOptions;
+  /** Clip by the global gradient norm before stepping (see the module documentation). */
+  readonly clipGradNorm?: number;
+  /**
+   * Check each step for non-finite gradients and losses (default `"off"`):
+   * with `"on"`, every stage copies its parameters and optimizer state
+   * before it steps and publishes its check, so that the runtime can roll a
+   * bad step back exactly (see `RankRunOptions.validateSteps`).
+   */
+  readonly checkSteps?: "on" | "off";
+  /** Module URLs to import before building the chunks (they register custom layers). */
+  readonly modules?: readonly string[];
+}
+
+/** What a rank needs for one iteration (`beginIteration`'s payload). */
+export interface ModelStagePayload {
+  /**
+   * The training step this iteration is (0-based over the model's life,
+   * as a single-device loop counts them): the `step` of the layers'
+   * forward context (Dropout's mask). Absent in forward-only runs.
+   */
+  readonly step?: number;
+  /** Rows (dim 0) of each micro-batch. */
+  readonly rows: readonly number[];
+  /** Rows of the whole batch's prediction (product of all dims but the last): the loss's N. */
+  readonly totalRows: number;
+  /** Per global stage: its input shape without dim 0. */
+  readonly inputTails: readonly (readonly number[])[];
+  /** The targets' shape without dim 0 (unused in forward-only runs). */
+  readonly targetTail: readonly number[];
+  /** Inputs per micro-batch (on the rank holding stage 0). */
+  readonly inputs?: readonly Float32Array[];
+  /** Targets per micro-batch (on the rank holding the last stage). */
+  readonly targets?: readonly Float32Array[];
+}
+
+/** What a rank reports at the end of each iteration. */
+export interface ModelStageReport {
+  /** The iteration. */
+  readonly iteration: number;
+  /** Sum of the micro-batch losses (the full-batch loss) on the last stage's rank, else null. */
+  readonly loss: number | null;
+  /**
+   * Peak bytes on this rank's backend above its parameters, gradients and
+   * optimizer state during the iteration (activations, kept state,
+   * temporaries), measured with `backend.memory`.
+   */
+  readonly peakActivationBytes: number;
+  /** The global gradient norm before clipping, when clipping is on. */
+  readonly gradNorm?: number;
+  /** The learning rate of the iteration's optimizer steps (training runs). */
+  readonly lr?: number;
+  /**
+   * Forward-only runs with targets (evaluation), cross-entropy, on the last
+   * stage's rank: rows whose first maximal logit is the target class.
+   */
+  readonly correct?: number;
+  /**
+   * Forward-only runs (prediction), on the last stage's rank: the model's
+   * output per micro-batch, in micro-batch order.
+   */
+  readonly outputs?: readonly { readonly data: Float32Array; readonly shape: number[] }[];
+}
+
+/** Checks a rank's options against the stages it holds. */
+export function checkStageOptions(o: ModelStageOptions, stages: readonly number[]): void {
+  if (o === null || typeof o !== "object") {
+    throw new TypeError(`model stage options must be an object, got ${describeValue(o)}`);
+  }
+  if (!Array.isArray(o.chunks)) {
+    throw new TypeError("model stage options.chunks must be an array of layer specs");
+  }
+  for (const s of stages) {
+    if (o.chunks[s] === undefined) {
+      throw new RangeError(`model stage options.chunks has no spec for stage ${s}`);
+    }
+  }
+  if (o.loss !== "cross-entropy" && o.loss !== "mse") {
+    throw new TypeError(`loss must be "cross-entropy" or "mse", got ${JSON.stringify(o.loss)}`);
+  }
+}
