@@ -49,6 +49,26 @@ export interface LoadSafetensorsOptions {
    * pipeline stage loading its slice of a whole-model file sets it.
    */
   readonly allowExtra?: boolean;
+  /**
+   * Accept NaN and ±Infinity in the weights (default `false`: a file holding
+   * one is refused, naming the tensor and the index, before any change).
+   */
+  readonly allowNonFinite?: boolean;
+}
+
+/**
+ * Throws a RangeError naming the first NaN or ±Infinity of `data` as
+ * `tensor[index]`, so that non-finite weights never reach a model unasked.
+ */
+export function checkFiniteTensor(name: string, data: Float32Array): void {
+  for (let i = 0; i < data.length; i++) {
+    if (!Number.isFinite(data[i])) {
+      throw new RangeError(
+        `safetensors: tensor ${name} holds ${data[i]} at index ${i}; weights must be finite ` +
+          "(pass allowNonFinite to load it anyway)",
+      );
+    }
+  }
 }
 
 const MAX_HEADER = 100_000_000; // as the reference implementation
@@ -437,7 +457,9 @@ export function loadSafetensors(
   // Decode every tensor before writing any, so nothing can fail half-way.
   const staged: [Tensor, Float32Array][] = params.map((p) => {
     const e = entries.get(p.name)!;
-    return [p.value, readF32(bytes, dataStart + e.begin, (e.end - e.begin) / 4)];
+    const data = readF32(bytes, dataStart + e.begin, (e.end - e.begin) / 4);
+    if (!(opts?.allowNonFinite ?? false)) checkFiniteTensor(p.name, data);
+    return [p.value, data];
   });
   for (const [value, data] of staged) {
     const t = value.backend.fromData(data, value.shape);

@@ -292,3 +292,27 @@ Deno.test("saveSafetensors: duplicate or reserved names are refused", async () =
   await assert.rejects(() => saveSafetensors([p, p]), /"x" appears twice/);
   await assert.rejects(() => saveSafetensors([{ ...p, name: "__metadata__" }]), /reserved/);
 });
+
+Deno.test("loadSafetensors refuses a file holding NaN or Infinity, naming the tensor and index; allowNonFinite loads it", async () => {
+  const { CpuBackend } = await import("../../src/tensor/cpu/backend.ts");
+  const { Linear } = await import("../../src/nn/linear.ts");
+  const { loadSafetensors, saveSafetensors } = await import("../../src/nn/safetensors.ts");
+  const be = new CpuBackend();
+  const src = new Linear(be, 3, 2, { seed: 1 });
+  const dst = new Linear(be, 3, 2, { seed: 2 });
+  const w = await src.parameters()[0].value.toArray();
+  w[4] = NaN;
+  const bad = be.fromData(w, src.parameters()[0].value.shape);
+  const file = await saveSafetensors([{ ...src.parameters()[0], value: bad }, src.parameters()[1]]);
+  const before = await dst.parameters()[0].value.toArray();
+  assert.throws(
+    () => loadSafetensors(dst, file),
+    /tensor weight holds NaN at index 4; weights must be finite \(pass allowNonFinite/,
+  );
+  assert.deepEqual(await dst.parameters()[0].value.toArray(), before, "unchanged");
+  loadSafetensors(dst, file, { allowNonFinite: true });
+  assert.ok(Number.isNaN((await dst.parameters()[0].value.toArray())[4]));
+  for (const t of [bad]) t.dispose();
+  src.dispose();
+  dst.dispose();
+});

@@ -10,6 +10,7 @@
  * @module
  */
 
+import { checkFiniteTensor } from "../../nn/safetensors.ts";
 import { parseSafetensors } from "../../nn/safetensors.ts";
 import { createOptimizer, type OptimizerSpec } from "../../nn/optimizer_spec.ts";
 import {
@@ -128,8 +129,13 @@ export async function gatherCheckpoint(
  * Checks a whole-model weights file against the model: every parameter
  * present with its shape, no tensor the model lacks (RangeError naming it).
  */
-export function checkWeightsFile(bytes: Uint8Array, params: readonly ModelParameter[]): void {
+export function checkWeightsFile(
+  bytes: Uint8Array,
+  params: readonly ModelParameter[],
+  allowNonFinite = false,
+): void {
   const file = parseSafetensors(bytes);
+  if (!allowNonFinite) for (const [name, e] of file.tensors) checkFiniteTensor(name, e.data);
   const wanted = new Set<string>();
   for (const { name, shape } of params) {
     wanted.add(name);

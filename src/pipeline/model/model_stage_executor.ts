@@ -407,7 +407,8 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
   /** The requests the model sends this rank outside runs (see {@linkcode ModelStageCalls}). */
   readonly calls: CallHandlers<ModelStageCalls> = {
     load: ({ bytes }) => {
-      loadSafetensors(this.parameters(), bytes, { allowExtra: true });
+      // The main thread checked the file (and chose whether non-finite values may load).
+      loadSafetensors(this.parameters(), bytes, { allowExtra: true, allowNonFinite: true });
       return null;
     },
     save: () => saveSafetensors(this.parameters()),

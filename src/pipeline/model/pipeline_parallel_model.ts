@@ -12,6 +12,7 @@ import { CpuBackend } from "../../tensor/cpu/backend.ts";
 import type { Parameter } from "../../nn/layer.ts";
 import type { Sequential } from "../../nn/sequential.ts";
 import {
+  type LoadSafetensorsOptions,
   parseSafetensors,
   saveSafetensors,
   type SaveSafetensorsOptions,
@@ -391,11 +392,12 @@ export class PipelineParallelModel {
   /**
    * Loads a whole-model safetensors file into every stage. The file is
    * checked first (layout, every parameter present with its shape, no
-   * tensor the model lacks), so a refused file changes nothing.
+   * tensor the model lacks, every value finite unless
+   * `options.allowNonFinite`), so a refused file changes nothing.
    */
-  async loadSafetensors(bytes: Uint8Array): Promise<void> {
+  async loadSafetensors(bytes: Uint8Array, options?: LoadSafetensorsOptions): Promise<void> {
     this.#checkUsable();
-    checkWeightsFile(bytes, this.#params);
+    checkWeightsFile(bytes, this.#params, options?.allowNonFinite ?? false);
     await this.#exclusive(() =>
       Promise.all(
         Array.from({ length: this.ranks }, (_, r) => this.#ranks.call(r, "load", { bytes })),

@@ -167,3 +167,30 @@ Deno.test("non-finite in workers (zb-v): a NaN gradient at stage 2 skips the ste
   await m.dispose();
   assert.equal(liveWorkerCount(), 0);
 });
+
+Deno.test("loadSafetensors of a file holding NaN is refused before any change; allowNonFinite loads it", async () => {
+  const m = await build(net(0, never), { schedule: "1f1b", ranks: 2, stagesPerRank: 1 });
+  try {
+    const good = await m.saveSafetensors();
+    const file = parseSafetensors(good);
+    const [name] = [...file.tensors.keys()];
+    const { saveSafetensors } = await import("../../../src/nn/safetensors.ts");
+    const params = [...file.tensors].map(([n, e]) => {
+      const data = e.data.slice();
+      if (n === name) data[1] = Infinity;
+      const value = cpu.fromData(data, e.shape);
+      return { name: n, value, grad: value };
+    });
+    const bad = await saveSafetensors(params);
+    for (const p of params) p.value.dispose();
+    await assert.rejects(
+      m.loadSafetensors(bad),
+      new RegExp(`tensor ${name.replaceAll(".", "\\.")} holds Infinity at index 1`),
+    );
+    assert.deepEqual(await m.saveSafetensors(), good, "unchanged");
+    await m.loadSafetensors(bad, { allowNonFinite: true });
+    assert.notDeepEqual(await m.saveSafetensors(), good);
+  } finally {
+    await m.dispose();
+  }
+});
