@@ -169,7 +169,7 @@ Deno.test("non-finite in workers (zb-v): a NaN gradient at stage 2 skips the ste
 });
 
 Deno.test("loadSafetensors of a file holding NaN is refused before any change; allowNonFinite loads it", async () => {
-  const m = await build(net(0, never), { schedule: "1f1b", ranks: 2, stagesPerRank: 1 });
+  const m = await build(net(0, never), { schedule: "1f1b", ranks: 4, stagesPerRank: 1 });
   try {
     const good = await m.saveSafetensors();
     const file = parseSafetensors(good);
