@@ -2,9 +2,9 @@
  * Conveyor's pipeline runtime, for those who build on it rather than train
  * with it: the transports between ranks (`CommBackend`, in-process and
  * worker), the stage-executor contract, the rank loop (`runRank`), rank
- * groups (every rank in this thread, or one Deno worker per rank) with
- * typed calls, and the model stage executor that `PipelineParallelModel`
- * runs on each rank. A training script needs none of this: see the main
+ * groups (every rank in this thread, one Deno worker per rank, or one
+ * process per rank under MPI) with typed calls, and the model stage
+ * executor that `PipelineParallelModel` runs on each rank. A training script needs none of this: see the main
  * entry point, `@conveyor/core`.
  *
  * @example
@@ -76,6 +76,8 @@ export type {
   WorkerRankGroupOptions,
 } from "./src/pipeline/runtime/worker_rank_group.ts";
 export { liveWorkerCount, WorkerRankGroup } from "./src/pipeline/runtime/worker_rank_group.ts";
+export type { MpiRankGroupOptions } from "./src/pipeline/runtime/mpi_rank_group.ts";
+export { MpiRankGroup } from "./src/pipeline/runtime/mpi_rank_group.ts";
 export type {
   PipelineFailure,
   PipelineFailureKind,
