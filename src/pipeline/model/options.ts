@@ -17,6 +17,9 @@ import {
   type ActivationCheckpointOptions,
 } from "../checkpoint/checkpoint.ts";
 import { checkFaultInjection, type FaultInjection } from "../runtime/fault_injection.ts";
+import type { RankGroupKind } from "../runtime/rank_group.ts";
+import type { CommBackend } from "../comm/backend.ts";
+import { checkRankGroup } from "./_rank_group_choice.ts";
 import type { PipelineLoss } from "./model_stage_executor.ts";
 
 /** Options of `PipelineParallelModel.create`. */
@@ -51,6 +54,23 @@ export interface PipelineParallelModelOptions {
   /** One Deno worker per rank (default true); false runs every rank in this thread. */
   readonly workers?: boolean;
   /**
+   * Where the ranks run (default `"workers"`, or `"in-process"` with
+   * `workers: false`): `"workers"`, one Deno worker per rank;
+   * `"in-process"`, every rank in this thread; `"mpi"`, this process is one
+   * rank of an MPI job: run the same script under `mpirun -n <ranks>` (see
+   * `MpiRankGroup` for how the processes meet, and the README's MPI
+   * section). With `"mpi"` every process makes the same model calls in the
+   * same order; each builds only its own stages.
+   */
+  readonly rankGroup?: RankGroupKind;
+  /**
+   * With `rankGroup: "mpi"`: this process's transport, whose rank and size
+   * are this process's rank and the rank count (default: the process's
+   * `MpiBackend`, started by the first such model and kept open for later
+   * ones until the process exits).
+   */
+  readonly comm?: CommBackend;
+  /**
    * Clip by the global gradient norm; makes the ranks exchange their partial
    * sums at the end of each iteration, a barrier (see the model stage
    * executor's module documentation).
@@ -73,6 +93,8 @@ export interface CheckedModelOptions {
   readonly loss: PipelineLoss;
   readonly backend: BackendKind;
   readonly workers: boolean;
+  readonly rankGroup: RankGroupKind;
+  readonly comm?: CommBackend;
   readonly checkpoint?: ActivationCheckpointOptions;
   readonly clipGradNorm?: number;
   readonly modules: readonly string[];
@@ -111,10 +133,8 @@ export function checkModelOptions(o: PipelineParallelModelOptions): CheckedModel
       `backend must be "auto", "cpu" or "webgpu", got ${JSON.stringify(o.backend)}`,
     );
   }
-  const workers = o.workers ?? true;
-  if (typeof workers !== "boolean") {
-    throw new TypeError(`workers must be a boolean, got ${String(o.workers)}`);
-  }
+  const { rankGroup, comm } = checkRankGroup(o);
+  const workers = rankGroup === "workers";
   const checkpoint = o.checkpoint === undefined ? undefined : checkpointOptions(o.checkpoint);
   if (
     o.clipGradNorm !== undefined &&
@@ -155,6 +175,8 @@ export function checkModelOptions(o: PipelineParallelModelOptions): CheckedModel
     loss: o.loss,
     backend,
     workers,
+    rankGroup,
+    ...(comm === undefined ? {} : { comm }),
     ...(checkpoint === undefined ? {} : { checkpoint }),
     ...(o.clipGradNorm === undefined ? {} : { clipGradNorm: o.clipGradNorm }),
     modules: (o.modules ?? []).map((m) => String(m)),

@@ -21,12 +21,13 @@ import type { PartitionResult } from "../partition/partition.ts";
 import { summarizeTimeline } from "../analysis/timeline_summary.ts";
 import { toChromeTrace } from "../render/chrome_trace.ts";
 import { renderSvg } from "../render/render_svg.ts";
-import type { RankGroup } from "../runtime/rank_group.ts";
+import type { RankGroup, RankGroupKind } from "../runtime/rank_group.ts";
 import type { ModelStageReport, PipelineLoss } from "./model_stage_executor.ts";
 import type { ModelStageCalls, RankInfo } from "./stage_calls.ts";
 import { checkModelOptions, type PipelineParallelModelOptions } from "./options.ts";
 import { planModel } from "./plan.ts";
 import { buildRanks } from "./build.ts";
+import { localPlans } from "./_spmd_batches.ts";
 import {
   type BatchLayout,
   checkFinite,
@@ -34,7 +35,6 @@ import {
   evenRows,
   predictionPayloads,
   prod,
-  splitBatch,
   type TrainingBatch,
 } from "./batch.ts";
 import {
@@ -52,7 +52,8 @@ export type { RankInfo } from "./stage_calls.ts";
 
 /**
  * A `Sequential` trained across pipeline ranks: one Deno worker per rank
- * (each with its own backend: CPU, or its own WebGPU device), chunks placed
+ * (each with its own backend: CPU, or its own WebGPU device), or one
+ * process per rank under MPI (`rankGroup: "mpi"`), chunks placed
  * as the schedule's `stageToRank` says, each rank running its list of
  * actions from any schedule (GPipe, 1F1B, interleaved, zero-bubble, …),
  * gradients of the micro-batches adding up to the full batch's, and each
@@ -148,6 +149,16 @@ export class PipelineParallelModel {
     return this.#ranks.kind === "workers";
   }
 
+  /** Where the ranks run: `"workers"`, `"in-process"` or `"mpi"`. */
+  get rankGroup(): RankGroupKind {
+    return this.#ranks.kind;
+  }
+
+  /** Under MPI, the rank this process runs; null where this process runs every rank. */
+  get localRank(): number | null {
+    return this.#ranks.localRank ?? null;
+  }
+
   /** Pipeline ranks p. */
   get ranks(): number {
     return this.schedule.ranks;
@@ -168,8 +179,12 @@ export class PipelineParallelModel {
     return this.#lastEvents;
   }
 
-  /** One training step on `batch`: forward, backward and optimizer step on every stage. */
-  async step(batch: TrainingBatch): Promise<StepResult> {
+  /**
+   * One training step on `batch`: forward, backward and optimizer step on
+   * every stage. Under MPI every process calls it; a process other than
+   * rank 0 may pass null, and rank 0 sends it what its rank needs.
+   */
+  async step(batch: TrainingBatch | null): Promise<StepResult> {
     return (await this.train([batch])).steps[0];
   }
 
@@ -177,28 +192,30 @@ export class PipelineParallelModel {
    * Several steps back to back in one run: each rank goes on to the next
    * batch right after its own last action, and each stage steps right after
    * its own last backward, so consecutive steps interlock (without
-   * clipping). Equals calling `step` on each batch in turn.
+   * clipping). Equals calling `step` on each batch in turn. Under MPI
+   * every process calls it with as many batches; a process other than rank
+   * 0 may pass null for each, and rank 0 sends it what its rank needs.
    */
-  async train(batches: readonly TrainingBatch[]): Promise<TrainResult> {
-    if (!Array.isArray(batches) || batches.length === 0) {
-      throw new RangeError(
-        `batches must be a non-empty array of batches, got ${
-          Array.isArray(batches) ? "an empty array" : describeArray(batches)
-        }`,
-      );
-    }
-    this.#checkUsable();
-    const plans = batches.map((b, i) =>
-      splitBatch(this.#layout, b, batches.length > 1 ? `batches[${i}]` : "batch")
+  async train(batches: readonly (TrainingBatch | null)[]): Promise<TrainResult> {
+    const plans = localPlans(
+      this.#layout,
+      batches,
+      this.#ranks.kind,
+      this.#ranks.localRank,
+      () => this.#checkUsable(),
     );
     const run = await this.#exclusive(
-      () => this.#ranks.run({ iterations: plans.length, payload: (rank, i) => plans[i][rank] }),
+      () =>
+        this.#ranks.run({
+          iterations: batches.length,
+          ...(plans === null ? {} : { payload: (rank, i) => plans[i][rank] }),
+        }),
       true,
     );
     const first = this.#nextStep;
     this.#nextStep += batches.length;
     this.#lastEvents = run.events;
-    return trainResult(run, plans.length, first, this.ranks, this.#lastRank());
+    return trainResult(run, batches.length, first, this.ranks, this.#lastRank());
   }
 
   /**
@@ -262,7 +279,9 @@ export class PipelineParallelModel {
   /**
    * All stages' weights as one safetensors file, tensors in the model's
    * parameter order: the same bytes `saveSafetensors(model)` gives for the
-   * single-device model with these weights.
+   * single-device model with these weights. Under MPI every rank gathers
+   * every rank's parameters and returns the same bytes (write the file from
+   * one rank).
    */
   async saveSafetensors(opts?: SaveSafetensorsOptions): Promise<Uint8Array> {
     const tensors = await this.#gather();
@@ -281,7 +300,8 @@ export class PipelineParallelModel {
   /**
    * Loads a whole-model safetensors file into every stage. The file is
    * checked first (layout, every parameter present with its shape, no
-   * tensor the model lacks), so a refused file changes nothing.
+   * tensor the model lacks), so a refused file changes nothing. Under MPI
+   * every process passes the file (each loads its own rank's stages).
    */
   async loadSafetensors(bytes: Uint8Array): Promise<void> {
     this.#checkUsable();
@@ -340,7 +360,8 @@ export class PipelineParallelModel {
 
   /**
    * Writes the last step's (or run's) events: an SVG timeline when `path`
-   * ends in `.svg`, else a Chrome trace (JSON, opens in Perfetto).
+   * ends in `.svg`, else a Chrome trace (JSON, opens in Perfetto). Under
+   * MPI every rank has every rank's events and only rank 0 writes.
    */
   async writeTrace(path: string): Promise<void> {
     if (typeof path !== "string" || path === "") {
@@ -349,6 +370,7 @@ export class PipelineParallelModel {
     if (this.#lastEvents.length === 0) {
       throw new RangeError("writeTrace: no step has run yet, so there is nothing to write");
     }
+    if ((this.#ranks.localRank ?? 0) !== 0) return;
     const events = this.#lastEvents;
     const text = path.endsWith(".svg")
       ? renderSvg(events, {

@@ -68,7 +68,7 @@ export interface MpiRankGroupOptions<C extends CallMap = NoCalls> {
    * give it its own options.
    */
   readonly executorOptions?: unknown;
-  /** Extra text every rank must agree on (e.g. a digest of the model); default none. */
+  /** Extra text every rank must agree on (e.g. the model's description); default none. */
   readonly fingerprint?: string;
   /** Close `comm` when the group is disposed (default false). */
   readonly closeComm?: boolean;
@@ -198,7 +198,7 @@ export class MpiRankGroup<C extends CallMap = NoCalls> implements RankGroup<C> {
     }
     const mine: Hello = {
       error,
-      fingerprint: `${scheduleFingerprint(schedule)} ${fingerprint}`,
+      fingerprint: `${scheduleFingerprint(schedule)}, the rest ${digest(fingerprint)}`,
       timeOrigin: performance.timeOrigin,
     };
     let hellos: Hello[];
