@@ -72,12 +72,14 @@ export async function measureSchedule(
   repeats: number,
   iterations: number,
   steadyFrom: number = iterations - 1,
+  validateSteps: "off" | "skip" = "off",
 ): Promise<RuntimeRow> {
   const schedule = generateSchedule(name, { ranks: p, microBatches: m });
   const costs = syntheticCosts(ms);
   const pool = await WorkerRankGroup.create({
     schedule,
     executor: { module: SYNTHETIC_EXECUTOR_URL, options: { ms, sleep: "block" } },
+    validateSteps,
   });
   try {
     await pool.run(); // warm-up: JIT, first messages on each port
@@ -185,6 +187,8 @@ if (import.meta.main) {
       "steady-from": { type: "string", default: "2" },
       schedule: { type: "string", multiple: true },
       json: { type: "boolean" },
+      // Post-validation of every step (the non-finite check), as a model with nonFinite runs.
+      "validate-steps": { type: "boolean" },
     },
   });
   const ms = Number(values.ms);
@@ -211,12 +215,23 @@ if (import.meta.main) {
     console.log(
       `P=${p} m=${m}, synthetic F=I=W=${ms} ms (B=${2 * ms} ms), sleeping workers; ` +
         `single iteration: median of ${repeats}; steady state: one run of ${iterations} ` +
-        `iterations, median period from iteration ${steadyFrom} on`,
+        `iterations, median period from iteration ${steadyFrom} on; step validation ${
+          values["validate-steps"] ? "on (every stage's check published, verdicts awaited)" : "off"
+        }`,
     );
   }
   const rows: RuntimeRow[] = [];
   for (const name of names) {
-    const row = await measureSchedule(name, p, m, ms, repeats, iterations, steadyFrom);
+    const row = await measureSchedule(
+      name,
+      p,
+      m,
+      ms,
+      repeats,
+      iterations,
+      steadyFrom,
+      values["validate-steps"] ? "skip" : "off",
+    );
     rows.push(row);
     if (values.json) console.log(JSON.stringify(row));
   }

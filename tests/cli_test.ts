@@ -302,3 +302,41 @@ Deno.test("cli: a real subprocess prints the JSON and exits 2 on a bad flag", as
     /^error: --stages must be a positive integer, got "two"/,
   );
 });
+
+Deno.test("cli: absurd sizes are refused at once with status 2, naming the flags and the limit", async () => {
+  for (const command of ["schedule", "simulate"]) {
+    const t = performance.now();
+    const r = await cli(
+      command,
+      "--schedule",
+      "1f1b",
+      "--stages",
+      "100000",
+      "--microbatches",
+      "100000",
+    );
+    assert.equal(r.code, 2, r.err);
+    assert.match(r.err, /ranks 100000 × microBatches 100000 .* over the limit of 3000000/);
+    assert.match(r.err, /--ranks 100000 --microbatches 100000/);
+    assert.ok(performance.now() - t < 2000, `${command} took ${performance.now() - t} ms`);
+  }
+  const sim = await cli(
+    "simulate",
+    "--schedule",
+    "zb-v",
+    "--ranks",
+    "1000",
+    "--microbatches",
+    "500",
+    "--iterations",
+    "8",
+  );
+  assert.equal(sim.code, 2);
+  assert.match(
+    sim.err,
+    /would simulate 24000000 events, over the limit of 6000000 .*--iterations 8/,
+  );
+  const mem = await cli("simulate", "--schedule", "gpipe", ...P4M8, "--memory-limit", "2");
+  assert.equal(mem.code, 2);
+  assert.match(mem.err, /--memory-limit applies to zb-auto's search only/);
+});

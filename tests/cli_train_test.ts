@@ -210,3 +210,31 @@ Deno.test("cli train: bad flags exit with code 2 naming the flag, before any wor
   assert.match(help.out, /Usage: cli\.ts train/);
   assert.match((await cli("--help")).out, /train +train the tiny GPT/);
 });
+
+Deno.test("cli train: sizes whose memory is absurd are refused before any allocation, naming flag and bytes", async () => {
+  const base = [
+    "train",
+    "--schedule",
+    "1f1b",
+    "--ranks",
+    "2",
+    "--microbatches",
+    "2",
+    "--backend",
+    "cpu",
+  ];
+  for (
+    const [flags, want] of [
+      [["--batch", "2000000000"], /--batch 2000000000 .*would need [\d.]+ TiB/],
+      [["--dim", "100000"], /--dim 100000: one array would need [\d.]+ GiB/],
+      [
+        ["--dim", "4096", "--layers", "400"],
+        /--dim 4096 --layers 400: training would need about [\d.]+ TiB/,
+      ],
+    ] as const
+  ) {
+    const r = await cli(...base, ...flags);
+    assert.equal(r.code, 2, r.err);
+    assert.match(r.err, want);
+  }
+});

@@ -214,6 +214,12 @@ export function readScheduleSpec(values: Record<string, unknown>): ScheduleSpec 
   const b = nonNegative(values, "cost-b");
   const comm = nonNegative(values, "comm") ?? 0;
   const memoryLimit = positiveInt(values, "memory-limit", false);
+  if (memoryLimit !== undefined && name !== "zb-auto") {
+    throw new UsageError(
+      `--memory-limit applies to zb-auto's search only; ${String(name)}'s memory is fixed by ` +
+        `its construction (got --memory-limit ${memoryLimit} with --schedule ${String(name)})`,
+    );
+  }
   // PyTorch's letters, resolved as the API's ActionCosts: I defaults to 1,
   // or to B − W when only B is given; B defaults to I + W.
   if (i === undefined && b !== undefined && b < w) {

@@ -1,6 +1,7 @@
 // Small helpers shared by the layers: argument checks, shape formatting,
 // tensor handle juggling.
 
+import { formatShape } from "../tensor/describe.ts";
 import type { Shape, Tensor } from "../tensor/mod.ts";
 import { Rng } from "../tensor/random.ts";
 import type {
@@ -10,11 +11,10 @@ import type {
   InitOptions,
   StateKey,
 } from "./layer.ts";
+import { describeValue } from "../tensor/describe.ts";
 
-/** `[2, 3]` — shapes in error messages. */
-export function fmtShape(shape: Shape): string {
-  return `[${shape.join(", ")}]`;
-}
+/** Formats a shape for error messages (long ones cut). */
+export const fmtShape: (shape: readonly unknown[]) => string = formatShape;
 
 /** A key as the caller wrote it (strings quoted, so 0 and "0" differ). */
 export function fmtKey(key: StateKey): string {
@@ -24,7 +24,9 @@ export function fmtKey(key: StateKey): string {
 /** Throws a TypeError unless `key` is a string or a finite number. */
 export function checkKey(where: string, key: unknown): void {
   if (typeof key !== "string" && !(typeof key === "number" && Number.isFinite(key))) {
-    throw new TypeError(`${where}: key must be a string or a finite number, got ${String(key)}`);
+    throw new TypeError(
+      `${where}: key must be a string or a finite number, got ${describeValue(key)}`,
+    );
   }
 }
 
@@ -32,12 +34,12 @@ export function checkKey(where: string, key: unknown): void {
 export function needInputGrad(where: string, opts: BackwardOptions | undefined): boolean {
   if (opts === undefined) return true;
   if (opts === null || typeof opts !== "object") {
-    throw new TypeError(`${where}: backward options must be an object, got ${String(opts)}`);
+    throw new TypeError(`${where}: backward options must be an object, got ${describeValue(opts)}`);
   }
   const v = opts.needInputGrad;
   if (v === undefined) return true;
   if (typeof v !== "boolean") {
-    throw new TypeError(`${where}: needInputGrad must be a boolean, got ${String(v)}`);
+    throw new TypeError(`${where}: needInputGrad must be a boolean, got ${describeValue(v)}`);
   }
   return v;
 }
@@ -45,7 +47,9 @@ export function needInputGrad(where: string, opts: BackwardOptions | undefined):
 /** Throws a RangeError unless `value` is a positive integer. */
 export function checkPositiveInt(where: string, what: string, value: number): void {
   if (typeof value !== "number" || !Number.isInteger(value) || value <= 0) {
-    throw new RangeError(`${where}: ${what} must be a positive integer, got ${String(value)}`);
+    throw new RangeError(
+      `${where}: ${what} must be a positive integer, got ${describeValue(value)}`,
+    );
   }
 }
 
@@ -53,7 +57,7 @@ export function checkPositiveInt(where: string, what: string, value: number): vo
 export function checkPositive(where: string, what: string, value: number): void {
   if (typeof value !== "number" || !Number.isFinite(value) || value <= 0) {
     throw new RangeError(
-      `${where}: ${what} must be a finite positive number, got ${String(value)}`,
+      `${where}: ${what} must be a finite positive number, got ${describeValue(value)}`,
     );
   }
 }
@@ -96,19 +100,21 @@ export function rowsOf(shape: Shape): number {
 export function forwardContext(where: string, opts: ForwardOptions | undefined): ForwardContext {
   const training = opts?.training ?? false;
   if (typeof training !== "boolean") {
-    throw new TypeError(`${where}: training must be a boolean, got ${String(training)}`);
+    throw new TypeError(`${where}: training must be a boolean, got ${describeValue(training)}`);
   }
   const step = opts?.step;
   if (
     step !== undefined &&
     (typeof step !== "number" || !Number.isInteger(step) || step < 0 || step > 0xffffffff)
   ) {
-    throw new RangeError(`${where}: step must be an integer in [0, 2^32), got ${String(step)}`);
+    throw new RangeError(
+      `${where}: step must be an integer in [0, 2^32), got ${describeValue(step)}`,
+    );
   }
   const rowOffset = opts?.rowOffset ?? 0;
   if (typeof rowOffset !== "number" || !Number.isSafeInteger(rowOffset) || rowOffset < 0) {
     throw new RangeError(
-      `${where}: rowOffset must be a non-negative integer, got ${String(rowOffset)}`,
+      `${where}: rowOffset must be a non-negative integer, got ${describeValue(rowOffset)}`,
     );
   }
   return { training, step, rowOffset };

@@ -6,6 +6,7 @@
 
 import * as ops from "../tensor/ops.ts";
 import type { Parameter } from "./layer.ts";
+import { describeValue } from "../tensor/describe.ts";
 
 /**
  * Sum of squares of all gradients, `Σ_params Σ g²`, summed in f64 from one
@@ -23,7 +24,7 @@ import type { Parameter } from "./layer.ts";
  */
 export async function gradNormSquared(params: readonly Parameter[]): Promise<number> {
   if (!Array.isArray(params)) {
-    throw new TypeError(`gradNormSquared: params must be an array, got ${String(params)}`);
+    throw new TypeError(`gradNormSquared: params must be an array, got ${describeValue(params)}`);
   }
   if (params.length === 0) return 0;
   const byBackend = new Map<unknown, Parameter[]>();

@@ -8,6 +8,7 @@ import type { Backend, Shape, Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
 import { LayerBase } from "./layer_base.ts";
 import type { ForwardContext, LayerCost, LayerSpec } from "./layer.ts";
+import { describeValue } from "../tensor/describe.ts";
 
 /**
  * Options of {@linkcode Dropout}.
@@ -72,11 +73,13 @@ export class Dropout extends LayerBase<DropoutState> {
   constructor(backend: Backend, p: number, opts?: DropoutOptions) {
     super(backend);
     if (typeof p !== "number" || !(p >= 0 && p < 1)) {
-      throw new RangeError(`Dropout: p must be a number in [0, 1), got ${String(p)}`);
+      throw new RangeError(`Dropout: p must be a number in [0, 1), got ${describeValue(p)}`);
     }
     const seed = opts?.seed ?? 0;
     if (typeof seed !== "number" || !Number.isInteger(seed) || seed < 0 || seed > 0xffffffff) {
-      throw new RangeError(`Dropout: seed must be an integer in [0, 2^32), got ${String(seed)}`);
+      throw new RangeError(
+        `Dropout: seed must be an integer in [0, 2^32), got ${describeValue(seed)}`,
+      );
     }
     this.p = p;
     this.seed = seed;

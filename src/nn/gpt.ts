@@ -14,6 +14,7 @@ import { Linear } from "./linear.ts";
 import { Sequential } from "./sequential.ts";
 import { TokenPositionEmbedding } from "./token_position_embedding.ts";
 import { TransformerBlock } from "./transformer_block.ts";
+import { describeValue } from "../tensor/describe.ts";
 
 /** Sizes of {@linkcode createTinyGPT}. */
 export interface TinyGPTConfig {
@@ -50,7 +51,7 @@ export interface TinyGPTConfig {
  */
 export function createTinyGPT(config: TinyGPTConfig, backend: Backend): Sequential {
   if (config === null || typeof config !== "object") {
-    throw new TypeError(`createTinyGPT: config must be an object, got ${String(config)}`);
+    throw new TypeError(`createTinyGPT: config must be an object, got ${describeValue(config)}`);
   }
   const { vocabSize, seqLen, dim, heads, layers } = config;
   checkPositiveInt("createTinyGPT", "vocabSize", vocabSize);

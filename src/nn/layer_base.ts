@@ -21,6 +21,7 @@ import {
   type Parameter,
   type StateKey,
 } from "./layer.ts";
+import { describeValue } from "../tensor/describe.ts";
 
 /** Exempts every tensor-valued field of a state object from open `tidy` scopes. */
 function keepState(state: object): void {
@@ -113,7 +114,7 @@ export abstract class LayerBase<S extends object = Record<string, Tensor>> imple
   /** Binds the layer to `backend`; parameters and inputs must live there. */
   constructor(backend: Backend) {
     if (backend === null || typeof backend !== "object" || typeof backend.zeros !== "function") {
-      throw new TypeError(`layer: backend must be a Backend, got ${String(backend)}`);
+      throw new TypeError(`layer: backend must be a Backend, got ${describeValue(backend)}`);
     }
     this.backend = backend;
   }
@@ -170,7 +171,9 @@ export abstract class LayerBase<S extends object = Record<string, Tensor>> imple
   /** Output shape for an input shape; throws a RangeError naming the values if incompatible. */
   outputShape(inputShape: Shape): Shape {
     if (!Array.isArray(inputShape)) {
-      throw new TypeError(`${this.kind}: input shape must be an array, got ${String(inputShape)}`);
+      throw new TypeError(
+        `${this.kind}: input shape must be an array, got ${describeValue(inputShape)}`,
+      );
     }
     for (const d of inputShape) {
       if (!Number.isInteger(d) || d < 0) {
@@ -355,7 +358,7 @@ export abstract class LayerBase<S extends object = Record<string, Tensor>> imple
 
   #checkTensor(what: string, t: Tensor): void {
     if (t === null || typeof t !== "object" || !("shape" in t) || !("backend" in t)) {
-      throw new TypeError(`${this.kind}: ${what} must be a Tensor, got ${String(t)}`);
+      throw new TypeError(`${this.kind}: ${what} must be a Tensor, got ${describeValue(t)}`);
     }
     if (t.backend !== this.backend) {
       throw new TypeError(

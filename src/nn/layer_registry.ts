@@ -25,6 +25,7 @@ import { SiLU } from "./silu.ts";
 import { Tanh } from "./tanh.ts";
 import { TokenPositionEmbedding } from "./token_position_embedding.ts";
 import { TransformerBlock } from "./transformer_block.ts";
+import { describeValue } from "../tensor/describe.ts";
 
 /**
  * Builds a layer of one kind from its spec's `args` on `backend`;
@@ -39,7 +40,9 @@ export type LayerFactory = (
 function num(kind: string, args: Readonly<Record<string, unknown>>, key: string): number {
   const v = args[key];
   if (typeof v !== "number") {
-    throw new TypeError(`layerFromSpec: ${kind}.args.${key} must be a number, got ${String(v)}`);
+    throw new TypeError(
+      `layerFromSpec: ${kind}.args.${key} must be a number, got ${describeValue(v)}`,
+    );
   }
   return v;
 }
@@ -183,7 +186,9 @@ const custom = new Map<string, LayerFactory>();
  */
 export function registerLayer(kind: string, factory: LayerFactory): void {
   if (typeof kind !== "string" || kind === "") {
-    throw new TypeError(`registerLayer: kind must be a non-empty string, got ${String(kind)}`);
+    throw new TypeError(
+      `registerLayer: kind must be a non-empty string, got ${describeValue(kind)}`,
+    );
   }
   if (typeof factory !== "function") {
     throw new TypeError(`registerLayer: factory for ${kind} must be a function, got ${factory}`);
@@ -240,7 +245,9 @@ export function layerFromSpec(spec: LayerSpec, backend: Backend): Layer {
   }
   const args = spec.args ?? {};
   if (args === null || typeof args !== "object" || Array.isArray(args)) {
-    throw new TypeError(`layerFromSpec: ${spec.kind}.args must be an object, got ${String(args)}`);
+    throw new TypeError(
+      `layerFromSpec: ${spec.kind}.args must be an object, got ${describeValue(args)}`,
+    );
   }
   const factory = BUILT_IN.get(spec.kind) ?? custom.get(spec.kind);
   if (factory === undefined) {

@@ -22,6 +22,7 @@
 import type { Shape, Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
 import { fmtShape, rowsOf, sameShape } from "./_util.ts";
+import { describeValue } from "../tensor/describe.ts";
 
 /** Options of the losses. */
 export interface LossOptions {
@@ -44,7 +45,9 @@ function normalizer(where: string, rows: number, opts: LossOptions | undefined):
   const n = opts?.totalRows ?? rows;
   if (typeof n !== "number" || !Number.isInteger(n) || n <= 0 || n < rows) {
     throw new RangeError(
-      `${where}: totalRows must be an integer ≥ the ${rows} rows of this call, got ${String(n)}`,
+      `${where}: totalRows must be an integer ≥ the ${rows} rows of this call, got ${
+        describeValue(n)
+      }`,
     );
   }
   return n;

@@ -8,6 +8,7 @@
 import * as ops from "../tensor/ops.ts";
 import type { Tensor } from "../tensor/mod.ts";
 import type { Parameter } from "./layer.ts";
+import { describeValue } from "../tensor/describe.ts";
 
 /** Parameters with optional per-group hyper-parameters (defaults come from the optimizer). */
 export interface ParamGroupSpec {
@@ -61,14 +62,16 @@ export interface Optimizer {
 /** Throws a RangeError unless `value` is a finite number ≥ 0. */
 export function checkNonNegative(where: string, what: string, value: number): void {
   if (typeof value !== "number" || !Number.isFinite(value) || value < 0) {
-    throw new RangeError(`${where}: ${what} must be a finite number ≥ 0, got ${String(value)}`);
+    throw new RangeError(
+      `${where}: ${what} must be a finite number ≥ 0, got ${describeValue(value)}`,
+    );
   }
 }
 
 /** Throws a RangeError unless `value` lies in [0, 1) (decays, momentum). */
 export function checkFraction(where: string, what: string, value: number): void {
   if (typeof value !== "number" || !(value >= 0 && value < 1)) {
-    throw new RangeError(`${where}: ${what} must lie in [0, 1), got ${String(value)}`);
+    throw new RangeError(`${where}: ${what} must lie in [0, 1), got ${describeValue(value)}`);
   }
 }
 
@@ -93,7 +96,7 @@ export function makeGroups(
   defaults: { lr: number; weightDecay: number },
 ): ParamGroup[] {
   if (!Array.isArray(params)) {
-    throw new TypeError(`${where}: params must be an array, got ${String(params)}`);
+    throw new TypeError(`${where}: params must be an array, got ${describeValue(params)}`);
   }
   const specs: readonly ParamGroupSpec[] = params.length > 0 && "params" in params[0]
     ? params as readonly ParamGroupSpec[]

@@ -10,6 +10,7 @@ import { AdamW, type AdamWOptions } from "./adamw.ts";
 import type { Parameter } from "./layer.ts";
 import type { Optimizer } from "./optimizer.ts";
 import { SGD, type SGDOptions } from "./sgd.ts";
+import { describeValue } from "../tensor/describe.ts";
 
 /** AdamW with its options (defaults as {@linkcode AdamW}). */
 export interface AdamWSpec extends AdamWOptions {
@@ -45,7 +46,7 @@ const KEYS: Readonly<Record<OptimizerSpec["kind"], readonly string[]>> = {
 export function checkOptimizerSpec(spec: OptimizerSpec): OptimizerSpec {
   if (spec === null || typeof spec !== "object") {
     throw new TypeError(
-      `optimizer must be an object { kind: "adamw" | "sgd", ... }, got ${String(spec)}`,
+      `optimizer must be an object { kind: "adamw" | "sgd", ... }, got ${describeValue(spec)}`,
     );
   }
   const keys = KEYS[spec.kind as OptimizerSpec["kind"]];

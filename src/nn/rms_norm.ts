@@ -9,6 +9,7 @@ import * as ops from "../tensor/ops.ts";
 import { checkPositiveInt, fmtShape, retain } from "./_util.ts";
 import { LayerBase } from "./layer_base.ts";
 import type { LayerCost, LayerSpec } from "./layer.ts";
+import { describeValue } from "../tensor/describe.ts";
 
 /**
  * Options of {@linkcode RMSNorm}.
@@ -72,7 +73,9 @@ export class RMSNorm extends LayerBase<RMSNormState> {
     checkPositiveInt("RMSNorm", "dim", dim);
     const eps = opts?.eps ?? 2 ** -23;
     if (typeof eps !== "number" || !Number.isFinite(eps) || eps < 0) {
-      throw new RangeError(`RMSNorm: eps must be a finite non-negative number, got ${String(eps)}`);
+      throw new RangeError(
+        `RMSNorm: eps must be a finite non-negative number, got ${describeValue(eps)}`,
+      );
     }
     this.dim = dim;
     this.eps = eps;

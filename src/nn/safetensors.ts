@@ -16,6 +16,7 @@ import type { Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
 import { fmtShape, sameShape } from "./_util.ts";
 import type { Layer, Parameter } from "./layer.ts";
+import { describeValue } from "../tensor/describe.ts";
 
 /** One tensor read from a safetensors file. */
 export interface SafetensorsEntry {
@@ -57,7 +58,9 @@ function paramsOf(source: Layer | readonly Parameter[], where: string): readonly
   if (source !== null && typeof source === "object" && "parameters" in source) {
     return (source as Layer).parameters();
   }
-  throw new TypeError(`${where}: expected a Layer or a Parameter array, got ${String(source)}`);
+  throw new TypeError(
+    `${where}: expected a Layer or a Parameter array, got ${describeValue(source)}`,
+  );
 }
 
 /**
@@ -143,7 +146,7 @@ function parseHeader(
   bytes: Uint8Array,
 ): { entries: Map<string, HeaderEntry>; metadata: Record<string, string>; dataStart: number } {
   if (!(bytes instanceof Uint8Array)) {
-    throw new TypeError(`safetensors: expected a Uint8Array, got ${String(bytes)}`);
+    throw new TypeError(`safetensors: expected a Uint8Array, got ${describeValue(bytes)}`);
   }
   if (bytes.length < 8) {
     throw new RangeError(

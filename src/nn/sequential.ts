@@ -17,6 +17,7 @@ import {
   type Parameter,
   type StateKey,
 } from "./layer.ts";
+import { describeValue } from "../tensor/describe.ts";
 
 /** Options of {@linkcode Sequential}. */
 export interface SequentialOptions {
@@ -63,7 +64,7 @@ export class Sequential implements Layer {
   /** Creates the chain; checks shapes at once when `opts.inputShape` is given. */
   constructor(layers: readonly Layer[], opts?: SequentialOptions) {
     if (!Array.isArray(layers)) {
-      throw new TypeError(`Sequential: layers must be an array, got ${String(layers)}`);
+      throw new TypeError(`Sequential: layers must be an array, got ${describeValue(layers)}`);
     }
     if (layers.length === 0) {
       throw new RangeError("Sequential: needs at least one layer, got 0");
@@ -73,7 +74,7 @@ export class Sequential implements Layer {
         l === null || typeof l !== "object" || typeof l.forward !== "function" ||
         typeof l.backwardInput !== "function" || typeof l.outputShape !== "function"
       ) {
-        throw new TypeError(`Sequential: layers[${i}] is not a Layer, got ${String(l)}`);
+        throw new TypeError(`Sequential: layers[${i}] is not a Layer, got ${describeValue(l)}`);
       }
     });
     layers.forEach((l, i) => {

@@ -5,13 +5,12 @@
  * @module
  */
 
+import { formatShape } from "./describe.ts";
 import type { Shape } from "./backend.ts";
 import { checkShape, shapeSize } from "./tensor.ts";
 
-/** Formats a shape as `[2, 3]` for error messages. */
-export function fmtShape(shape: Shape): string {
-  return `[${shape.join(", ")}]`;
-}
+/** Formats a shape for error messages (long ones cut). */
+export const fmtShape: (shape: readonly unknown[]) => string = formatShape;
 
 /**
  * Checks the arguments of `backend.fromData`: `data` is a Float32Array, the

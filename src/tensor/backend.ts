@@ -170,6 +170,15 @@ export interface Backend {
   flush(): void;
   /** Waits until all submitted work has completed. */
   sync(): Promise<void>;
+  /**
+   * A point in the device's work after everything recorded so far: resolves
+   * to the device's timestamp (ms) when it reached it; undefined where that
+   * cannot be dated (the CPU, whose work is done when the call returns, or a
+   * device without timestamps).
+   */
+  timeMark?(): Promise<number> | undefined;
+  /** Host time (`performance.now()`) minus the device's timestamps, ms (NaN before any mark). */
+  hostMinusDevice?(): number;
   /** Releases every resource of the backend (device, pools). */
   destroy(): void;
 

@@ -35,3 +35,4 @@ export { createBackend } from "./create_backend.ts";
 export { keep, tidy } from "./tidy.ts";
 export { LeakWatch, type LeakWatchOptions } from "./leak_watch.ts";
 export type { BackendKind } from "./create_backend.ts";
+export { describeValue, formatShape } from "./describe.ts";

@@ -7,6 +7,7 @@
 
 import type { Backend, Shape } from "./backend.ts";
 import { checkShape, shapeSize, type Tensor } from "./tensor.ts";
+import { describeValue } from "./describe.ts";
 
 /** splitmix32 step: spreads a seed's bits so nearby seeds give unrelated streams. */
 function splitmix32(state: number): [number, number] {
@@ -41,7 +42,7 @@ export class Rng {
   /** Creates a generator; `seed` must be a safe integer (negative allowed). */
   constructor(seed: number) {
     if (typeof seed !== "number" || !Number.isSafeInteger(seed)) {
-      throw new RangeError(`Rng: seed must be a safe integer, got ${String(seed)}`);
+      throw new RangeError(`Rng: seed must be a safe integer, got ${describeValue(seed)}`);
     }
     // Both 32-bit halves feed the state so seeds differing only above bit 32 differ.
     const lo = seed >>> 0;
@@ -127,10 +128,12 @@ function rotl(x: number, k: number): number {
 export function randomTensor(backend: Backend, shape: Shape, rng: Rng, scale = 1): Tensor {
   checkShape(shape, "randomTensor: shape");
   if (!(rng instanceof Rng)) {
-    throw new TypeError(`randomTensor: rng must be an Rng, got ${String(rng)}`);
+    throw new TypeError(`randomTensor: rng must be an Rng, got ${describeValue(rng)}`);
   }
   if (typeof scale !== "number" || !Number.isFinite(scale)) {
-    throw new RangeError(`randomTensor: scale must be a finite number, got ${String(scale)}`);
+    throw new RangeError(
+      `randomTensor: scale must be a finite number, got ${describeValue(scale)}`,
+    );
   }
   const data = new Float32Array(shapeSize(shape));
   for (let i = 0; i < data.length; i++) data[i] = rng.normal() * scale;

@@ -10,6 +10,7 @@
 
 import type { Backend, Shape } from "./backend.ts";
 import { track } from "./_scope.ts";
+import { describeValue, formatShape } from "./describe.ts";
 
 /** Storage shared by a tensor and its reshaped views; freed with the last. */
 interface SharedStorage {
@@ -28,12 +29,12 @@ export function shapeSize(shape: Shape): number {
 /** Throws a RangeError unless every dimension is a non-negative integer. */
 export function checkShape(shape: Shape, what = "shape"): void {
   if (!Array.isArray(shape)) {
-    throw new TypeError(`${what} must be an array of dimensions, got ${String(shape)}`);
+    throw new TypeError(`${what} must be an array of dimensions, got ${describeValue(shape)}`);
   }
   for (const d of shape) {
     if (!Number.isInteger(d) || d < 0) {
       throw new RangeError(
-        `${what} must hold non-negative integers, got [${shape.join(", ")}]`,
+        `${what} must hold non-negative integers, got ${formatShape(shape)}`,
       );
     }
   }
@@ -97,7 +98,7 @@ export class Tensor {
    */
   get storage(): unknown {
     if (this.#storage === null) {
-      throw new TypeError(`tensor of shape [${this.shape.join(", ")}] used after dispose`);
+      throw new TypeError(`tensor of shape ${formatShape(this.shape)} used after dispose`);
     }
     return this.#storage.data;
   }
@@ -116,7 +117,7 @@ export class Tensor {
     const n = shapeSize(shape);
     if (n !== this.size) {
       throw new RangeError(
-        `cannot reshape [${this.shape.join(", ")}] (${this.size} elements) to [${
+        `cannot reshape ${formatShape(this.shape)} (${this.size} elements) to [${
           shape.join(", ")
         }] (${n} elements)`,
       );
@@ -177,7 +178,7 @@ export class Tensor {
 
   #shared(): SharedStorage {
     if (this.#storage === null) {
-      throw new TypeError(`tensor of shape [${this.shape.join(", ")}] used after dispose`);
+      throw new TypeError(`tensor of shape ${formatShape(this.shape)} used after dispose`);
     }
     return this.#storage;
   }

@@ -8,6 +8,8 @@
  * @module
  */
 
+import { describeValue } from "../../tensor/describe.ts";
+
 /**
  * What the backward recomputes:
  * - `"none"`: nothing; every layer keeps its state (checkpointing off).
@@ -111,7 +113,7 @@ function checkBoolean(name: string, v: unknown, dflt: boolean): boolean {
 function checkInteger(name: string, v: unknown, min: number, dflt: number): number {
   if (v === undefined) return dflt;
   if (typeof v !== "number" || !Number.isInteger(v) || v < min) {
-    throw new RangeError(`${name} must be an integer >= ${min}, got ${String(v)}`);
+    throw new RangeError(`${name} must be an integer >= ${min}, got ${describeValue(v)}`);
   }
   return v;
 }
@@ -148,7 +150,7 @@ export class ActivationCheckpointConfig {
   /** Validates `options`; see the class documentation for the errors. */
   constructor(options: ActivationCheckpointOptions = {}) {
     if (options === null || typeof options !== "object") {
-      throw new TypeError(`options must be an object, got ${String(options)}`);
+      throw new TypeError(`options must be an object, got ${describeValue(options)}`);
     }
     for (const key of Object.keys(options)) {
       if (!KNOWN_OPTIONS.has(key)) {
@@ -211,7 +213,9 @@ export class ActivationCheckpointConfig {
         );
       }
     } else {
-      throw new TypeError(`expensiveKinds must be a string or a RegExp, got ${String(kinds)}`);
+      throw new TypeError(
+        `expensiveKinds must be a string or a RegExp, got ${describeValue(kinds)}`,
+      );
     }
     Object.freeze(this);
   }
@@ -259,7 +263,7 @@ export class ActivationCheckpointConfig {
    */
   plan(kinds: readonly string[]): ChunkCheckpointPlan {
     if (!Array.isArray(kinds)) {
-      throw new TypeError(`kinds must be an array of layer kinds, got ${String(kinds)}`);
+      throw new TypeError(`kinds must be an array of layer kinds, got ${describeValue(kinds)}`);
     }
     const n = kinds.length;
     const keep = new Array<boolean>(n).fill(true);

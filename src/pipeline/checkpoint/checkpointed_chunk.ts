@@ -7,6 +7,7 @@
  * @module
  */
 
+import { formatShape as fmtShape } from "../../tensor/describe.ts";
 import {
   type BackwardOptions,
   DEFAULT_KEY,
@@ -23,11 +24,14 @@ import {
   type CheckpointSegment,
   type ChunkCheckpointPlan,
 } from "./checkpoint.ts";
+import { describeValue } from "../../tensor/describe.ts";
 
 /** What one micro-batch leaves in the chunk between its passes. */
 interface ChunkState {
   phase: "forward" | "input";
   readonly outShape: Shape;
+  /** The forward's training context, reused by the recompute (Dropout's mask). */
+  readonly context: { training?: boolean; step?: number; rowOffset?: number };
   /** Segment start → that segment's stored input. */
   readonly inputs: Map<number, Tensor>;
   /** Layer index → its stored output (a recompute starting point). */
@@ -39,17 +43,15 @@ function needInputGrad(opts: BackwardOptions | undefined): boolean {
   const v = opts?.needInputGrad;
   if (v === undefined) return true;
   if (typeof v !== "boolean") {
-    throw new TypeError(`CheckpointedChunk: needInputGrad must be a boolean, got ${String(v)}`);
+    throw new TypeError(
+      `CheckpointedChunk: needInputGrad must be a boolean, got ${describeValue(v)}`,
+    );
   }
   return v;
 }
 
 function fmtKey(key: StateKey): string {
   return typeof key === "string" ? JSON.stringify(key) : String(key);
-}
-
-function fmtShape(s: Shape): string {
-  return `[${s.join(", ")}]`;
 }
 
 /** A handle of our own on `t`'s storage (no copy), so the caller may dispose theirs. */
@@ -151,7 +153,12 @@ export class CheckpointedChunk implements Layer {
   forward(x: Tensor, opts?: ForwardOptions): Tensor {
     const key = opts?.key ?? DEFAULT_KEY;
     const save = opts?.save ?? true;
-    if (!save) return this.sequential.forward(x, { key, save: false });
+    const context = {
+      ...(opts?.training === undefined ? {} : { training: opts.training }),
+      ...(opts?.step === undefined ? {} : { step: opts.step }),
+      ...(opts?.rowOffset === undefined ? {} : { rowOffset: opts.rowOffset }),
+    };
+    if (!save) return this.sequential.forward(x, { key, save: false, ...context });
     const outShape = this.sequential.outputShape(x.shape);
     if (this.#states.has(key)) {
       throw new Error(
@@ -176,12 +183,18 @@ export class CheckpointedChunk implements Layer {
       }
     });
     const { keep, keepOutput } = this.plan;
-    const state: ChunkState = { phase: "forward", outShape, inputs: new Map(), outputs: new Map() };
+    const state: ChunkState = {
+      phase: "forward",
+      outShape,
+      context,
+      inputs: new Map(),
+      outputs: new Map(),
+    };
     let h = x;
     try {
       for (let i = 0; i < this.#layers.length; i++) {
         if (this.#segmentStarts.has(i) && !keep[i]) state.inputs.set(i, retain(h));
-        const y = this.#layers[i].forward(h, { key, save: keep[i] });
+        const y = this.#layers[i].forward(h, { key, save: keep[i], ...context });
         if (keepOutput[i]) state.outputs.set(i, retain(y));
         if (h !== x) h.dispose();
         h = y;
@@ -311,7 +324,8 @@ export class CheckpointedChunk implements Layer {
         h = state.outputs.get(j) ?? null;
         state.outputs.delete(j);
       } else {
-        const y = this.#layers[j].forward(h!, { key, save: true });
+        // The same context as the first forward: a recomputed Dropout draws the same mask.
+        const y = this.#layers[j].forward(h!, { key, save: true, ...state.context });
         h!.dispose();
         h = y;
       }

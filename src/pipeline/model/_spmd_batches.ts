@@ -10,15 +10,22 @@ import { type BatchLayout, describeArray, splitBatch, type TrainingBatch } from 
 /**
  * Each batch's per-rank payloads, or null where this process has no
  * batches (all null: allowed only on an MPI rank other than 0). Throws a
- * TypeError/RangeError naming the batch before any work; `checkUsable`
+ * TypeError/RangeError naming the batch before any work; `o.checkUsable`
  * runs once the array itself is checked, before the batches are.
  */
 export function localPlans(
   layout: BatchLayout,
   batches: readonly (TrainingBatch | null)[],
-  kind: RankGroupKind,
-  localRank: number | undefined,
-  checkUsable: () => void,
+  o: {
+    /** The model's rank group. */
+    readonly kind: RankGroupKind;
+    /** Its local rank (MPI). */
+    readonly localRank: number | undefined;
+    /** The step index of the first batch over the model's life. */
+    readonly firstStep: number;
+    /** Throws if the model cannot take a call now. */
+    readonly checkUsable: () => void;
+  },
 ): ModelStagePayload[][] | null {
   if (!Array.isArray(batches) || batches.length === 0) {
     throw new RangeError(
@@ -27,11 +34,13 @@ export function localPlans(
       }`,
     );
   }
-  checkUsable();
+  o.checkUsable();
   const missing = batches.filter((b) => b === null || b === undefined).length;
   const name = (i: number) => batches.length > 1 ? `batches[${i}]` : "batch";
-  if (missing === 0) return batches.map((b, i) => splitBatch(layout, b!, name(i)));
-  if (kind !== "mpi") {
+  if (missing === 0) {
+    return batches.map((b, i) => splitBatch(layout, b!, name(i), o.firstStep + i));
+  }
+  if (o.kind !== "mpi") {
     const i = batches.findIndex((b) => b === null || b === undefined);
     throw new TypeError(
       `${name(i)} must be an object { inputs, shape, targets }, got ${batches[i]} ` +
@@ -44,7 +53,7 @@ export function localPlans(
         "other than 0) none",
     );
   }
-  if (localRank === 0) {
+  if (o.localRank === 0) {
     throw new TypeError(
       "rank 0 has no batch: rank 0 sends the other ranks theirs, so it needs every batch " +
         "(give null only on the other ranks)",

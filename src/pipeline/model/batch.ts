@@ -11,6 +11,7 @@ import type { Shape } from "../../tensor/mod.ts";
 import type { Sequential } from "../../nn/sequential.ts";
 import type { Schedule } from "../schedule/schedule.ts";
 import type { ModelStagePayload, PipelineLoss } from "./model_stage_executor.ts";
+import { describeValue } from "../../tensor/describe.ts";
 
 /** One training batch: inputs along dim 0, and the targets of the loss. */
 export interface TrainingBatch {
@@ -70,19 +71,20 @@ export function checkFinite(data: Float32Array, what: string): void {
 
 /**
  * Checks `b` (`where` names it in errors) and splits it into each rank's
- * payload for one iteration.
+ * payload for one iteration, training step `step`.
  */
 export function splitBatch(
   layout: BatchLayout,
   b: TrainingBatch,
   where: string,
+  step?: number,
 ): ModelStagePayload[] {
   if (b === null || typeof b !== "object") {
     throw new TypeError(`${where} must be an object { inputs, shape, targets }, got ${b}`);
   }
   const shape = Array.isArray(b.shape) ? [...b.shape] : null;
   if (shape === null || shape.length === 0) {
-    throw new TypeError(`${where}.shape must be a non-empty array, got ${String(b.shape)}`);
+    throw new TypeError(`${where}.shape must be a non-empty array, got ${describeValue(b.shape)}`);
   }
   const m = layout.schedule.microBatches;
   const B = shape[0];
@@ -136,7 +138,7 @@ export function splitBatch(
   } else {
     rows = evenRows(B, m);
   }
-  return payloads(layout, shape, shapes, rows, b.inputs, b.targets, targetShape);
+  return payloads(layout, shape, shapes, rows, b.inputs, b.targets, targetShape, step);
 }
 
 /**
@@ -161,6 +163,7 @@ function payloads(
   inputs: Float32Array,
   targets: Float32Array | null,
   targetShape: Shape,
+  step?: number,
 ): ModelStagePayload[] {
   const out = shapes[shapes.length - 1];
   const b0 = layout.boundaries;
@@ -179,6 +182,7 @@ function payloads(
     at += r;
   }
   const common = {
+    ...(step === undefined ? {} : { step }),
     rows,
     totalRows: prod(out.slice(0, -1)),
     inputTails,

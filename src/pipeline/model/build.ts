@@ -10,6 +10,7 @@
 import type { RankGroup } from "../runtime/rank_group.ts";
 import { WorkerRankGroup } from "../runtime/worker_rank_group.ts";
 import { InProcessRankGroup } from "../runtime/in_process_rank_group.ts";
+import { SubprocessRankGroup } from "../runtime/subprocess_rank_group.ts";
 import { MpiRankGroup } from "../runtime/mpi_rank_group.ts";
 import { processMpiComm } from "./_mpi_comm.ts";
 import type { CheckedModelOptions } from "./options.ts";
@@ -51,18 +52,7 @@ export async function buildRanks(
   };
   const fault = o.faultInjection === undefined ? {} : { fault: o.faultInjection };
   let group: RankGroup<ModelStageCalls>;
-  if (o.workers) {
-    const hb = timeouts.heartbeatMs;
-    group = await WorkerRankGroup.create<ModelStageCalls>({
-      schedule: plan.schedule,
-      executor: { module: MODEL_STAGE_EXECUTOR_URL, options: stageOptions },
-      ...(hb === undefined
-        ? {}
-        : { heartbeatTimeoutMs: hb, heartbeatIntervalMs: Math.max(5, Math.min(200, hb / 4)) }),
-      ...(timeouts.stallTimeoutMs === undefined ? {} : { stallTimeoutMs: timeouts.stallTimeoutMs }),
-      ...fault,
-    });
-  } else if (o.rankGroup === "mpi") {
+  if (o.rankGroup === "mpi") {
     group = await MpiRankGroup.create<ModelStageCalls>({
       schedule: plan.schedule,
       comm: o.comm ?? await processMpiComm(),
@@ -70,6 +60,20 @@ export async function buildRanks(
       executorOptions: stageOptions,
       // Every process must plan the same model: same chunks, same training.
       fingerprint: JSON.stringify([plan.chunks, o.loss, o.optimizer, o.checkpoint ?? null]),
+      ...fault,
+    });
+  } else if (o.rankGroup !== "in-process") {
+    const hb = timeouts.heartbeatMs;
+    const create = o.rankGroup === "subprocess"
+      ? SubprocessRankGroup.create<ModelStageCalls>
+      : WorkerRankGroup.create<ModelStageCalls>;
+    group = await create({
+      schedule: plan.schedule,
+      executor: { module: MODEL_STAGE_EXECUTOR_URL, options: stageOptions },
+      ...(hb === undefined
+        ? {}
+        : { heartbeatTimeoutMs: hb, heartbeatIntervalMs: Math.max(5, Math.min(200, hb / 4)) }),
+      ...(timeouts.stallTimeoutMs === undefined ? {} : { stallTimeoutMs: timeouts.stallTimeoutMs }),
       ...fault,
     });
   } else {

@@ -41,6 +41,7 @@ import { CheckpointedChunk } from "../checkpoint/checkpointed_chunk.ts";
 import { createOptimizer, type OptimizerSpec } from "../../nn/optimizer_spec.ts";
 import type {
   CallHandlers,
+  DeviceSpan,
   StageContext,
   StageExecutor,
   StageExecutorInit,
@@ -49,6 +50,7 @@ import type {
 import type { ModelStageCalls } from "./stage_calls.ts";
 import type { CommBackend } from "../comm/backend.ts";
 import { allSum } from "./_norm_exchange.ts";
+import { describeValue } from "../../tensor/describe.ts";
 
 /** The losses a model stage computes on the last stage. */
 export type PipelineLoss = "cross-entropy" | "mse";
@@ -81,6 +83,12 @@ export interface ModelStageOptions {
 
 /** What a rank needs for one iteration (`beginIteration`'s payload). */
 export interface ModelStagePayload {
+  /**
+   * The training step this iteration is (0-based over the model's life,
+   * as a single-device loop counts them): the `step` of the layers'
+   * forward context (Dropout's mask). Absent in forward-only runs.
+   */
+  readonly step?: number;
   /** Rows (dim 0) of each micro-batch. */
   readonly rows: readonly number[];
   /** Rows of the whole batch's prediction (product of all dims but the last): the loss's N. */
@@ -118,7 +126,7 @@ export interface ModelStageReport {
 
 function checkOptions(o: ModelStageOptions, stages: readonly number[]): void {
   if (o === null || typeof o !== "object") {
-    throw new TypeError(`model stage options must be an object, got ${String(o)}`);
+    throw new TypeError(`model stage options must be an object, got ${describeValue(o)}`);
   }
   if (!Array.isArray(o.chunks)) {
     throw new TypeError("model stage options.chunks must be an array of layer specs");
@@ -152,6 +160,7 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
   #gradNorm: number | undefined;
   #base: number;
   #actPeak = 0;
+  #startMark: Promise<number> | undefined;
 
   private constructor(init: StageExecutorInit, backend: Backend) {
     this.#init = init;
@@ -218,6 +227,7 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
   }
 
   forward(ctx: StageContext, input: Float32Array | null): StageOutput {
+    this.#begin();
     const plan = this.#needPlan(ctx);
     const { stage: s, microBatch: mb } = ctx.action;
     const key = this.#key(ctx);
@@ -230,7 +240,16 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
     let y: Tensor;
     try {
       // A forward-only run (prediction) keeps nothing for a backward.
-      y = this.#chunk(s).forward(x, ctx.forwardOnly ? { save: false } : { key });
+      // Training forwards carry the step and the micro-batch's first row in
+      // the full batch, so per-row randomness matches single-device training.
+      let rowOffset = 0;
+      for (let j = 0; j < mb; j++) rowOffset += plan.rows[j];
+      y = this.#chunk(s).forward(
+        x,
+        ctx.forwardOnly
+          ? { save: false }
+          : { key, training: true, step: plan.step ?? ctx.iteration, rowOffset },
+      );
     } finally {
       x.dispose();
     }
@@ -277,6 +296,7 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
   }
 
   backwardWeight(ctx: StageContext): void {
+    this.#begin();
     this.#chunk(ctx.action.stage).backwardWeight(this.#key(ctx));
     // Nothing is read back after W: submit its work now rather than with the next action.
     this.backend.flush();
@@ -287,11 +307,29 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
    * settles when the device has run them; on the CPU the work is done
    * already (undefined).
    */
-  deviceDone(): Promise<void> | undefined {
-    return this.backend.name === "cpu" ? undefined : this.backend.sync();
+  deviceDone(): Promise<void | DeviceSpan> | undefined {
+    if (this.backend.name === "cpu") return undefined;
+    const start = this.#startMark;
+    this.#startMark = undefined;
+    const end = this.backend.timeMark?.();
+    if (start === undefined || end === undefined) return this.backend.sync();
+    // The device's own timestamps around the action: its exact span.
+    this.backend.flush();
+    const backend = this.backend;
+    return Promise.all([start, end]).then(([s, e]) => ({
+      start: s,
+      end: e,
+      hostMinusDevice: () => backend.hostMinusDevice?.() ?? NaN,
+    }));
+  }
+
+  // Marks the device's work at the start of an action or step (WebGPU with timestamps).
+  #begin(): void {
+    if (this.backend.name !== "cpu") this.#startMark = this.backend.timeMark?.();
   }
 
   async step(stage: number, iteration: number): Promise<void> {
+    this.#begin();
     const mem = this.backend.memory;
     this.#actPeak = Math.max(this.#actPeak, mem.peakBytes - this.#base);
     const act = mem.liveBytes - this.#base;
@@ -391,6 +429,7 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
   }
 
   #backward(ctx: StageContext, gradOutput: Float32Array | null, full: boolean): StageOutput {
+    this.#begin();
     const s = ctx.action.stage;
     const key = this.#key(ctx);
     const id = `${s}/${key}`;

@@ -17,10 +17,9 @@ import {
   type ActivationCheckpointOptions,
 } from "../checkpoint/checkpoint.ts";
 import { checkFaultInjection, type FaultInjection } from "../runtime/fault_injection.ts";
-import type { RankGroupKind } from "../runtime/rank_group.ts";
 import type { CommBackend } from "../comm/backend.ts";
-import { checkRankGroup } from "./_rank_group_choice.ts";
 import type { PipelineLoss } from "./model_stage_executor.ts";
+import { describeValue } from "../../tensor/describe.ts";
 
 /** Options of `PipelineParallelModel.create`. */
 export interface PipelineParallelModelOptions {
@@ -51,18 +50,20 @@ export interface PipelineParallelModelOptions {
   readonly backend?: BackendKind;
   /** Loss on the last stage: `"cross-entropy"` (targets are class ids) or `"mse"`. */
   readonly loss: PipelineLoss;
-  /** One Deno worker per rank (default true); false runs every rank in this thread. */
-  readonly workers?: boolean;
   /**
-   * Where the ranks run (default `"workers"`, or `"in-process"` with
-   * `workers: false`): `"workers"`, one Deno worker per rank;
-   * `"in-process"`, every rank in this thread; `"mpi"`, this process is one
-   * rank of an MPI job: run the same script under `mpirun -n <ranks>` (see
-   * `MpiRankGroup` for how the processes meet, and the README's MPI
-   * section). With `"mpi"` every process makes the same model calls in the
-   * same order; each builds only its own stages.
+   * Where the ranks run (default `"workers"`): one Deno worker per rank;
+   * `"subprocess"`, the same workers in a child process, which can always
+   * be ended (a rank whose code holds its thread in a loop or a blocking
+   * wait cannot be ended in a worker, and keeps the process alive), at the
+   * cost of a process start and `--allow-run`; `"in-process"`, every rank in
+   * this thread (for debugging); `"mpi"`, this process is one rank of an
+   * MPI job: run the same script under `mpirun -n <ranks>`, every process
+   * making the same model calls in the same order, each building only its
+   * own stages (see `MpiRankGroup` and the README's MPI section).
    */
-  readonly rankGroup?: RankGroupKind;
+  readonly rankGroup?: "workers" | "subprocess" | "in-process" | "mpi";
+  /** Older form of `rankGroup`: true is `"workers"`, false `"in-process"`. */
+  readonly workers?: boolean;
   /**
    * With `rankGroup: "mpi"`: this process's transport, whose rank and size
    * are this process's rank and the rank count (default: the process's
@@ -92,8 +93,7 @@ export interface CheckedModelOptions {
   readonly optimizer: OptimizerSpec;
   readonly loss: PipelineLoss;
   readonly backend: BackendKind;
-  readonly workers: boolean;
-  readonly rankGroup: RankGroupKind;
+  readonly rankGroup: "workers" | "subprocess" | "in-process" | "mpi";
   readonly comm?: CommBackend;
   readonly checkpoint?: ActivationCheckpointOptions;
   readonly clipGradNorm?: number;
@@ -121,7 +121,7 @@ export function checkModelOptions(o: PipelineParallelModelOptions): CheckedModel
     throw new TypeError(`options must be an object { model, schedule, ... }, got ${o}`);
   }
   if (!(o.model instanceof Sequential)) {
-    throw new TypeError(`model must be a Sequential, got ${String(o.model)}`);
+    throw new TypeError(`model must be a Sequential, got ${describeValue(o.model)}`);
   }
   const optimizer = checkOptimizerSpec(o.optimizer);
   if (o.loss !== "cross-entropy" && o.loss !== "mse") {
@@ -133,8 +133,27 @@ export function checkModelOptions(o: PipelineParallelModelOptions): CheckedModel
       `backend must be "auto", "cpu" or "webgpu", got ${JSON.stringify(o.backend)}`,
     );
   }
-  const { rankGroup, comm } = checkRankGroup(o);
-  const workers = rankGroup === "workers";
+  if (o.workers !== undefined && typeof o.workers !== "boolean") {
+    throw new TypeError(`workers must be a boolean, got ${describeValue(o.workers)}`);
+  }
+  const kinds = ["workers", "subprocess", "in-process", "mpi"] as const;
+  if (o.rankGroup !== undefined && !kinds.includes(o.rankGroup)) {
+    throw new TypeError(
+      `rankGroup must be one of ${kinds.join(", ")}, got ${JSON.stringify(o.rankGroup)}`,
+    );
+  }
+  const rankGroup = o.rankGroup ?? (o.workers === false ? "in-process" : "workers");
+  // workers: true means ranks in workers (here or in a subprocess), false in this thread.
+  if (
+    o.rankGroup !== undefined && o.workers !== undefined &&
+    (o.workers ? rankGroup === "in-process" || rankGroup === "mpi" : rankGroup !== "in-process")
+  ) {
+    throw new TypeError(
+      `workers: ${o.workers} contradicts rankGroup: "${o.rankGroup}" (give rankGroup alone)`,
+    );
+  }
+  const workers = rankGroup === "workers" || rankGroup === "subprocess";
+  const comm = checkComm(o.comm, rankGroup);
   const checkpoint = o.checkpoint === undefined ? undefined : checkpointOptions(o.checkpoint);
   if (
     o.clipGradNorm !== undefined &&
@@ -142,13 +161,13 @@ export function checkModelOptions(o: PipelineParallelModelOptions): CheckedModel
       !Number.isFinite(o.clipGradNorm))
   ) {
     throw new RangeError(
-      `clipGradNorm must be a finite positive number, got ${String(o.clipGradNorm)}`,
+      `clipGradNorm must be a finite positive number, got ${describeValue(o.clipGradNorm)}`,
     );
   }
   // Checked in every mode, though only worker ranks use them.
   for (const [name, v] of [["heartbeatMs", o.heartbeatMs], ["stallTimeoutMs", o.stallTimeoutMs]]) {
     if (v !== undefined && (typeof v !== "number" || !(v > 0) || !Number.isFinite(v))) {
-      throw new RangeError(`${name} must be a finite number of ms > 0, got ${String(v)}`);
+      throw new RangeError(`${name} must be a finite number of ms > 0, got ${describeValue(v)}`);
     }
   }
   if (o.modules !== undefined) {
@@ -163,9 +182,13 @@ export function checkModelOptions(o: PipelineParallelModelOptions): CheckedModel
   }
   if (o.faultInjection !== undefined) {
     const fault = checkFaultInjection(o.faultInjection, "faultInjection");
-    if (fault.hangAt !== undefined && fault.hang === "block" && !workers) {
+    const holds = ["hang", "block", "loop", "exit"].includes(fault.fault);
+    if (holds && !workers) {
       throw new TypeError(
-        "faultInjection.hangAt blocks the rank's thread: it needs workers (workers: true)",
+        `faultInjection "${fault.fault}" holds or ends the rank's thread: it needs ranks in ` +
+          `workers or a subprocess, not ${
+            rankGroup === "mpi" ? "in this MPI process" : "in this thread (workers: false)"
+          }`,
       );
     }
   }
@@ -174,7 +197,6 @@ export function checkModelOptions(o: PipelineParallelModelOptions): CheckedModel
     optimizer,
     loss: o.loss,
     backend,
-    workers,
     rankGroup,
     ...(comm === undefined ? {} : { comm }),
     ...(checkpoint === undefined ? {} : { checkpoint }),
@@ -182,4 +204,24 @@ export function checkModelOptions(o: PipelineParallelModelOptions): CheckedModel
     modules: (o.modules ?? []).map((m) => String(m)),
     ...(o.faultInjection === undefined ? {} : { faultInjection: o.faultInjection }),
   };
+}
+
+function checkComm(
+  comm: unknown,
+  rankGroup: CheckedModelOptions["rankGroup"],
+): CommBackend | undefined {
+  if (comm === undefined) return undefined;
+  if (rankGroup !== "mpi") {
+    throw new TypeError(
+      `comm is the transport of rankGroup "mpi", but rankGroup is ${JSON.stringify(rankGroup)}`,
+    );
+  }
+  const c = comm as Partial<CommBackend> | null;
+  if (
+    c === null || typeof c !== "object" || typeof c.send !== "function" ||
+    typeof c.recv !== "function" || !Number.isInteger(c.rank) || !Number.isInteger(c.size)
+  ) {
+    throw new TypeError(`comm must be a CommBackend, got ${describeValue(comm)}`);
+  }
+  return comm as CommBackend;
 }

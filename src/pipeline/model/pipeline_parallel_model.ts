@@ -44,6 +44,7 @@ import {
   type TrainResult,
   trainResult,
 } from "./results.ts";
+import { describeValue } from "../../tensor/describe.ts";
 
 export type { PipelineParallelModelOptions } from "./options.ts";
 export type { TrainingBatch } from "./batch.ts";
@@ -144,12 +145,12 @@ export class PipelineParallelModel {
     this.#layout = { model, loss, schedule, boundaries: partition.boundaries };
   }
 
-  /** Whether the ranks run in workers. */
+  /** Whether the ranks run in workers (in this process or a subprocess). */
   get workers(): boolean {
-    return this.#ranks.kind === "workers";
+    return this.#ranks.kind === "workers" || this.#ranks.kind === "subprocess";
   }
 
-  /** Where the ranks run: `"workers"`, `"in-process"` or `"mpi"`. */
+  /** Where the ranks run: `"workers"`, `"subprocess"`, `"in-process"` or `"mpi"`. */
   get rankGroup(): RankGroupKind {
     return this.#ranks.kind;
   }
@@ -197,13 +198,12 @@ export class PipelineParallelModel {
    * 0 may pass null for each, and rank 0 sends it what its rank needs.
    */
   async train(batches: readonly (TrainingBatch | null)[]): Promise<TrainResult> {
-    const plans = localPlans(
-      this.#layout,
-      batches,
-      this.#ranks.kind,
-      this.#ranks.localRank,
-      () => this.#checkUsable(),
-    );
+    const plans = localPlans(this.#layout, batches, {
+      kind: this.#ranks.kind,
+      localRank: this.#ranks.localRank,
+      firstStep: this.#nextStep,
+      checkUsable: () => this.#checkUsable(),
+    });
     const run = await this.#exclusive(
       () =>
         this.#ranks.run({
@@ -231,7 +231,9 @@ export class PipelineParallelModel {
     }
     const shape = Array.isArray(input.shape) ? [...input.shape] : null;
     if (shape === null || shape.length === 0) {
-      throw new TypeError(`predict: shape must be a non-empty array, got ${String(input.shape)}`);
+      throw new TypeError(
+        `predict: shape must be a non-empty array, got ${describeValue(input.shape)}`,
+      );
     }
     const shapes = this.#model.shapes(shape);
     const outShape = shapes[shapes.length - 1];
@@ -365,7 +367,9 @@ export class PipelineParallelModel {
    */
   async writeTrace(path: string): Promise<void> {
     if (typeof path !== "string" || path === "") {
-      throw new TypeError(`writeTrace: path must be a non-empty string, got ${String(path)}`);
+      throw new TypeError(
+        `writeTrace: path must be a non-empty string, got ${describeValue(path)}`,
+      );
     }
     if (this.#lastEvents.length === 0) {
       throw new RangeError("writeTrace: no step has run yet, so there is nothing to write");
@@ -389,10 +393,17 @@ export class PipelineParallelModel {
     await Deno.writeTextFile(path, text);
   }
 
-  /** Ends every worker (or disposes every in-process rank); idempotent. */
+  /**
+   * Ends every rank (workers, the subprocess, or the in-process executors);
+   * idempotent. Rejects, naming the rank, when a worker's thread could not
+   * be ended (its code holds it in a loop or a blocking wait, which Deno
+   * cannot stop): the process then will not exit by itself; ranks in a
+   * subprocess (`rankGroup: "subprocess"`) are always ended.
+   */
   async dispose(): Promise<void> {
-    if (this.#closed) return;
     this.#closed = true;
+    // Idempotent in the group; it rejects, naming the rank, when a worker
+    // thread could not be ended (after a failure too).
     await this.#ranks.dispose();
   }
 

@@ -20,6 +20,7 @@ import {
 } from "../partition/partition.ts";
 import { layerCosts } from "../partition/layer_costs.ts";
 import type { PipelineParallelModelOptions } from "./options.ts";
+import { describeValue } from "../../tensor/describe.ts";
 
 /** Where everything goes: the schedule, the cut, each chunk's spec and each rank's weights. */
 export interface ModelPlan {
@@ -45,7 +46,7 @@ function buildSchedule(o: PipelineParallelModelOptions): Schedule {
   }
   const s = o.schedule;
   if (s === null || typeof s !== "object") {
-    throw new TypeError(`schedule must be a name or a Schedule, got ${String(s)}`);
+    throw new TypeError(`schedule must be a name or a Schedule, got ${describeValue(s)}`);
   }
   for (
     const [what, want, got] of [

@@ -4,6 +4,8 @@
  * @module
  */
 
+import { describeValue } from "../../tensor/describe.ts";
+
 /** One layer as the partitioner sees it (mirrors `LayerCost` in partition.ts). */
 export interface NormalizedLayer {
   readonly kind: string;
@@ -13,7 +15,7 @@ export interface NormalizedLayer {
 /** Throws a RangeError unless `numChunks` is a positive integer. */
 export function checkNumChunks(numChunks: number): void {
   if (typeof numChunks !== "number" || !Number.isInteger(numChunks) || numChunks < 1) {
-    throw new RangeError(`numChunks must be a positive integer, got ${String(numChunks)}`);
+    throw new RangeError(`numChunks must be a positive integer, got ${describeValue(numChunks)}`);
   }
 }
 
@@ -26,7 +28,7 @@ export function normalizeLayers(
 ): { layers: NormalizedLayer[]; hasKinds: boolean } {
   if (!Array.isArray(layers)) {
     throw new TypeError(
-      `layers must be an array of costs or { kind, cost } records, got ${String(layers)}`,
+      `layers must be an array of costs or { kind, cost } records, got ${describeValue(layers)}`,
     );
   }
   const out: NormalizedLayer[] = [];
@@ -41,18 +43,22 @@ export function normalizeLayers(
     } else if (entry !== null && typeof entry === "object") {
       const rec = entry as { kind?: unknown; cost?: unknown };
       if (typeof rec.kind !== "string") {
-        throw new TypeError(`layer kind must be a string, got ${String(rec.kind)} at index ${i}`);
+        throw new TypeError(
+          `layer kind must be a string, got ${describeValue(rec.kind)} at index ${i}`,
+        );
       }
       kind = rec.kind;
       cost = rec.cost;
     } else {
       throw new TypeError(
-        `layer must be a cost or a { kind, cost } record, got ${String(entry)} at index ${i}`,
+        `layer must be a cost or a { kind, cost } record, got ${
+          describeValue(entry)
+        } at index ${i}`,
       );
     }
     if (typeof cost !== "number" || !Number.isFinite(cost) || cost < 0) {
       throw new RangeError(
-        `layer costs must be finite and non-negative, got ${String(cost)} at index ${i}`,
+        `layer costs must be finite and non-negative, got ${describeValue(cost)} at index ${i}`,
       );
     }
     out.push({ kind, cost });
@@ -75,7 +81,7 @@ export function compileTypeRegex(pattern: string | RegExp): RegExp {
     return new RegExp(pattern.source, pattern.flags.replace(/[gy]/g, ""));
   }
   if (typeof pattern !== "string") {
-    throw new TypeError(`typeRegex must be a string or a RegExp, got ${String(pattern)}`);
+    throw new TypeError(`typeRegex must be a string or a RegExp, got ${describeValue(pattern)}`);
   }
   try {
     return new RegExp(pattern, "i");

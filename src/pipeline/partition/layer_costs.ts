@@ -11,6 +11,7 @@ import { Sequential } from "../../nn/sequential.ts";
 import type { Shape, Tensor } from "../../tensor/mod.ts";
 import * as ops from "../../tensor/ops.ts";
 import type { CostedLayer } from "./partition.ts";
+import { describeValue } from "../../tensor/describe.ts";
 
 /**
  * Where static layer costs come from: `"params"` (trainable scalars, as
@@ -25,7 +26,9 @@ const SOURCES: readonly CostSource[] = ["params", "flops", "count"];
 function layersOf(model: Sequential | readonly Layer[]): readonly Layer[] {
   if (model instanceof Sequential) return model.layers;
   if (Array.isArray(model)) return model;
-  throw new TypeError(`model must be a Sequential or an array of layers, got ${String(model)}`);
+  throw new TypeError(
+    `model must be a Sequential or an array of layers, got ${describeValue(model)}`,
+  );
 }
 
 /** Input shape of every layer: the model input, then each layer's output. */
@@ -109,10 +112,10 @@ export async function profileLayerCosts(
   const repeats = options.repeats ?? 3;
   const warmup = options.warmup ?? 1;
   if (!Number.isInteger(repeats) || repeats < 1) {
-    throw new RangeError(`repeats must be an integer >= 1, got ${String(repeats)}`);
+    throw new RangeError(`repeats must be an integer >= 1, got ${describeValue(repeats)}`);
   }
   if (!Number.isInteger(warmup) || warmup < 0) {
-    throw new RangeError(`warmup must be an integer >= 0, got ${String(warmup)}`);
+    throw new RangeError(`warmup must be an integer >= 0, got ${describeValue(warmup)}`);
   }
   const layers = layersOf(model);
   inputShapes(layers, input.shape); // refuse bad shapes before any work

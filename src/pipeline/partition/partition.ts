@@ -22,6 +22,7 @@ import {
   normalizeLayers,
 } from "./_partition_input.ts";
 import { uniformCounts } from "./_uniform_partition.ts";
+import { describeValue, formatShape } from "../../tensor/describe.ts";
 
 /**
  * One layer as the partitioner sees it: its type name and its cost.
@@ -116,7 +117,7 @@ export interface UniformPartitionOptions extends PartitionOptions {
 function checkOffset(name: string, v: unknown): number {
   if (v === undefined) return 0;
   if (typeof v !== "number" || !Number.isInteger(v) || v < 0) {
-    throw new RangeError(`${name} must be an integer >= 0, got ${String(v)}`);
+    throw new RangeError(`${name} must be an integer >= 0, got ${describeValue(v)}`);
   }
   return v;
 }
@@ -178,15 +179,17 @@ export function validatePartition(
   numChunks?: number,
 ): void {
   if (typeof numLayers !== "number" || !Number.isInteger(numLayers) || numLayers < 0) {
-    throw new RangeError(`numLayers must be an integer >= 0, got ${String(numLayers)}`);
+    throw new RangeError(`numLayers must be an integer >= 0, got ${describeValue(numLayers)}`);
   }
   if (numChunks !== undefined) checkNumChunks(numChunks);
   if (!Array.isArray(boundaries)) {
-    throw new TypeError(`boundaries must be an array of layer indices, got ${String(boundaries)}`);
+    throw new TypeError(
+      `boundaries must be an array of layer indices, got ${describeValue(boundaries)}`,
+    );
   }
   if (boundaries.length < 2) {
     throw new RangeError(
-      `boundaries must hold at least 2 entries (one chunk), got [${boundaries.join(", ")}]`,
+      `boundaries must hold at least 2 entries (one chunk), got ${formatShape(boundaries)}`,
     );
   }
   if (numChunks !== undefined && boundaries.length !== numChunks + 1) {
@@ -197,7 +200,7 @@ export function validatePartition(
   for (let i = 0; i < boundaries.length; i++) {
     const b = boundaries[i];
     if (typeof b !== "number" || !Number.isInteger(b)) {
-      throw new RangeError(`boundaries must be integers, got ${String(b)} at index ${i}`);
+      throw new RangeError(`boundaries must be integers, got ${describeValue(b)} at index ${i}`);
     }
   }
   if (boundaries[0] !== 0) {
@@ -370,7 +373,7 @@ export class FixedPartition implements PartitionStrategy {
   constructor(boundaries: readonly number[], options: PartitionOptions = {}) {
     if (!Array.isArray(boundaries)) {
       throw new TypeError(
-        `boundaries must be an array of layer indices, got ${String(boundaries)}`,
+        `boundaries must be an array of layer indices, got ${describeValue(boundaries)}`,
       );
     }
     this.boundaries = Object.freeze([...boundaries]);

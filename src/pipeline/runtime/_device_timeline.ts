@@ -3,9 +3,10 @@
 //
 // An action's work is done when its call settles or, where the executor's
 // `deviceDone()` gives a promise after it (work queued on a device, as on
-// WebGPU, whose calls only record commands), when that promise settles or,
-// earlier, when the action's pending output has been read back (the
-// read-back follows the action's kernels in the device's queue). A rank's
+// WebGPU, whose calls only record commands), when that promise settles;
+// when it settles to a span from the device's timestamps, the event is that
+// span exactly. Without `deviceDone`, a pending output's read-back dates the
+// end (the read-back follows the action's kernels in the device's queue). A rank's
 // device runs its work in order, so no work begins before the previous
 // work (action or optimizer step) ended: an event starts at
 // max(call, previous end) and ends when its work is done, never before it
@@ -13,6 +14,7 @@
 
 import type { Action } from "../schedule/action.ts";
 import type { TimedEvent } from "../schedule/schedule.ts";
+import type { DeviceSpan } from "./stage_executor.ts";
 
 /** A device failure, kept until the rank can report it against its action. */
 export interface DeviceFailure {
@@ -36,6 +38,8 @@ export class DeviceTimeline {
   #deviceEnd = -Infinity;
   // Settles once every earlier piece of work is dated (null: none outstanding).
   #pending: Promise<void> | null = null;
+  // Events dated by device timestamps, converted to host time at the end.
+  #spans: { at: number; span: DeviceSpan }[] = [];
 
   constructor(rank: number, clock: () => number) {
     this.#rank = rank;
@@ -54,7 +58,7 @@ export class DeviceTimeline {
     start: number,
     returned: number,
     event: boolean,
-    done: PromiseLike<void> | undefined,
+    done: PromiseLike<void | DeviceSpan> | undefined,
     output: PromiseLike<unknown> | undefined,
   ): void {
     const at = event ? this.events.length : -1;
@@ -63,9 +67,15 @@ export class DeviceTimeline {
       this.#settle(start, returned, at);
       return;
     }
+    // A span from the device's timestamps dates the work exactly; else its
+    // end is when completion was seen.
+    let span: DeviceSpan | null = null;
     const ends: Promise<number>[] = [
       done === undefined ? Promise.resolve(returned) : Promise.resolve(done).then(
-        () => this.#clock(),
+        (d) => {
+          if (d !== undefined && d !== null && typeof d === "object") span = d;
+          return this.#clock();
+        },
         (cause) => {
           this.failure ??= { action, iteration, cause };
           return returned;
@@ -73,12 +83,15 @@ export class DeviceTimeline {
       ),
     ];
     // A failed read-back is the send's error; here it only gives no time.
-    if (output !== undefined) {
+    if (output !== undefined && done === undefined) {
       ends.push(Promise.resolve(output).then(() => this.#clock(), () => new Promise(() => {})));
     }
     const link: Promise<void> = Promise.all([this.#pending, Promise.race(ends)]).then(
       ([, t]) => {
-        this.#settle(start, t, at);
+        const s = span as DeviceSpan | null;
+        if (s !== null) {
+          if (at >= 0) this.#spans.push({ at, span: s });
+        } else this.#settle(start, t, at);
         if (this.#pending === link) this.#pending = null;
       },
     );
@@ -88,6 +101,11 @@ export class DeviceTimeline {
   /** Resolves once every event added so far has its final times. */
   async settled(): Promise<void> {
     while (this.#pending !== null) await this.#pending;
+    // One offset for all: the tightest the device's timestamps have given.
+    for (const { at, span } of this.#spans.splice(0)) {
+      const offset = span.hostMinusDevice();
+      this.events[at] = { ...this.events[at], start: span.start + offset, end: span.end + offset };
+    }
   }
 
   #settle(start: number, end: number, at: number): void {

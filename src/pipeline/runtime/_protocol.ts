@@ -65,6 +65,7 @@ export interface ErrorReport {
   readonly stack?: string;
   readonly action?: Action;
   readonly iteration?: number;
+  readonly between?: boolean;
 }
 
 export type FromWorker =

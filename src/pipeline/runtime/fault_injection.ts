@@ -1,122 +1,183 @@
 /**
- * Fault injection: make a chosen action of a chosen iteration throw or
- * hang, on any executor, to test how a run fails. The rank's run loop
- * (`runRank`) applies it right before the action's compute, so every rank
+ * Fault injection: make a chosen action (or optimizer step) of a chosen
+ * iteration fail in a chosen way, on any executor, to test how a run
+ * fails and what is left afterwards. The rank's run loop (`runRank`)
+ * applies it right before the action's compute (or the step), so every rank
  * group and every executor sees the same faults.
+ *
+ * The faults, as a user's layer could cause them:
+ * - `"throw"`: an Error thrown synchronously;
+ * - `"async-throw"`: a promise rejected with nobody to handle it (an
+ *   unhandled rejection in the rank's thread), the action then goes on;
+ * - `"exit"`: `Deno.exit(3)` in the rank's thread;
+ * - `"block"`: `Atomics.wait` on memory nothing ever notifies (the thread
+ *   is held and uses no CPU; Deno cannot end such a worker);
+ * - `"loop"`: a synchronous loop that never ends (the thread is held and
+ *   uses a core; Deno cannot end such a worker either);
+ * - `"hang"`: waits on the run's abort flag (a hang the runtime can end);
+ * - `"await"`: awaits a promise that never settles (the event loop, and
+ *   so the heartbeat, goes on).
  *
  * @module
  */
 
 import { type Action, formatAction, parseAction } from "../schedule/action.ts";
 
+/** How an injected fault fails (see the module documentation). */
+export type FaultKind = "throw" | "async-throw" | "exit" | "block" | "loop" | "hang" | "await";
+
+const KINDS: readonly FaultKind[] = [
+  "throw",
+  "async-throw",
+  "exit",
+  "block",
+  "loop",
+  "hang",
+  "await",
+];
+
 /** A fault to inject (see the module documentation). */
 export interface FaultInjection {
-  /** Throw an Error when this action starts (PyTorch's text form, e.g. `"2F5"`). */
-  readonly failAt?: string;
-  /** Hang when this action starts. */
-  readonly hangAt?: string;
   /**
-   * How to hang: `"block"` (default) holds the rank's thread (Atomics.wait on
-   * the run's abort flag, so an abort frees it): no heartbeats, the
-   * heartbeat timeout catches it; `"await"` waits on a promise that never
-   * settles: heartbeats go on, the stall timeout catches it.
+   * Where: an action in PyTorch's text form (`"2F5"`, `"1I0"`, `"0W3"`,
+   * `"1B2"`) or `"step S"`, the optimizer step of stage S.
    */
+  readonly at?: string;
+  /** What (default `"throw"`). */
+  readonly fault?: FaultKind;
+  /** Shorthand: `{ at: failAt, fault: "throw" }`. */
+  readonly failAt?: string;
+  /** Shorthand: `{ at: hangAt, fault: hang === "await" ? "await" : "hang" }`. */
+  readonly hangAt?: string;
+  /** How `hangAt` hangs: `"block"` (default: `"hang"`, ended by an abort) or `"await"`. */
   readonly hang?: "block" | "await";
-  /** Iteration (0-based, counted over the rank group's life) in which they apply (default 0). */
+  /** Iteration (0-based, counted over the rank group's life) in which it applies (default 0). */
   readonly iteration?: number;
 }
 
-/** A checked {@linkcode FaultInjection}. */
+/** A checked {@linkcode FaultInjection}: one place, one kind. */
 export interface CheckedFault {
-  /** The action that throws. */
-  readonly failAt?: Action;
-  /** The action that hangs. */
-  readonly hangAt?: Action;
-  /** How it hangs. */
-  readonly hang: "block" | "await";
-  /** The iteration in which they apply. */
+  /** The action, or for an optimizer step the stage's last backward is not used: see `stepOf`. */
+  readonly action?: Action;
+  /** The stage whose optimizer step fails (with `at: "step S"`). */
+  readonly stepOf?: number;
+  /** How it fails. */
+  readonly fault: FaultKind;
+  /** The iteration in which it applies. */
   readonly iteration: number;
-}
-
-function checkAction(value: unknown, name: string): Action | undefined {
-  if (value === undefined) return undefined;
-  try {
-    return parseAction(value as string);
-  } catch {
-    throw new TypeError(
-      `${name} must name an action as <stage><F|B|I|W><microBatch> (e.g. "1F0"), got ${
-        JSON.stringify(value)
-      }`,
-    );
-  }
 }
 
 /**
  * Checks a fault spec; `name` is what the caller calls it (named in
- * errors). Unknown fields are refused.
+ * errors). Unknown fields are refused; exactly one place must be given.
  *
  * @example
  * ```ts
  * import { checkFaultInjection } from "@conveyor/core/testing";
- * console.log(checkFaultInjection({ failAt: "1F0" }).failAt); // { kind: "F", stage: 1, microBatch: 0 }
+ * console.log(checkFaultInjection({ at: "1F0", fault: "exit" }).fault); // "exit"
  * try {
  *   checkFaultInjection({ failAt: "zzz" });
  * } catch (e) {
- *   console.log((e as Error).message.startsWith("faultInjection.failAt must name an action")); // true
+ *   console.log((e as Error).message.startsWith("faultInjection.failAt must name")); // true
  * }
  * ```
  */
 export function checkFaultInjection(value: unknown, name = "faultInjection"): CheckedFault {
   if (value === null || typeof value !== "object" || Array.isArray(value)) {
     throw new TypeError(
-      `${name} must be an object { failAt, hangAt, hang, iteration }, got ${String(value)}`,
+      `${name} must be an object { at, fault, iteration } (or { failAt } / { hangAt, hang }), got ${
+        value === null ? "null" : Array.isArray(value) ? "an array" : typeof value
+      }`,
     );
   }
   const v = value as FaultInjection;
-  const known = new Set(["failAt", "hangAt", "hang", "iteration"]);
+  const known = new Set(["at", "fault", "failAt", "hangAt", "hang", "iteration"]);
   for (const k of Object.keys(v)) {
     if (!known.has(k)) {
-      throw new TypeError(
-        `${name}.${k} is not an option; known: ${[...known].join(", ")}`,
-      );
+      throw new TypeError(`${name}.${k} is not an option; known: ${[...known].join(", ")}`);
     }
+  }
+  const places = (["at", "failAt", "hangAt"] as const).filter((k) => v[k] !== undefined);
+  if (places.length !== 1) {
+    throw new TypeError(
+      `${name} needs exactly one of at, failAt, hangAt, got ${
+        places.length === 0 ? "none" : places.join(" and ")
+      }`,
+    );
   }
   if (v.hang !== undefined && v.hang !== "block" && v.hang !== "await") {
     throw new TypeError(`${name}.hang must be "block" or "await", got ${JSON.stringify(v.hang)}`);
+  }
+  if (v.fault !== undefined && !KINDS.includes(v.fault)) {
+    throw new TypeError(
+      `${name}.fault must be one of ${KINDS.join(", ")}, got ${JSON.stringify(v.fault)}`,
+    );
   }
   const iteration = v.iteration ?? 0;
   if (!Number.isSafeInteger(iteration) || iteration < 0) {
     throw new RangeError(`${name}.iteration must be a non-negative integer, got ${v.iteration}`);
   }
-  const failAt = checkAction(v.failAt, `${name}.failAt`);
-  const hangAt = checkAction(v.hangAt, `${name}.hangAt`);
-  return {
-    ...(failAt === undefined ? {} : { failAt }),
-    ...(hangAt === undefined ? {} : { hangAt }),
-    hang: v.hang ?? "block",
-    iteration,
-  };
+  const key = places[0];
+  const text = v[key];
+  const fault: FaultKind = key === "failAt"
+    ? "throw"
+    : key === "hangAt"
+    ? (v.hang === "await" ? "await" : "hang")
+    : (v.fault ?? "throw");
+  const step = typeof text === "string" ? /^\s*step\s+(\d+)\s*$/.exec(text) : null;
+  if (key === "at" && step !== null) return { stepOf: Number(step[1]), fault, iteration };
+  try {
+    return { action: parseAction(text as string), fault, iteration };
+  } catch {
+    throw new TypeError(
+      `${name}.${key} must name an action as <stage><F|B|I|W><microBatch> (e.g. "1F0")${
+        key === "at" ? ' or a step as "step <stage>"' : ""
+      }, got ${JSON.stringify(text)}`,
+    );
+  }
 }
 
 const same = (a: Action | undefined, b: Action) =>
   a !== undefined && a.kind === b.kind && a.stage === b.stage && a.microBatch === b.microBatch;
 
 /**
- * Applies `fault` to `action` of `iteration`: throws, hangs, or (no match)
- * returns undefined. A "block" hang ends when `abortFlag[0]` turns nonzero
- * (then it throws); an "await" hang returns a promise that never settles.
+ * Applies `fault` before `action` of `iteration` (or, with `step`, before
+ * the optimizer step of `action.stage`): throws, exits, holds the thread,
+ * returns a promise that never settles (`"await"`), or (no match)
+ * returns undefined. A `"hang"` ends when `abortFlag[0]` turns nonzero.
  */
 export function applyFault(
   fault: CheckedFault | undefined,
   action: Action,
   iteration: number,
   abortFlag: Int32Array,
+  step = false,
 ): Promise<never> | undefined {
   if (fault === undefined || fault.iteration !== iteration) return undefined;
-  const text = formatAction(action);
-  if (same(fault.failAt, action)) throw new Error(`injected failure at ${text}`);
-  if (!same(fault.hangAt, action)) return undefined;
-  if (fault.hang === "await") return new Promise<never>(() => {});
-  Atomics.wait(abortFlag, 0, 0);
-  throw new Error(`injected hang at ${text} ended by abort`);
+  const hit = step ? fault.stepOf === action.stage : same(fault.action, action);
+  if (!hit) return undefined;
+  const where = step ? `the optimizer step of stage ${action.stage}` : formatAction(action);
+  switch (fault.fault) {
+    case "throw":
+      throw new Error(`injected failure at ${where}`);
+    case "async-throw":
+      // Nobody awaits it: an unhandled rejection in this thread.
+      Promise.reject(new Error(`injected unhandled rejection at ${where}`));
+      return undefined;
+    case "exit":
+      Deno.exit(3);
+      break;
+    case "block":
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);
+      break;
+    case "loop": {
+      let x = 0;
+      for (;;) x = (x + 1) % 1e9;
+    }
+    case "await":
+      return new Promise<never>(() => {});
+    case "hang":
+      Atomics.wait(abortFlag, 0, 0);
+  }
+  throw new Error(`injected hang at ${where} ended by abort`);
 }

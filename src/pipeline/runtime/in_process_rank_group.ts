@@ -21,6 +21,7 @@ import { runRank } from "./stage_runner.ts";
 import { assembleRun, checkRunOptions } from "./_run_results.ts";
 import { stagesOf } from "./_placement.ts";
 import { checkValidateSteps } from "./_run_results.ts";
+import { PipelineWorkerError } from "./pipeline_worker_error.ts";
 import { type CheckedFault, checkFaultInjection, type FaultInjection } from "./fault_injection.ts";
 
 /** Options of {@linkcode InProcessRankGroup.create}. */
@@ -178,6 +179,27 @@ export class InProcessRankGroup<C extends CallMap = NoCalls> implements RankGrou
     const first = this.#nextIteration;
     this.#nextIteration += run.iterations;
     let firstError: unknown = null;
+    // One thread runs every rank: a promise rejected with nobody to handle
+    // it is charged to the action that started last.
+    let last: { rank: number; index: number; iteration: number } | null = null;
+    const onRejection = (e: PromiseRejectionEvent) => {
+      e.preventDefault();
+      const reason = e.reason instanceof Error ? e.reason.message : String(e.reason);
+      const action = last === null ? undefined : this.schedule.actions[last.rank][last.index];
+      const err = new PipelineWorkerError({
+        rank: last?.rank ?? 0,
+        kind: "error",
+        ...(action === undefined ? {} : { action, iteration: last!.iteration }),
+        detail: `unhandled promise rejection: ${reason} (every rank runs in this thread: ` +
+          "it surfaced after this action started, which need not be its source)",
+      });
+      if (firstError === null) {
+        firstError = err;
+        this.#controller.abort(err);
+        for (const c of this.#comms) c.abort(err.message);
+      }
+    };
+    globalThis.addEventListener("unhandledrejection", onRejection);
     try {
       const shares = await Promise.all(this.#comms.map((comm, rank) =>
         runRank({
@@ -192,6 +214,9 @@ export class InProcessRankGroup<C extends CallMap = NoCalls> implements RankGrou
           fault: this.#fault,
           abortFlag: this.#abortFlag,
           validateSteps: this.#validateSteps,
+          onState: (state, index, iteration) => {
+            if (state === "compute" || state === "step") last = { rank, index, iteration };
+          },
         }).catch((e) => {
           if (firstError === null) {
             firstError = e;
@@ -203,6 +228,8 @@ export class InProcessRankGroup<C extends CallMap = NoCalls> implements RankGrou
           return { events: [], reports: [] };
         })
       ));
+      // A rejection left unhandled by the last actions surfaces now.
+      await new Promise((resolve) => setTimeout(resolve, 0));
       if (firstError !== null) throw firstError;
       return assembleRun(this.ranks, first, shares);
     } catch (e) {
@@ -210,6 +237,7 @@ export class InProcessRankGroup<C extends CallMap = NoCalls> implements RankGrou
       await this.#release();
       throw e;
     } finally {
+      globalThis.removeEventListener("unhandledrejection", onRejection);
       this.#running = false;
     }
   }

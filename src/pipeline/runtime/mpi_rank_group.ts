@@ -337,7 +337,7 @@ export class MpiRankGroup<C extends CallMap = NoCalls> implements RankGroup<C> {
           | undefined;
       }
       const offset = this.#clockOffset;
-      const share: RankShare = await runRank({
+      const own = await runRank({
         schedule: this.schedule,
         rank,
         comm,
@@ -349,8 +349,13 @@ export class MpiRankGroup<C extends CallMap = NoCalls> implements RankGroup<C> {
         fault: this.#fault,
         abortFlag: this.#abortFlag,
         validateSteps: this.#validateSteps,
-        clock: () => performance.now() + offset,
       });
+      // Events on rank 0's clock (shifted here: device spans are dated in
+      // this process's performance.now()).
+      const share: RankShare = {
+        ...own,
+        events: own.events.map((e) => ({ ...e, start: e.start + offset, end: e.end + offset })),
+      };
       await serving;
       if (refusal !== null) throw refusal;
       const shares = await allGather(comm, `${base}/share`, share);

@@ -62,6 +62,8 @@ export class PipelineWorkerError extends Error {
   readonly action?: Action;
   /** Iteration of that action, when known. */
   readonly iteration?: number;
+  /** True when the rank was between actions (e.g. in an optimizer step) after `action`. */
+  readonly between?: boolean;
   /** The underlying message. */
   readonly detail: string;
 
@@ -82,6 +84,7 @@ export class PipelineWorkerError extends Error {
     this.detail = failure.detail;
     if (a !== undefined) this.action = a;
     if (failure.iteration !== undefined) this.iteration = failure.iteration;
+    if (failure.between === true) this.between = true;
     if (failure.workerStack !== undefined) {
       this.stack =
         `${this.stack}\n--- worker stack (rank ${failure.rank}) ---\n${failure.workerStack}`;

@@ -15,7 +15,7 @@ import type { CallMap, NoCalls } from "./stage_executor.ts";
 import type { RolledBack } from "./stage_runner.ts";
 
 /** Where a group's ranks live. */
-export type RankGroupKind = "in-process" | "workers" | "mpi";
+export type RankGroupKind = "in-process" | "workers" | "subprocess" | "mpi";
 
 /** Options of {@linkcode RankGroup.run}. */
 export interface RankGroupRunOptions {

@@ -79,6 +79,21 @@ export interface StepCheck {
   readonly microBatch?: number;
 }
 
+/**
+ * When a device ran one action's work, from the device's own timestamps
+ * (ms, device clock), so that the event covers device execution exactly;
+ * `hostMinusDevice()` turns them into host time (`performance.now()`), read
+ * when the run ends (the estimate tightens as more timestamps come back).
+ */
+export interface DeviceSpan {
+  /** When the device began the action's work. */
+  readonly start: number;
+  /** When it finished it. */
+  readonly end: number;
+  /** Host time minus device time, ms (best estimate so far). */
+  hostMinusDevice(): number;
+}
+
 /** A check still being read back (e.g. from a GPU): the runtime publishes it when it resolves. */
 export interface PendingCheck {
   /** Resolves to the stage's check. */
@@ -197,7 +212,7 @@ export interface StageExecutor<C extends CallMap = NoCalls> {
    * it before the next action; it only dates the action's end by it. A
    * rejection fails the run like an error of the action.
    */
-  deviceDone?(): PromiseLike<void> | undefined;
+  deviceDone?(): PromiseLike<void | DeviceSpan> | undefined;
   /** Called when the rank ends an iteration; the (structured-cloneable) value is reported. */
   endIteration?(iteration: number): unknown;
   /** Requests from the rank group outside runs (save, load, predict, …), per {@linkcode CallMap}. */

@@ -179,11 +179,22 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
   const attempts = new Map<number, number>();
   // The last iteration whose verdict was acted upon (its steps committed or rolled back).
   let settledUpTo = first - 1;
-  const fail = (a: Action, iteration: number, cause: unknown): never => {
+  // `step`: the failure came from the optimizer step after action `a`.
+  const fail = (a: Action, iteration: number, cause: unknown, step = false): never => {
     if (cause instanceof CommAbortedError || cause instanceof PipelineWorkerError) throw cause;
     if (cause instanceof Abandon) throw cause;
-    const detail = cause instanceof Error ? cause.message : String(cause);
-    throw new PipelineWorkerError({ rank, kind: "error", action: a, iteration, detail });
+    const message = cause instanceof Error ? cause.message : String(cause);
+    const detail = step && !message.includes("optimizer step")
+      ? `in the optimizer step of stage ${a.stage}: ${message}`
+      : message;
+    throw new PipelineWorkerError({
+      rank,
+      kind: "error",
+      action: a,
+      iteration,
+      detail,
+      ...(step ? { between: true } : {}),
+    });
   };
   const throwIfFailed = () => {
     const f = sendFailure ?? timeline.failure;
@@ -192,10 +203,8 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
   const abortFlag = options.abortFlag ?? new Int32Array(1);
   // Runs one piece of work (an action when `event`, else an optimizer step) and dates it.
   const run = async <T>(a: Action, it: number, event: boolean, work: () => T | Promise<T>) => {
-    if (event) {
-      const hang = applyFault(options.fault, a, it, abortFlag);
-      if (hang !== undefined) await hang;
-    }
+    const hang = applyFault(options.fault, a, it, abortFlag, !event);
+    if (hang !== undefined) await hang;
     const start = clock();
     const out = await work();
     const pending = out !== null && typeof out === "object" && "pending" in out
@@ -276,6 +285,7 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
         isLastStage: s === numStages - 1,
         forwardOnly,
       };
+      let inStep = false;
       try {
         onState("recv", i, it);
         if (a.kind === "F") {
@@ -310,12 +320,13 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
             if (bad !== null) throw new Abandon({ ...bad, iteration: it - 1 });
           }
           stepped = true;
+          inStep = true;
           onState("step", i, it);
           const out = await run(a, it, false, () => executor.step(s, it));
           publish(s, it, out as StepResultOf);
         }
       } catch (e) {
-        fail(a, it, e);
+        fail(a, it, e, inStep);
       }
     }
     reports.push(await executor.endIteration?.(it));

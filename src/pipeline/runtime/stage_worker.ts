@@ -62,7 +62,13 @@ function report(e: unknown): ErrorReport {
     stack: err.stack,
   };
   if (err instanceof PipelineWorkerError) {
-    return { ...base, detail: err.detail, action: err.action, iteration: err.iteration };
+    return {
+      ...base,
+      detail: err.detail,
+      action: err.action,
+      iteration: err.iteration,
+      ...(err.between ? { between: true } : {}),
+    };
   }
   return { ...base, detail: `${err.name === "Error" ? "" : `${err.name}: `}${err.message}` };
 }
@@ -82,7 +88,16 @@ function osThreadId(): number | undefined {
   }
 }
 
+// What the rank is doing now, to name it when an error comes from nowhere.
+let current: { state: keyof typeof STATE_CODES; index: number; iteration: number } | null = null;
+
+// Set when an unhandled rejection failed the run: its result is not reported.
+let rejected = false;
+
 function setState(state: keyof typeof STATE_CODES, index: number, iteration: number): void {
+  if (state === "compute" || state === "step" || state === "recv") {
+    current = { state, index, iteration };
+  }
   if (board === null) return;
   const base = SLOT_BASE + rank * SLOT_SIZE;
   Atomics.store(board, base + STATE, STATE_CODES[state]);
@@ -136,6 +151,7 @@ async function handle(msg: ToWorker): Promise<void> {
     }
     case "run": {
       try {
+        rejected = false;
         const r = await runRank({
           schedule: schedule!,
           rank,
@@ -151,6 +167,9 @@ async function handle(msg: ToWorker): Promise<void> {
           abortFlag: board!.subarray(ABORT_INDEX, ABORT_INDEX + 1),
           validateSteps,
         });
+        // A rejection left unhandled by the last action surfaces now, not after "done".
+        await new Promise((resolve) => setTimeout(resolve, 0));
+        if (rejected) return;
         scope.postMessage({
           type: "done",
           id: msg.id,
@@ -195,3 +214,24 @@ async function handle(msg: ToWorker): Promise<void> {
 scope.onmessage = (e: MessageEvent<ToWorker>) => {
   void handle(e.data);
 };
+
+// A promise rejected with nobody to handle it would end the worker with a
+// bare error; report it against the action running when it surfaced.
+globalThis.addEventListener("unhandledrejection", (e: PromiseRejectionEvent) => {
+  e.preventDefault();
+  rejected = true;
+  const reason = e.reason instanceof Error ? e.reason.message : String(e.reason);
+  const action = current !== null && schedule !== null
+    ? schedule.actions[rank]?.[current.index]
+    : undefined;
+  const err = new PipelineWorkerError({
+    rank,
+    kind: "error",
+    ...(action === undefined ? {} : { action, iteration: current!.iteration }),
+    between: current?.state === "step",
+    detail: `unhandled promise rejection: ${reason}`,
+  });
+  controller.abort(err);
+  if (comm !== null) comm.reportError({ ...report(err) });
+  else scope.postMessage({ type: "failed", report: report(err) });
+});

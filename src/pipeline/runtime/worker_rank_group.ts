@@ -20,7 +20,7 @@ import type {
   RankGroupRunResult,
 } from "./rank_group.ts";
 import { liveCount, startWorker, type TrackedWorker } from "./_worker_registry.ts";
-import { waitForThreadsToExit } from "./_threads.ts";
+import { threadAlive, waitForThreadsToExit } from "./_threads.ts";
 import { Watchdog } from "./_watchdog.ts";
 import { checkFaultInjection, type FaultInjection } from "./fault_injection.ts";
 import {
@@ -111,6 +111,48 @@ function positive(value: unknown, what: string, fallback: number): number {
   return v;
 }
 
+/** The timeouts of a worker group, checked and with defaults. */
+export interface WorkerGroupTimeouts {
+  readonly heartbeatIntervalMs: number;
+  readonly heartbeatTimeoutMs: number;
+  readonly stallTimeoutMs: number;
+  readonly startupTimeoutMs: number;
+}
+
+/**
+ * Checks a worker group's options before any worker starts (the schedule,
+ * the executor choice, the timeouts, the fault, the validation mode) and
+ * returns its timeouts.
+ */
+export function checkWorkerGroupOptions(options: WorkerRankGroupOptions): WorkerGroupTimeouts {
+  if (options === null || typeof options !== "object") {
+    throw new TypeError(`options must be an object { schedule, executor, ... }, got ${options}`);
+  }
+  validateSchedule(options.schedule);
+  const ex = options.executor;
+  if (ex === null || typeof ex !== "object" || ex.module === undefined) {
+    throw new TypeError(
+      `executor must be an object { module, options } naming the executor module's URL, got ${
+        ex === null || typeof ex !== "object" ? String(ex) : "no module"
+      }`,
+    );
+  }
+  const t = {
+    heartbeatIntervalMs: positive(options.heartbeatIntervalMs, "heartbeatIntervalMs", 200),
+    heartbeatTimeoutMs: positive(options.heartbeatTimeoutMs, "heartbeatTimeoutMs", 5000),
+    stallTimeoutMs: positive(options.stallTimeoutMs, "stallTimeoutMs", 60_000),
+    startupTimeoutMs: positive(options.startupTimeoutMs, "startupTimeoutMs", 30_000),
+  };
+  if (t.heartbeatTimeoutMs <= t.heartbeatIntervalMs) {
+    throw new RangeError(
+      `heartbeatTimeoutMs (${t.heartbeatTimeoutMs}) must exceed heartbeatIntervalMs (${t.heartbeatIntervalMs})`,
+    );
+  }
+  if (options.fault !== undefined) checkFaultInjection(options.fault, "fault");
+  checkValidateSteps(options.validateSteps);
+  return t;
+}
+
 /**
  * Workers currently alive (started by a worker group and not yet
  * terminated). Deno cannot tell whether a worker lives, so the runtime
@@ -156,20 +198,7 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> implements RankGroup<C
   static async create<C extends CallMap = NoCalls>(
     options: WorkerRankGroupOptions,
   ): Promise<WorkerRankGroup<C>> {
-    if (options === null || typeof options !== "object") {
-      throw new TypeError(`options must be an object { schedule, executor, ... }, got ${options}`);
-    }
-    validateSchedule(options.schedule);
-    const ex = options.executor;
-    if (ex === null || typeof ex !== "object" || ex.module === undefined) {
-      throw new TypeError(
-        `executor must be an object { module, options } naming the executor module's URL, got ${
-          ex === null || typeof ex !== "object" ? String(ex) : "no module"
-        }`,
-      );
-    }
-    if (options.fault !== undefined) checkFaultInjection(options.fault, "fault");
-    checkValidateSteps(options.validateSteps);
+    checkWorkerGroupOptions(options);
     await controlPlaneSettled();
     const group = new WorkerRankGroup<C>(options);
     try {
@@ -205,6 +234,8 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> implements RankGroup<C
   #calls = new Map<number, PendingCall>();
   #disposed = new Set<number>();
   #threads: number[] = [];
+  #threadOf: (number | undefined)[] = [];
+  #stuck: number[] = [];
   #shutdownDone: Promise<void> = Promise.resolve();
   #disposeWait: (() => void) | null = null;
 
@@ -212,15 +243,11 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> implements RankGroup<C
     const schedule = options.schedule;
     this.schedule = schedule;
     const p = schedule.ranks;
-    const hbInterval = positive(options.heartbeatIntervalMs, "heartbeatIntervalMs", 200);
-    const heartbeatTimeoutMs = positive(options.heartbeatTimeoutMs, "heartbeatTimeoutMs", 5000);
-    const stallTimeoutMs = positive(options.stallTimeoutMs, "stallTimeoutMs", 60_000);
-    const startupMs = positive(options.startupTimeoutMs, "startupTimeoutMs", 30_000);
-    if (heartbeatTimeoutMs <= hbInterval) {
-      throw new RangeError(
-        `heartbeatTimeoutMs (${heartbeatTimeoutMs}) must exceed heartbeatIntervalMs (${hbInterval})`,
-      );
-    }
+    const t = checkWorkerGroupOptions(options);
+    const hbInterval = t.heartbeatIntervalMs;
+    const heartbeatTimeoutMs = t.heartbeatTimeoutMs;
+    const stallTimeoutMs = t.stallTimeoutMs;
+    const startupMs = t.startupTimeoutMs;
     const ex = options.executor;
     const module = String(ex.module);
     this.#board = new Int32Array(new SharedArrayBuffer(boardLength(p) * 4));
@@ -373,10 +400,14 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> implements RankGroup<C
    * Ends every worker: asks each to dispose its executor (up to `graceMs`,
    * default 2000), terminates all of them and (where the OS tells: Linux,
    * with read access to /proc) waits for their threads to exit. Idempotent;
-   * pending runs and calls reject.
+   * pending runs and calls reject. Rejects, naming the ranks, when a worker
+   * thread could not be ended (see {@linkcode WorkerRankGroup.stuckRanks}).
    */
   async dispose(graceMs = 2000): Promise<void> {
-    if (this.#closed) return await this.#shutdownDone;
+    if (this.#closed) {
+      await this.#shutdownDone;
+      return this.#throwIfStuck();
+    }
     this.#closed = true;
     clearTimeout(this.#startupTimer);
     clearInterval(this.#watchTimer);
@@ -394,6 +425,29 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> implements RankGroup<C
     }
     this.#shutdownDone = this.#shutdown(new Error("the worker rank group was disposed"));
     await this.#shutdownDone;
+    this.#throwIfStuck();
+  }
+
+  /**
+   * Ranks whose worker thread outlived the group's end (a synchronous loop
+   * or a blocking wait in their code, which Deno cannot stop); empty where
+   * every thread ended or threads cannot be watched.
+   */
+  get stuckRanks(): readonly number[] {
+    return this.#stuck;
+  }
+
+  #throwIfStuck(): void {
+    if (this.#stuck.length === 0) return;
+    const which = this.#stuck.length === 1
+      ? `rank ${this.#stuck[0]}'s worker thread`
+      : `the worker threads of ranks ${this.#stuck.join(", ")}`;
+    throw new Error(
+      `${which} could not be ended: its code holds the thread (a synchronous loop or a ` +
+        "blocking wait), which Deno cannot stop, so this process will not exit by itself. " +
+        'End it with Deno.exit(), or run the ranks in a subprocess (rankGroup: "subprocess"), ' +
+        "which can always be ended.",
+    );
   }
 
   #unusable(): Error | null {
@@ -410,6 +464,7 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> implements RankGroup<C
     switch (msg.type) {
       case "ready":
         if (msg.thread !== undefined) this.#threads.push(msg.thread);
+        this.#threadOf[rank] = msg.thread;
         this.#watchdog.setThread(rank, msg.thread);
         if (++this.#ready === this.ranks) {
           clearTimeout(this.#startupTimer);
@@ -469,6 +524,7 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> implements RankGroup<C
         kind: "error",
         action: report.action,
         iteration: report.iteration,
+        ...(report.between ? { between: true } : {}),
         detail: report.detail,
         workerStack: report.stack,
       });
@@ -500,6 +556,9 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> implements RankGroup<C
     // group is done only once those threads are gone.
     const watched = this.#threads.length === this.#workers.length &&
       await waitForThreadsToExit(this.#threads, THREAD_EXIT_TIMEOUT_MS);
+    // A thread held by a synchronous loop or a blocking wait in user code
+    // survives terminate(): name its rank.
+    this.#stuck = this.#threadOf.flatMap((t, r) => t !== undefined && threadAlive(t) ? [r] : []);
     // Without /proc (other systems, or no read permission) the threads cannot
     // be watched: a fixed grace covers the measured ~50 ms teardown instead.
     if (!watched && this.#workers.length > 0) {

@@ -36,6 +36,8 @@ import { type ShaderDefines, specialize } from "./_shader.ts";
 
 /** Invocations per workgroup of the elementwise kernels (matches their WGSL). */
 export const WG = 256;
+// Query slots for time marks, reused in turn (a mark is read back long before its slot returns).
+const QUERY_SLOTS = 1024;
 /** Most workgroups along one dispatch dimension. */
 export const MAX_GROUPS = 65535;
 // Idle pool memory kept for reuse before buffers are given back.
@@ -113,6 +115,14 @@ export class DeviceCore {
   #flushQueued = false;
   #error: Error | null = null;
   #destroyed = false;
+  // Time marks (with the "timestamp-query" feature): a query slot per mark,
+  // resolved into 256-byte-aligned slots, read back after the next submit.
+  readonly #queries: GPUQuerySet | null;
+  readonly #queryResolve: GPUBuffer | null;
+  #nextQuery = 0;
+  #marksToRead: (() => void)[] = [];
+  // Host time (performance.now) minus device time, as tight as observed so far.
+  #hostMinusDevice = Infinity;
 
   /** Readies `device` for `owner` (the backend tensors will name). */
   constructor(device: GPUDevice, cpuAdapter: boolean, owner: Backend, opts: DeviceCoreOptions) {
@@ -132,6 +142,14 @@ export class DeviceCore {
     this.#u32 = new Uint32Array(this.#uniformData);
     this.#i32 = new Int32Array(this.#uniformData);
     this.#f32 = new Float32Array(this.#uniformData);
+    const timed = device.features.has("timestamp-query");
+    this.#queries = timed ? device.createQuerySet({ type: "timestamp", count: QUERY_SLOTS }) : null;
+    this.#queryResolve = timed
+      ? device.createBuffer({
+        size: QUERY_SLOTS * 256,
+        usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC,
+      })
+      : null;
     const rowWG = opts.rowWorkgroupSize ?? (cpuAdapter ? 8 : 64);
     if (!Number.isInteger(rowWG) || rowWG < 1 || rowWG > device.limits.maxComputeWorkgroupSizeX) {
       throw new RangeError(
@@ -365,6 +383,55 @@ export class DeviceCore {
     if (!this.#destroyed) this.pool.release(storage as GPUBuffer);
   }
 
+  /** Whether {@linkcode DeviceCore.mark} can date points of the device's work. */
+  get timed(): boolean {
+    return this.#queries !== null;
+  }
+
+  /**
+   * Host time minus device time, in ms: the smallest (observed − device)
+   * over the marks read back so far, an upper bound on the true offset that
+   * tightens as marks come back (at first late by at most Deno's completion
+   * polling). NaN before the first mark is read.
+   */
+  get hostMinusDevice(): number {
+    return Number.isFinite(this.#hostMinusDevice) ? this.#hostMinusDevice : NaN;
+  }
+
+  /**
+   * A point in the device's command stream, after everything recorded so
+   * far: resolves to the device's timestamp (ms) when it passed it, or
+   * undefined without the "timestamp-query" feature. Timestamps are exact;
+   * add {@linkcode DeviceCore.hostMinusDevice} for host time.
+   */
+  mark(): Promise<number> | undefined {
+    if (this.#queries === null || this.#queryResolve === null || this.#destroyed) return undefined;
+    const enc = this.#enc();
+    this.#endPass();
+    const i = this.#nextQuery;
+    this.#nextQuery = (i + 1) % QUERY_SLOTS;
+    enc.beginComputePass({
+      timestampWrites: { querySet: this.#queries, beginningOfPassWriteIndex: i },
+    })
+      .end();
+    enc.resolveQuerySet(this.#queries, i, 1, this.#queryResolve, i * 256);
+    const staging = this.#staging.acquire(8, true);
+    enc.copyBufferToBuffer(this.#queryResolve, i * 256, staging, 0, 8);
+    return new Promise<number>((resolve, reject) => {
+      // Mapped only once the copy has been submitted.
+      this.#marksToRead.push(() => {
+        staging.mapAsync(GPUMapMode.READ, 0, 8).then(() => {
+          const observed = performance.now();
+          const deviceMs = Number(new BigInt64Array(staging.getMappedRange(0, 8))[0]) / 1e6;
+          staging.unmap();
+          this.#staging.releaseIdle(staging);
+          this.#hostMinusDevice = Math.min(this.#hostMinusDevice, observed - deviceMs);
+          resolve(deviceMs);
+        }, reject);
+      });
+    });
+  }
+
   /** Submits the recorded work now. */
   flush(): void {
     if (this.#encoder === null || this.#destroyed) return;
@@ -382,6 +449,7 @@ export class DeviceCore {
     this.#encoder = null;
     this.#slots = 0;
     this.pool.submitted();
+    for (const read of this.#marksToRead.splice(0)) read();
   }
 
   /** Submits the recorded work and waits until the GPU has finished it. */

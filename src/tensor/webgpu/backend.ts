@@ -167,7 +167,12 @@ export class WebGPUBackend implements Backend {
       }
     }
     const l = adapter.limits;
+    // Timestamps date each action's device work (see timeMark); optional.
+    const features: GPUFeatureName[] = adapter.features.has("timestamp-query")
+      ? ["timestamp-query"]
+      : [];
     const device = await adapter.requestDevice({
+      requiredFeatures: features,
       requiredLimits: {
         maxStorageBufferBindingSize: l.maxStorageBufferBindingSize,
         maxBufferSize: l.maxBufferSize,
@@ -287,6 +292,21 @@ export class WebGPUBackend implements Backend {
   /** Submits the recorded work now. */
   flush(): void {
     this.#core.flush();
+  }
+
+  /**
+   * A point in the device's work after everything recorded so far: resolves
+   * to the device's timestamp (ms) when it reached it; undefined where the
+   * adapter has no "timestamp-query" feature. See
+   * {@linkcode WebGPUBackend.hostMinusDevice} for host time.
+   */
+  timeMark(): Promise<number> | undefined {
+    return this.#core.mark();
+  }
+
+  /** Host time (`performance.now()`) minus device time, ms, as estimated from the marks read so far (NaN before any). */
+  hostMinusDevice(): number {
+    return this.#core.hostMinusDevice;
   }
 
   /** Submits the recorded work and waits until the GPU has finished it. */

@@ -62,9 +62,10 @@ export async function referenceTraining(
 ): Promise<Reference> {
   const opt = createOptimizer(optimizer, model.parameters());
   const losses: number[] = [], gradNorms: number[] = [];
-  for (const b of batches) {
+  for (const [step, b] of batches.entries()) {
     const x = cpu.fromData(b.inputs, b.shape);
-    const y = model.forward(x);
+    // The whole batch at once: its rows start at 0; the step numbers Dropout's masks.
+    const y = model.forward(x, { training: true, step, rowOffset: 0 });
     const tShape = loss === "mse" ? y.shape : y.shape.slice(0, -1);
     const t = cpu.fromData(b.targets, tShape);
     const r = loss === "mse" ? mseLoss(y, t) : crossEntropyLoss(y, t);

@@ -247,6 +247,24 @@ Deno.test("bad batches are refused before any work: lengths, targets out of rang
     );
     await assert.rejects(m.step({ ...b, shape: [10, 7] }), RangeError);
     await assert.rejects(m.train([]), /non-empty array/);
+    // Non-finite inputs or targets are refused, naming the field and the first bad index.
+    const nanInputs = b.inputs.slice();
+    nanInputs[13] = NaN;
+    await assert.rejects(
+      m.step({ ...b, inputs: nanInputs }),
+      /batch\.inputs\[13\] is NaN: the values must be finite/,
+    );
+    // A wrong type of a million values is named by type and length, not printed.
+    const huge = new Float64Array(1_000_000);
+    const e = await m.step({ ...b, inputs: huge as unknown as Float32Array }).then(
+      () => new Error("accepted"),
+      (x) => x as Error,
+    );
+    assert.ok(
+      e instanceof RangeError && e.message.length < 300,
+      `message of ${e.message.length} chars`,
+    );
+    assert.match(e.message, /got a Float64Array of 1000000$/);
     await expectSame(m, "after the refused batches");
   });
 });
@@ -657,7 +675,38 @@ Deno.test("every option is checked before any worker starts", async () => {
     [
       "hang in-process",
       { faultInjection: { hangAt: "0F0" }, workers: false },
-      /hangAt .* needs workers/,
+      /faultInjection "hang" holds or ends the rank's thread: it needs ranks in workers/,
+    ],
+    [
+      "fault place",
+      { faultInjection: { failAt: "zzz" } },
+      /faultInjection\.failAt must name an action .* got "zzz"/,
+    ],
+    [
+      "fault option",
+      { faultInjection: { failAt: "0F0", when: 1 } as never },
+      /faultInjection\.when is not an option/,
+    ],
+    // Checked in every mode, as the user wrote them.
+    [
+      "heartbeat in-process",
+      { heartbeatMs: NaN, workers: false },
+      /heartbeatMs must be a finite number of ms > 0, got NaN/,
+    ],
+    [
+      "stall in-process",
+      { stallTimeoutMs: -1, workers: false },
+      /stallTimeoutMs must be a finite number of ms > 0, got -1/,
+    ],
+    [
+      "rank group",
+      { rankGroup: "threads" as "workers" },
+      /rankGroup must be one of workers, subprocess, in-process, mpi, got "threads"/,
+    ],
+    [
+      "custom partition",
+      { partition: { name: "mine", partition: () => ({ boundaries: [0, 4, 2] }) } as never },
+      /partition \[0, 4, 2\] from the "mine" strategy: .*\(\d+ layers into 2 chunks\)$/,
     ],
     ["schedule name", { schedule: "2f2b" }, /unknown schedule "2f2b"/],
     ["micro-batches", { microBatches: 0 }, /microBatches must be a positive integer, got 0/],

@@ -194,11 +194,11 @@ Deno.test("SPMD: a rank count other than the transport's, or a different model, 
     );
     await assert.rejects(
       PipelineParallelModel.create({ ...base, ranks: 2, workers: true }),
-      /workers: true contradicts rankGroup: "mpi"/,
+      /workers: true contradicts rankGroup: "mpi" \(give rankGroup alone\)/,
     );
     await assert.rejects(
       PipelineParallelModel.create({ ...base, ranks: 2, rankGroup: "threads" as "mpi" }),
-      /rankGroup must be "workers", "in-process" or "mpi", got "threads"/,
+      /rankGroup must be one of workers, subprocess, in-process, mpi, got "threads"/,
     );
   } finally {
     net.dispose();

@@ -1,0 +1,41 @@
+// Length-prefixed messages over a byte stream (a Unix socket between a
+// subprocess rank group and its host process): a 4-byte little-endian
+// length, then the message as V8's structured serialization, so typed
+// arrays, maps and errors' fields cross as they are. Not exported from the
+// package.
+
+import { deserialize, serialize } from "node:v8";
+
+/** Writes one message. */
+export async function writeFrame(conn: Deno.Conn, message: unknown): Promise<void> {
+  const body = serialize(message);
+  const frame = new Uint8Array(4 + body.length);
+  new DataView(frame.buffer).setUint32(0, body.length, true);
+  frame.set(body, 4);
+  for (let at = 0; at < frame.length;) at += await conn.write(frame.subarray(at));
+}
+
+// Fills `out` from `conn`; false when the stream ends first (cleanly only at 0 bytes).
+async function readFull(conn: Deno.Conn, out: Uint8Array): Promise<boolean> {
+  let at = 0;
+  while (at < out.length) {
+    const n = await conn.read(out.subarray(at));
+    if (n === null) {
+      if (at === 0) return false;
+      throw new Error(`the stream ended inside a message (${at} of ${out.length} bytes)`);
+    }
+    at += n;
+  }
+  return true;
+}
+
+/** Every message read from `conn`, until it closes. */
+export async function* readFrames(conn: Deno.Conn): AsyncGenerator<unknown> {
+  const head = new Uint8Array(4);
+  for (;;) {
+    if (!await readFull(conn, head)) return;
+    const body = new Uint8Array(new DataView(head.buffer).getUint32(0, true));
+    if (!await readFull(conn, body)) throw new Error("the stream ended inside a message");
+    yield deserialize(body);
+  }
+}

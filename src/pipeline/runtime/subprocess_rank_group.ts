@@ -1,0 +1,355 @@
+/**
+ * The ranks of a pipeline in a child Deno process: a {@linkcode RankGroup}
+ * whose host process runs them as a worker rank group (one worker per rank,
+ * tensors over MessagePorts as usual) and answers this process's runs and
+ * calls over a Unix socket. It costs a process start (about 0.1–0.3 s) and
+ * one hop per run for payloads and results; in exchange it can always be
+ * ended: a rank whose code holds its thread (a synchronous loop, a blocking
+ * wait), which Deno cannot stop in a worker, ends with its process. Needs
+ * `--allow-run` here; the host gets this process's permissions.
+ *
+ * @module
+ */
+
+import type { Schedule } from "../schedule/schedule.ts";
+import type { CallMap, NoCalls } from "./stage_executor.ts";
+import type {
+  RankGroup,
+  RankGroupKind,
+  RankGroupRunOptions,
+  RankGroupRunResult,
+} from "./rank_group.ts";
+import { checkWorkerGroupOptions, type WorkerRankGroupOptions } from "./worker_rank_group.ts";
+import { PipelineWorkerError } from "./pipeline_worker_error.ts";
+import { checkRunOptions, checkValidateSteps } from "./_run_results.ts";
+import { readFrames, writeFrame } from "./_frames.ts";
+import { fromErrorFields } from "./_error_fields.ts";
+import type { FromHost, ToHost } from "./_subprocess_protocol.ts";
+
+const HOST_URL = new URL("./subprocess_host.ts", import.meta.url).href;
+// How long a disposed host may take to end before it is killed.
+const HOST_EXIT_GRACE_MS = 5000;
+
+interface Pending {
+  resolve(v: unknown): void;
+  reject(e: Error): void;
+}
+
+// `p`, or `fallback` after `ms` (the timer never outlives the race).
+function within<T>(p: Promise<T>, ms: number, fallback: () => T): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  return Promise.race([
+    p,
+    new Promise<T>((resolve, reject) => {
+      timer = setTimeout(() => {
+        try {
+          resolve(fallback());
+        } catch (e) {
+          reject(e);
+        }
+      }, ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+/** The `deno run` permission flags that give the host what this process has. */
+function permissionFlags(): string[] {
+  const names = ["read", "write", "net", "env", "sys", "run", "ffi", "import"] as const;
+  const granted = names.filter((name) => {
+    try {
+      return Deno.permissions.querySync({ name } as Deno.PermissionDescriptor).state === "granted";
+    } catch {
+      return false;
+    }
+  });
+  return granted.length === names.length ? ["-A"] : granted.map((n) => `--allow-${n}`);
+}
+
+/**
+ * Every rank in one child process. See {@linkcode RankGroup}; the options
+ * are a worker rank group's.
+ *
+ * @example
+ * ```ts ignore
+ * import { generateSchedule, SubprocessRankGroup } from "@conveyor/core/runtime";
+ * import { SYNTHETIC_EXECUTOR_URL } from "@conveyor/core/testing";
+ * const group = await SubprocessRankGroup.create({
+ *   schedule: generateSchedule("1f1b", { ranks: 2, microBatches: 2 }),
+ *   executor: { module: SYNTHETIC_EXECUTOR_URL, options: { ms: 1 } },
+ * });
+ * try {
+ *   console.log((await group.run()).events.length); // 8
+ * } finally {
+ *   await group.dispose();
+ * }
+ * ```
+ */
+export class SubprocessRankGroup<C extends CallMap = NoCalls> implements RankGroup<C> {
+  /**
+   * Checks the options as a worker group does, starts the host process and
+   * waits until its ranks are ready.
+   */
+  static async create<C extends CallMap = NoCalls>(
+    options: WorkerRankGroupOptions,
+  ): Promise<SubprocessRankGroup<C>> {
+    const t = checkWorkerGroupOptions(options);
+    const schedule = options.schedule;
+    const ex = options.executor;
+    const perRank = Array.from(
+      { length: schedule.ranks },
+      (_, r) => typeof ex.options === "function" ? ex.options(r) : ex.options,
+    );
+    const dir = await Deno.makeTempDir({ prefix: "conveyor-ranks-" });
+    const path = `${dir}/host.sock`;
+    const listener = Deno.listen({ transport: "unix", path });
+    const child = new Deno.Command(Deno.execPath(), {
+      args: ["run", "--no-prompt", ...permissionFlags(), HOST_URL, path],
+      stdin: "null",
+      stdout: "inherit",
+      stderr: "inherit",
+    }).spawn();
+    const group = new SubprocessRankGroup<C>(schedule, child, dir);
+    try {
+      const conn = await within(
+        Promise.race([
+          listener.accept(),
+          child.status.then((s): never => {
+            throw new PipelineWorkerError({
+              rank: 0,
+              kind: "startup",
+              detail: `the ranks' host process exited with code ${s.code} before connecting`,
+            });
+          }),
+        ]),
+        t.startupTimeoutMs,
+        () => {
+          throw new PipelineWorkerError({
+            rank: 0,
+            kind: "startup",
+            detail: `the ranks' host process did not connect within ${t.startupTimeoutMs} ms`,
+          });
+        },
+      );
+      group.#attach(conn);
+      await group.#request({
+        type: "init",
+        schedule,
+        module: String(ex.module),
+        options: perRank,
+        ...t,
+        ...(options.fault === undefined ? {} : { fault: options.fault }),
+        validateSteps: checkValidateSteps(options.validateSteps),
+      });
+    } catch (e) {
+      await group.#kill();
+      throw e;
+    } finally {
+      listener.close();
+    }
+    return group;
+  }
+
+  /** The ranks live in a child process. */
+  readonly kind: RankGroupKind = "subprocess";
+  /** The schedule every run follows. */
+  readonly schedule: Schedule;
+  readonly #child: Deno.ChildProcess;
+  readonly #dir: string;
+  #conn: Deno.Conn | null = null;
+  #pending = new Map<number, Pending>();
+  #nextId = 1;
+  #running = false;
+  #closed = false;
+  #failure: Error | null = null;
+  #stuck: readonly number[] = [];
+  #ended: Promise<void> | null = null;
+
+  private constructor(schedule: Schedule, child: Deno.ChildProcess, dir: string) {
+    this.schedule = schedule;
+    this.#child = child;
+    this.#dir = dir;
+    // The host exiting on its own fails whatever waits for it.
+    child.status.then((s) => {
+      if (this.#closed) return;
+      this.#fail(
+        new PipelineWorkerError({
+          rank: 0,
+          kind: "exit",
+          detail: `the ranks' host process exited with code ${s.code}${
+            s.signal === null ? "" : ` (${s.signal})`
+          }`,
+        }),
+      );
+    });
+  }
+
+  /** Number of ranks. */
+  get ranks(): number {
+    return this.schedule.ranks;
+  }
+
+  /** Whether the group was disposed or brought down by a failure. */
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /** The failure that brought the group down, or null. */
+  get failure(): Error | null {
+    return this.#failure;
+  }
+
+  /** Ranks whose thread the host could not end (it was then ended with its process). */
+  get stuckRanks(): readonly number[] {
+    return this.#stuck;
+  }
+
+  /** Runs the schedule in the host (see {@linkcode RankGroup.run}). */
+  async run(options?: RankGroupRunOptions): Promise<RankGroupRunResult> {
+    const run = checkRunOptions(options);
+    this.#throwIfUnusable();
+    if (this.#running) throw new Error("a run is already in progress on this rank group");
+    this.#running = true;
+    try {
+      return await this.#request({
+        type: "run",
+        id: 0,
+        iterations: run.iterations,
+        forwardOnly: run.forwardOnly,
+        payloads: Array.from({ length: this.ranks }, (_, r) => run.payloads(r)),
+      }) as RankGroupRunResult;
+    } finally {
+      this.#running = false;
+    }
+  }
+
+  /** Calls `method` of rank `rank`'s executor in the host (see {@linkcode RankGroup.call}). */
+  async call<K extends keyof C & string>(
+    rank: number,
+    method: K,
+    args: C[K]["args"],
+  ): Promise<C[K]["result"]> {
+    if (!Number.isInteger(rank) || rank < 0 || rank >= this.ranks) {
+      throw new RangeError(`rank must be in [0, ${this.ranks - 1}], got ${rank}`);
+    }
+    this.#throwIfUnusable();
+    return await this.#request({ type: "call", id: 0, rank, method, args }) as C[K]["result"];
+  }
+
+  /**
+   * Disposes the host's ranks and ends the host process; a host that does
+   * not end within a few seconds (a rank's thread it could not end keeps it
+   * alive) is killed, so that nothing of the group is left running.
+   * Idempotent.
+   */
+  async dispose(): Promise<void> {
+    if (this.#closed) return await this.#end();
+    this.#closed = true;
+    if (this.#conn !== null) {
+      try {
+        const r = await within(
+          this.#request({ type: "dispose", id: 0 }, true),
+          HOST_EXIT_GRACE_MS,
+          () => null,
+        ) as { stuck: readonly number[] } | null;
+        if (r !== null) this.#stuck = r.stuck;
+      } catch {
+        // The host failed or went away: it is killed below.
+      }
+    }
+    await this.#end();
+  }
+
+  #throwIfUnusable(): void {
+    if (this.#failure !== null) {
+      throw new Error(`the rank group failed and is closed: ${this.#failure.message}`, {
+        cause: this.#failure,
+      });
+    }
+    if (this.#closed) throw new Error("the rank group was disposed");
+  }
+
+  #attach(conn: Deno.Conn): void {
+    this.#conn = conn;
+    (async () => {
+      try {
+        for await (const raw of readFrames(conn)) this.#onMessage(raw as FromHost);
+      } catch {
+        // A broken stream: the status watcher reports the host's end.
+      }
+    })();
+  }
+
+  #onMessage(msg: FromHost): void {
+    const id = msg.type === "ready" ? 0 : msg.id;
+    const p = this.#pending.get(id);
+    this.#pending.delete(id);
+    switch (msg.type) {
+      case "ready":
+        p?.resolve(null);
+        break;
+      case "result":
+        p?.resolve(msg.value);
+        break;
+      case "disposed":
+        p?.resolve({ stuck: msg.stuck });
+        break;
+      case "error": {
+        const error = fromErrorFields(msg.error);
+        if (msg.fatal) this.#fail(error);
+        p?.reject(error);
+        break;
+      }
+    }
+  }
+
+  #request(msg: ToHost, evenIfClosed = false): Promise<unknown> {
+    if (!evenIfClosed) this.#throwIfUnusable();
+    const id = msg.type === "init" ? 0 : this.#nextId++;
+    const sent = msg.type === "init" ? msg : { ...msg, id };
+    return new Promise<unknown>((resolve, reject) => {
+      this.#pending.set(id, { resolve, reject });
+      writeFrame(this.#conn!, sent).catch((e) => {
+        this.#pending.delete(id);
+        reject(e);
+      });
+    });
+  }
+
+  #fail(error: Error): void {
+    if (this.#failure !== null) return;
+    this.#failure = error;
+    this.#closed = true;
+    for (const p of this.#pending.values()) p.reject(error);
+    this.#pending.clear();
+    // A failed group is spent: its host (and any thread it could not end) goes now.
+    void this.#end();
+  }
+
+  // Waits briefly for the host to exit, kills it if it does not, and cleans up.
+  #end(): Promise<void> {
+    this.#ended ??= (async () => {
+      const exited = await within(
+        this.#child.status.then(() => true),
+        this.#failure === null ? HOST_EXIT_GRACE_MS : 0,
+        () => false,
+      );
+      if (!exited) await this.#kill();
+      try {
+        this.#conn?.close();
+      } catch {
+        // already closed
+      }
+      await Deno.remove(this.#dir, { recursive: true }).catch(() => {});
+    })();
+    return this.#ended;
+  }
+
+  async #kill(): Promise<void> {
+    try {
+      this.#child.kill("SIGKILL");
+    } catch {
+      // already gone
+    }
+    await this.#child.status;
+  }
+}
