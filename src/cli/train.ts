@@ -142,24 +142,32 @@ async function run(args: string[], io: CliIo): Promise<number> {
   try {
     launch = checkMpiLaunch(readScheduleSpec(values).ranks);
   } catch (e) {
-    if (quiet && e instanceof UsageError) return 2;
+    if (quiet && e instanceof UsageError) return await quietExit();
     throw e;
   }
   try {
     return await train(values, comm, launch, launch.rank === 0 ? io : { ...io, out: () => {} });
   } catch (e) {
     if (e instanceof MpiSetupError) {
-      if (launch.rank !== 0) return 2;
+      if (launch.rank !== 0) return await quietExit();
       throw new UsageError(e.message);
     }
     if (e instanceof UsageError) {
-      if (launch.rank !== 0) return 2;
+      if (launch.rank !== 0) return await quietExit();
       throw e;
     }
     throw new Error(`rank ${launch.rank}: ${e instanceof Error ? e.message : String(e)}`, {
       cause: e,
     });
   }
+}
+
+// A rank other than 0 that leaves a bad launch to rank 0's one line: it
+// exits after rank 0 (mpirun ends the job when the first process fails, and
+// may drop the output of the processes it ends), or is ended by mpirun.
+async function quietExit(): Promise<number> {
+  await new Promise((resolve) => setTimeout(resolve, 5000));
+  return 2;
 }
 
 async function train(
