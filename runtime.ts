@@ -42,18 +42,23 @@ export { measureLink } from "./src/pipeline/comm/link_model.ts";
 export type {
   CallHandlers,
   CallMap,
+  DeviceSpan,
   NoCalls,
+  PendingCheck,
   PendingOutput,
   StageContext,
   StageExecutor,
   StageExecutorFactory,
   StageExecutorInit,
   StageOutput,
+  StepCheck,
+  StepResultOf,
 } from "./src/pipeline/runtime/stage_executor.ts";
 export type {
   RankRunOptions,
   RankRunResult,
   RankState,
+  RolledBack,
 } from "./src/pipeline/runtime/stage_runner.ts";
 export { runRank } from "./src/pipeline/runtime/stage_runner.ts";
 export type {
