@@ -2,9 +2,9 @@
  * Conveyor's pipeline runtime, for those who build on it rather than train
  * with it: the transports between ranks (`CommBackend`, in-process and
  * worker), the stage-executor contract, the rank loop (`runRank`), rank
- * groups (every rank in this thread, or one Deno worker per rank) with
- * typed calls, and the model stage executor that `PipelineParallelModel`
- * runs on each rank. A training script needs none of this: see the main
+ * groups (every rank in this thread, one Deno worker per rank, or one
+ * process per rank under MPI) with typed calls, and the model stage
+ * executor that `PipelineParallelModel` runs on each rank. A training script needs none of this: see the main
  * entry point, `@conveyor/core`.
  *
  * @example
@@ -42,18 +42,23 @@ export { measureLink } from "./src/pipeline/comm/link_model.ts";
 export type {
   CallHandlers,
   CallMap,
+  DeviceSpan,
   NoCalls,
+  PendingCheck,
   PendingOutput,
   StageContext,
   StageExecutor,
   StageExecutorFactory,
   StageExecutorInit,
   StageOutput,
+  StepCheck,
+  StepResultOf,
 } from "./src/pipeline/runtime/stage_executor.ts";
 export type {
   RankRunOptions,
   RankRunResult,
   RankState,
+  RolledBack,
 } from "./src/pipeline/runtime/stage_runner.ts";
 export { runRank } from "./src/pipeline/runtime/stage_runner.ts";
 export type {
@@ -76,6 +81,8 @@ export type {
   WorkerRankGroupOptions,
 } from "./src/pipeline/runtime/worker_rank_group.ts";
 export { liveWorkerCount, WorkerRankGroup } from "./src/pipeline/runtime/worker_rank_group.ts";
+export type { MpiRankGroupOptions } from "./src/pipeline/runtime/mpi_rank_group.ts";
+export { MpiRankGroup } from "./src/pipeline/runtime/mpi_rank_group.ts";
 export type {
   PipelineFailure,
   PipelineFailureKind,

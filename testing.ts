@@ -22,5 +22,9 @@ export {
   SYNTHETIC_EXECUTOR_URL,
   syntheticCosts,
 } from "./src/pipeline/testing/synthetic_executor.ts";
-export type { CheckedFault, FaultInjection } from "./src/pipeline/runtime/fault_injection.ts";
+export type {
+  CheckedFault,
+  FaultInjection,
+  FaultKind,
+} from "./src/pipeline/runtime/fault_injection.ts";
 export { checkFaultInjection } from "./src/pipeline/runtime/fault_injection.ts";

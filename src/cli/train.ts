@@ -18,6 +18,12 @@
  * a checkpoint and M resumed steps print the same losses and parameter
  * sums as N + M steps in one run (same flags, `--decay-steps` given).
  *
+ * `--comm mpi` runs one rank per process: start it with
+ * `mpirun -n P deno run -A cli.ts train --comm mpi --ranks P …`. Every
+ * process runs the same training; rank 0 alone prints the results (the
+ * same lines as without MPI), and each rank prints its host, process and
+ * device to stderr at start.
+ *
  * @module
  */
 
@@ -35,9 +41,17 @@ import {
   type TrainingBatch,
 } from "../pipeline/model/pipeline_parallel_model.ts";
 import { parseTrainingCheckpoint } from "../nn/training_checkpoint.ts";
+import { MpiSetupError } from "../pipeline/comm/mpi_backend.ts";
 import type { CliCommand, CliIo } from "./command.ts";
 import { UsageError } from "./command.ts";
 import { checkTrainMemory } from "./_train_memory.ts";
+import {
+  checkMpiLaunch,
+  hostName,
+  launchRank,
+  type MpiLaunch,
+  readTrainComm,
+} from "./_mpi_launch.ts";
 import {
   buildSchedule,
   HELP_LINE,
@@ -100,9 +114,11 @@ export interface TrainParamsJson {
 }
 
 const USAGE = `Usage: cli.ts train --schedule NAME --ranks P --microbatches M [options]
+       mpirun -n P deno run -A cli.ts train --comm mpi --ranks P [options]
 
 Trains the tiny character-level GPT on the shipped corpus across P pipeline
-ranks (one Deno worker each) with the given schedule, and prints the loss,
+ranks (one Deno worker each, or one process each under mpirun) with the
+given schedule, and prints the loss,
 the measured bubble and makespan of every step, then the sum and sum of
 squares of all parameters. --ranks 1 is single-device training (one rank).
 Weights come from --seed S, batches from Rng(S + 1); AdamW, weight decay 0.
@@ -131,7 +147,10 @@ ${scheduleFlagsHelp()}
   --resume PATH          start from a checkpoint: steps continue from its step N + 1,
                          batches from its stored order (same model flags; give
                          --decay-steps when splitting a warmup-cosine run)
-  --in-process           run every rank in this thread instead of workers
+  --comm KIND            where the ranks run: workers (default), in-process, or mpi (one
+                         process per rank, started by mpirun -n P; rank 0 prints); a
+                         number is the schedule generator's delay, as in schedule
+  --in-process           run every rank in this thread (--comm in-process)
   --trace PATH           write the last steps' timeline (.svg, else Chrome trace JSON)
   --json                 one JSON line per step {"step", "loss", "bubble", "makespanMs",
                          "lr"}, then {"paramSum", "paramSumSq"}
@@ -217,11 +236,54 @@ async function readResume(path: string): Promise<Uint8Array> {
 }
 
 async function run(args: string[], io: CliIo): Promise<number> {
-  const values = parseFlags("train", args, FLAGS);
-  if (values.help) {
+  const parsed = parseFlags("train", args, FLAGS);
+  if (parsed.help) {
     io.out(USAGE);
     return 0;
   }
+  const { comm, values } = readTrainComm(parsed);
+  if (comm !== "mpi") return await train(values, comm, null, io);
+  // Under mpirun every process checks the launch the same way: rank 0
+  // alone reports a bad one, so that it reads as one line.
+  const quiet = launchRank() !== 0;
+  let launch: MpiLaunch;
+  try {
+    launch = checkMpiLaunch(readScheduleSpec(values).ranks);
+  } catch (e) {
+    if (quiet && e instanceof UsageError) return await quietExit();
+    throw e;
+  }
+  try {
+    return await train(values, comm, launch, launch.rank === 0 ? io : { ...io, out: () => {} });
+  } catch (e) {
+    if (e instanceof MpiSetupError) {
+      if (launch.rank !== 0) return await quietExit();
+      throw new UsageError(e.message);
+    }
+    if (e instanceof UsageError) {
+      if (launch.rank !== 0) return await quietExit();
+      throw e;
+    }
+    throw new Error(`rank ${launch.rank}: ${e instanceof Error ? e.message : String(e)}`, {
+      cause: e,
+    });
+  }
+}
+
+// A rank other than 0 that leaves a bad launch to rank 0's one line: it
+// exits after rank 0 (mpirun ends the job when the first process fails, and
+// may drop the output of the processes it ends), or is ended by mpirun.
+async function quietExit(): Promise<number> {
+  await new Promise((resolve) => setTimeout(resolve, 5000));
+  return 2;
+}
+
+async function train(
+  values: Record<string, string | boolean | undefined>,
+  comm: "workers" | "in-process" | "mpi",
+  launch: MpiLaunch | null,
+  io: CliIo,
+): Promise<number> {
   const spec = readScheduleSpec(values);
   const steps = positiveInt(values, "steps", false) ?? 3;
   const seed = integer(values, "seed", 1);
@@ -316,7 +378,7 @@ async function run(args: string[], io: CliIo): Promise<number> {
       optimizer,
       loss: "cross-entropy",
       backend,
-      workers: values["in-process"] !== true,
+      rankGroup: comm,
       ...(resumeBytes === undefined ? {} : { resume: resumeBytes }),
     });
   } catch (e) {
@@ -350,6 +412,14 @@ async function run(args: string[], io: CliIo): Promise<number> {
     }
   }
   try {
+    if (launch !== null) {
+      // Every rank names its host, process and device (the WebGPU adapter it opened).
+      const me = (await model.rankInfo())[launch.rank];
+      io.err(
+        `conveyor: rank ${launch.rank} of ${launch.size}: host ${hostName()}, pid ${Deno.pid}, ` +
+          `local rank ${launch.localRank}, backend ${me.backend} (${me.device})\n`,
+      );
+    }
     if (!values.json) {
       const nParams = (await model.parameterStats()).count;
       io.out(
@@ -360,7 +430,7 @@ async function run(args: string[], io: CliIo): Promise<number> {
           } × ` +
           `${schedule.stagesPerRank} chunk${schedule.stagesPerRank === 1 ? "" : "s"}, ` +
           `${schedule.microBatches} micro-batches of a ${batch} × ${seqLen} batch, ` +
-          `backend ${backend}${model.workers ? ", workers" : ", in-process"}\n` +
+          `backend ${backend}, ${model.rankGroup === "mpi" ? "MPI processes" : model.rankGroup}\n` +
           `chunks (layers): ${
             model.partition.boundaries.slice(0, -1).map((b, s) =>
               `[${b}, ${model.partition.boundaries[s + 1]})`

@@ -85,7 +85,7 @@ Deno.test("AdamW snapshot/restore: a step undone is bit for bit as before it, th
   const lin = new Linear(be, 3, 2, { seed: 4 });
   const opt = new AdamW(lin.parameters(), { lr: 0.1 });
   const grads = () => lin.parameters().forEach((p) => ops.fillInPlace(p.grad, 0.5));
-  const values = async () => Promise.all(lin.parameters().map((p) => p.value.toArray()));
+  const values = () => Promise.all(lin.parameters().map((p) => p.value.toArray()));
   for (let round = 0; round < 2; round++) {
     grads();
     const before = await values();

@@ -1,6 +1,6 @@
 // Open MPI through Deno FFI: finding and loading libmpi (pinned in memory),
 // the few libc calls the MPI backend needs, and the setup errors. Used by
-// mpi_backend.ts only; not exported from the package.
+// the MPI backend's files (mpi_backend.ts, _mpi_*.ts); not exported from the package.
 //
 // Open MPI's C handles (MPI_COMM_WORLD, MPI_FLOAT, ...) are the addresses of
 // global symbols (`ompi_mpi_comm_world`, ...); Deno.dlopen's statics of type

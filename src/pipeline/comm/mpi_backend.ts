@@ -33,7 +33,6 @@
  * @module
  */
 
-import { setImmediate } from "node:timers";
 import {
   CommAbortedError,
   type CommBackend,
@@ -50,150 +49,27 @@ import {
   movedArray,
 } from "./_checks.ts";
 import { Mailbox } from "./_mailbox.ts";
-import {
-  ANY_SOURCE,
-  check,
-  checkFfiPermission,
-  errorString,
-  hostname,
-  KEYVAL_TAG_UB,
-  launchedByMpirun,
-  type LibcSymbols,
-  MpiSetupError,
-  type MpiSymbols,
-  openLibc,
-  openLibmpi,
-  ProcessWatch,
-  STATUS_BYTES,
-  THREAD_SERIALIZED,
-} from "./_mpi_ffi.ts";
+import { checkFfiPermission, errorString, hostname, MpiSetupError } from "./_mpi_ffi.ts";
 import {
   type ControlEnvelope,
   decodeEnvelope,
   encodeControl,
   encodeTensor,
   ENVELOPE_TAG,
-  offHeapBytes,
-  PAYLOAD_TAG_MIN,
 } from "./_mpi_wire.ts";
+import { type MpiBackendOptions, readSettings, type Settings } from "./_mpi_settings.ts";
+import { type MpiSession, startMpi } from "./_mpi_start.ts";
+import { MpiEngine } from "./_mpi_engine.ts";
+import { PeerTable } from "./_mpi_peers.ts";
+import { Barriers } from "./_mpi_barrier.ts";
 
 export { MpiSetupError } from "./_mpi_ffi.ts";
-
-/** Options of {@linkcode MpiBackend.init}. */
-export interface MpiBackendOptions {
-  /** libmpi to load (default: `CONVEYOR_LIBMPI`, else `libmpi.so.40` and the usual paths). */
-  readonly libraryPath?: string;
-  /**
-   * Heartbeat period in ms (default 1000; 0 turns heartbeats and liveness
-   * checks off, leaving mpirun's SIGTERM as the only news of a dead peer).
-   * Every period each rank sends a small message to each peer; a peer on
-   * another host is lost after `peerTimeoutMs` of silence. A peer on this
-   * host is checked before every MPI call (a pidfd, one poll(2)) and is
-   * lost as soon as its process has ended.
-   */
-  readonly heartbeatIntervalMs?: number;
-  /**
-   * Silence after which a peer on another host counts as lost, in ms
-   * (default 15 000). A rank is silent while it computes synchronously, so
-   * this must exceed the longest synchronous stretch of any rank.
-   */
-  readonly peerTimeoutMs?: number;
-  /**
-   * Longest pause between two polls while an operation is pending, in µs
-   * (default 1000). Pauses grow from 25 µs to this; a message that comes
-   * after a long wait is taken in up to this much later. Lower costs more
-   * CPU while waiting (`deno run -A bench/transport_bench.ts --poll-sweep`).
-   */
-  readonly pollMaxUs?: number;
-  /**
-   * After traffic, keep polling without pausing for this long, in µs
-   * (default 200; 0 turns it off): a reply, or the next step of a large
-   * message's handshake, usually comes within it. It runs only right after
-   * traffic and only while this thread has nothing else to do.
-   */
-  readonly pollSpinUs?: number;
-  /** Poll period when nothing is pending, in ms (default 10). */
-  readonly idlePollMs?: number;
-  /** How long `init` waits for every rank's hello, in ms (default 60 000). */
-  readonly connectTimeoutMs?: number;
-  /**
-   * How long `close` keeps draining (finishing this rank's sends, receiving
-   * and dropping what peers still send, until every peer has closed too)
-   * before it finalises MPI anyway, in ms (default 10 000).
-   */
-  readonly closeTimeoutMs?: number;
-  /**
-   * On SIGTERM (what mpirun sends when it ends a job, e.g. after a rank
-   * died) print which peers were lost and exit with status 143 (default
-   * true). Set false to handle SIGTERM yourself.
-   */
-  readonly handleSigterm?: boolean;
-}
-
-interface Settings {
-  readonly heartbeatIntervalMs: number;
-  readonly peerTimeoutMs: number;
-  readonly pollMaxUs: number;
-  readonly pollSpinUs: number;
-  readonly idlePollMs: number;
-  readonly connectTimeoutMs: number;
-  readonly closeTimeoutMs: number;
-  readonly handleSigterm: boolean;
-}
-
-interface Op {
-  readonly req: BigUint64Array;
-  /** Keeps the buffer alive (and in place) until MPI is done with it. */
-  readonly keep: ArrayBufferView;
-  readonly peer: number;
-  readonly what: string;
-  readonly done: () => void;
-}
-
-// One incoming envelope, processed in the order the peer sent it.
-interface Slot {
-  ready: boolean;
-  apply: () => void;
-}
-
-interface Peer {
-  pid: number;
-  host: string;
-  hello: boolean;
-  lastHeard: number;
-  closed: boolean;
-  lost: boolean;
-  queue: Slot[];
-  nextPayloadTag: number;
-  gone: PromiseWithResolvers<never>;
-}
-
-const POLL_MIN_US = 25;
-// Spare buffers: at most this many per size and bytes in all, of at least SPARE_MIN bytes.
-const SPARE_PER_SIZE = 4;
-const SPARE_MAX_BYTES = 256 << 20;
-const SPARE_MIN = 64 << 10;
-const noop = (): void => {};
+export type { MpiBackendOptions } from "./_mpi_settings.ts";
 
 // One backend per process: MPI starts once and cannot start again.
 let openBackend: MpiBackend | null = null;
 let starting = false;
 let mpiStarted = false;
-
-function optionMs(
-  options: MpiBackendOptions,
-  key: keyof MpiBackendOptions,
-  fallback: number,
-  min: number,
-): number {
-  const v = options[key] ?? fallback;
-  if (typeof v !== "number" || !Number.isFinite(v) || v < min) {
-    throw new RangeError(`${key} must be a number >= ${min}, got ${v}`);
-  }
-  return v;
-}
-
-const immediate = (): Promise<void> => new Promise<void>((r) => setImmediate(r));
 
 /**
  * One rank of an MPI job. Create it with {@linkcode MpiBackend.init} in every
@@ -233,19 +109,7 @@ export class MpiBackend implements CommBackend {
    * ```
    */
   static async init(options: MpiBackendOptions = {}): Promise<MpiBackend> {
-    if (options === null || typeof options !== "object") {
-      throw new TypeError(`options must be an object, got ${options}`);
-    }
-    const settings: Settings = {
-      heartbeatIntervalMs: optionMs(options, "heartbeatIntervalMs", 1000, 0),
-      peerTimeoutMs: optionMs(options, "peerTimeoutMs", 15_000, 1),
-      pollMaxUs: optionMs(options, "pollMaxUs", 1000, POLL_MIN_US),
-      pollSpinUs: optionMs(options, "pollSpinUs", 200, 0),
-      idlePollMs: optionMs(options, "idlePollMs", 10, 1),
-      connectTimeoutMs: optionMs(options, "connectTimeoutMs", 60_000, 1),
-      closeTimeoutMs: optionMs(options, "closeTimeoutMs", 10_000, 0),
-      handleSigterm: options.handleSigterm ?? true,
-    };
+    const settings = readSettings(options);
     checkFfiPermission();
     if (starting) throw new MpiSetupError("MpiBackend.init is already running in this process");
     if (openBackend !== null) {
@@ -260,68 +124,14 @@ export class MpiBackend implements CommBackend {
     }
     starting = true;
     try {
-      return await MpiBackend.#start(options, settings);
+      const session = await startMpi(options.libraryPath, () => mpiStarted = true);
+      const backend = new MpiBackend(session, settings);
+      openBackend = backend;
+      await backend.#connect();
+      return backend;
     } finally {
       starting = false;
     }
-  }
-
-  static async #start(options: MpiBackendOptions, settings: Settings): Promise<MpiBackend> {
-    const lib = openLibmpi(
-      options.libraryPath === undefined ? {} : { path: options.libraryPath },
-    );
-    if (!launchedByMpirun()) {
-      throw new MpiSetupError(
-        "not launched under mpirun (OMPI_COMM_WORLD_SIZE and PMIX_RANK are unset): " +
-          "run under mpirun, e.g. mpirun -n 2 deno run --allow-ffi script.ts",
-      );
-    }
-    const mpi = lib.symbols;
-    const flag = new Int32Array(1);
-    check(mpi, mpi.MPI_Finalized(flag), "MPI_Finalized");
-    if (flag[0] !== 0) {
-      throw new MpiSetupError("MPI was finalised in this process and cannot start again");
-    }
-    check(mpi, mpi.MPI_Initialized(flag), "MPI_Initialized");
-    const ownsMpi = flag[0] === 0;
-    if (ownsMpi) {
-      const provided = new Int32Array(1);
-      check(mpi, mpi.MPI_Init_thread(null, null, THREAD_SERIALIZED, provided), "MPI_Init_thread");
-    }
-    mpiStarted = true;
-    const world = mpi.ompi_mpi_comm_world;
-    const out = new Int32Array(1);
-    check(mpi, mpi.MPI_Comm_rank(world, out), "MPI_Comm_rank");
-    const rank = out[0];
-    check(mpi, mpi.MPI_Comm_size(world, out), "MPI_Comm_size");
-    const size = out[0];
-    const attr = new BigUint64Array(1);
-    check(mpi, mpi.MPI_Comm_get_attr(world, KEYVAL_TAG_UB, attr, flag), "MPI_Comm_get_attr");
-    const tagUb = flag[0] !== 0
-      ? new Deno.UnsafePointerView(Deno.UnsafePointer.create(attr[0])!).getInt32()
-      : 32767;
-    // Our own communicator: no other MPI user of this process can match our
-    // messages, and its errors come back as codes instead of aborting.
-    const dup = new BigUint64Array(new ArrayBuffer(8));
-    const req = new BigUint64Array(new ArrayBuffer(8));
-    check(mpi, mpi.MPI_Comm_idup(world, dup, req), "MPI_Comm_idup");
-    const libc = openLibc();
-    const status = new Uint8Array(STATUS_BYTES);
-    for (let us = POLL_MIN_US;; us = Math.min(2 * us, 1000)) {
-      check(mpi, mpi.MPI_Test(req, flag, status), "MPI_Test (MPI_Comm_idup)");
-      if (flag[0] !== 0) break;
-      await libc.usleep(us);
-    }
-    const comm = Deno.UnsafePointer.create(dup[0])!;
-    check(
-      mpi,
-      mpi.MPI_Comm_set_errhandler(comm, mpi.ompi_mpi_errors_return),
-      "MPI_Comm_set_errhandler",
-    );
-    const backend = new MpiBackend(mpi, libc, comm, rank, size, tagUb, ownsMpi, lib.path, settings);
-    openBackend = backend;
-    await backend.#connect();
-    return backend;
   }
 
   /** This rank (in MPI_COMM_WORLD). */
@@ -333,78 +143,46 @@ export class MpiBackend implements CommBackend {
   /** MPI_TAG_UB of this MPI: payload tags cycle below it. */
   readonly tagUpperBound: number;
 
-  #mpi: MpiSymbols;
-  #libc: LibcSymbols;
-  #comm: Deno.PointerObject;
-  #ownsMpi: boolean;
+  #session: MpiSession;
   #settings: Settings;
-  #host = hostname();
-  #peers: Peer[];
-  #watch = new ProcessWatch();
+  #peers: PeerTable;
+  #engine: MpiEngine;
+  #barriers: Barriers;
   #mailbox = new Mailbox();
   #handlers = new Set<ControlHandler>();
-  #ops = new Set<Op>();
-  // Buffers of this rank's sent tensors, its own once MPI is done with them,
-  // reused for receives of the same size: MPI writes a fresh 16 MiB array
-  // through 4096 page faults (about 1 ms), a reused one through none.
-  #spare = new Map<number, ArrayBuffer[]>();
-  #spareBytes = 0;
-  #queued = 0;
   #recvWaiting = 0;
-  #barrierCount = 0;
-  #barrierArrivals = new Map<number, Set<number>>();
-  #barrierWaits = new Map<number, { resolve(): void; reject(e: Error): void }>();
   #helloWait: (() => void) | null = null;
   #closed = false;
   #aborted = false;
-  #stopped = false;
   #noFinalize = false;
-  #pumping = false;
-  #idleTimer: ReturnType<typeof setTimeout> | undefined;
-  #idleWake: (() => void) | null = null;
   #heartbeat: ReturnType<typeof setInterval> | undefined;
-  // MPI out-parameters, reused call after call (MPI does not keep them).
-  #flag = new Int32Array(1);
-  #count = new Int32Array(1);
-  #message = new BigUint64Array(1);
-  #status = new Uint8Array(new ArrayBuffer(STATUS_BYTES));
-  #statusInts = new Int32Array(this.#status.buffer);
 
-  private constructor(
-    mpi: MpiSymbols,
-    libc: LibcSymbols,
-    comm: Deno.PointerObject,
-    rank: number,
-    size: number,
-    tagUb: number,
-    ownsMpi: boolean,
-    library: string,
-    settings: Settings,
-  ) {
-    this.#mpi = mpi;
-    this.#libc = libc;
-    this.#comm = comm;
-    this.rank = rank;
-    this.size = size;
-    this.tagUpperBound = tagUb;
-    this.#ownsMpi = ownsMpi;
-    this.library = library;
+  private constructor(session: MpiSession, settings: Settings) {
+    this.#session = session;
+    this.rank = session.rank;
+    this.size = session.size;
+    this.tagUpperBound = session.tagUb;
+    this.library = session.library;
     this.#settings = settings;
-    const now = performance.now();
-    this.#peers = Array.from({ length: size }, (_, q) => {
-      const gone = Promise.withResolvers<never>();
-      gone.promise.catch(noop);
-      return {
-        pid: q === rank ? Deno.pid : 0,
-        host: q === rank ? this.#host : "",
-        hello: q === rank,
-        lastHeard: now,
-        closed: false,
-        lost: false,
-        queue: [],
-        nextPayloadTag: PAYLOAD_TAG_MIN,
-        gone,
-      };
+    this.#peers = new PeerTable(session.rank, session.size, hostname(), settings);
+    this.#barriers = new Barriers(session.size);
+    this.#engine = new MpiEngine(session.mpi, session.libc, session.comm, settings, {
+      // A peer process that has died may have announced data that MPI would
+      // now try to read from its memory; Open MPI ends this process when that
+      // fails, so look first and stop calling MPI once a peer is lost.
+      beforePoll: () => {
+        if (this.#settings.heartbeatIntervalMs > 0 && !this.#engine.stopped) {
+          for (const q of this.#peers.ended()) this.#peerLost(q, this.#peers.endedWhy(q));
+        }
+      },
+      onEnvelope: (src) => {
+        const ready = this.#peers.enqueue(src);
+        return (bytes) => this.#onEnvelope(src, bytes, ready);
+      },
+      waiting: () =>
+        this.#peers.queued > 0 || this.#recvWaiting > 0 || this.#barriers.waiting ||
+        this.#helloWait !== null,
+      onFailure: (e) => this.#mpiFailed(e),
     });
   }
 
@@ -435,41 +213,16 @@ export class MpiBackend implements CommBackend {
       this.#mailbox.deliver(peer, tag, movedArray(array, transfer));
       return;
     }
-    const p = this.#peers[peer];
-    if (p.closed) throw new CommAbortedError(`rank ${peer} closed`);
+    if (this.#peers.peers[peer].closed) throw new CommAbortedError(`rank ${peer} closed`);
     if (array.length > 0x7fffffff) {
       throw new RangeError(`data must hold at most 2147483647 floats, got ${array.length}`);
     }
     const owned = movedArray(array, transfer);
     void owned.buffer; // a small array moves off the V8 heap, where MPI may read it later
-    const payloadTag = p.nextPayloadTag;
-    p.nextPayloadTag = payloadTag >= this.tagUpperBound ? PAYLOAD_TAG_MIN : payloadTag + 1;
-    this.#isend(peer, encodeTensor(tag, owned.length, payloadTag), ENVELOPE_TAG, "envelope");
-    if (owned.length > 0) {
-      this.#isend(peer, owned, payloadTag, "tensor", () => this.#recycle(owned));
-    }
-    this.#kick();
-  }
-
-  #recycle(a: Float32Array): void {
-    const buffer = a.buffer;
-    const bytes = a.byteLength;
-    if (!(buffer instanceof ArrayBuffer) || bytes < SPARE_MIN || buffer.byteLength !== bytes) {
-      return;
-    }
-    const list = this.#spare.get(bytes) ?? [];
-    if (list.length >= SPARE_PER_SIZE || this.#spareBytes + bytes > SPARE_MAX_BYTES) return;
-    list.push(buffer);
-    this.#spare.set(bytes, list);
-    this.#spareBytes += bytes;
-  }
-
-  // A new array of `count` floats for MPI to write: a spare buffer or a fresh one.
-  #receiveArray(count: number): Float32Array {
-    const spare = this.#spare.get(count * 4)?.pop();
-    if (spare === undefined) return new Float32Array(new ArrayBuffer(count * 4));
-    this.#spareBytes -= spare.byteLength;
-    return new Float32Array(spare);
+    const payloadTag = this.#peers.nextPayloadTag(peer, this.tagUpperBound);
+    this.#engine.isend(peer, encodeTensor(tag, owned.length, payloadTag), ENVELOPE_TAG, "envelope");
+    if (owned.length > 0) this.#engine.sendTensor(peer, owned, payloadTag);
+    this.#engine.kick();
   }
 
   /** See {@linkcode CommBackend.discard}. */
@@ -488,34 +241,30 @@ export class MpiBackend implements CommBackend {
     const taken = this.#mailbox.take(peer, tag);
     if (peer === this.rank) return taken;
     // A message already kept wins the race (it settled first).
-    const result = Promise.race([taken, this.#peers[peer].gone.promise]);
+    const result = Promise.race([taken, this.#peers.peers[peer].gone.promise]);
     this.#recvWaiting++;
     const settle = () => void this.#recvWaiting--;
     result.then(settle, settle);
-    this.#kick();
+    this.#engine.kick();
     return result;
   }
 
   /** See {@linkcode CommBackend.barrier}; point-to-point messages, not MPI_Barrier. */
   barrier(): Promise<void> {
     if (this.#mailbox.error !== null) return Promise.reject(this.#mailbox.error);
-    const gen = ++this.#barrierCount;
-    const arrived = this.#barrierArrivals.get(gen);
-    const closed = this.#peers.findIndex((p, q) => p.closed && !arrived?.has(q));
+    const gen = this.#barriers.next();
+    const closed = this.#peers.peers.findIndex((p, q) =>
+      p.closed && !this.#barriers.arrived(gen, q)
+    );
     if (closed >= 0) return Promise.reject(new CommAbortedError(`rank ${closed} closed`));
     try {
       this.#broadcast({ c: "barrier", gen });
     } catch (e) {
       return Promise.reject(e);
     }
-    if ((this.#barrierArrivals.get(gen)?.size ?? 0) === this.size - 1) {
-      this.#barrierArrivals.delete(gen);
-      return Promise.resolve();
-    }
-    return new Promise<void>((resolve, reject) => {
-      this.#barrierWaits.set(gen, { resolve, reject });
-      this.#kick();
-    });
+    const done = this.#barriers.wait(gen);
+    this.#engine.kick();
+    return done;
   }
 
   /**
@@ -576,11 +325,18 @@ export class MpiBackend implements CommBackend {
     this.#handlers.clear();
     clearInterval(this.#heartbeat);
     this.#removeListeners();
-    this.#kick();
+    this.#engine.kick();
     try {
       if (!this.#noFinalize) {
         this.#broadcast({ c: "bye" }, true);
-        this.#drain();
+        // A peer on this host that dies meanwhile is seen by the engine's
+        // polls; the others no longer send heartbeats here (this rank said
+        // bye), so silence is not judged.
+        this.#engine.drainSync(
+          () => this.#noFinalize,
+          () => this.#peers.allGone,
+          this.#settings.closeTimeoutMs,
+        );
       }
     } catch (e) {
       this.#noFinalize = true;
@@ -588,39 +344,38 @@ export class MpiBackend implements CommBackend {
         `conveyor: rank ${this.rank}: MPI failed while closing: ${(e as Error).message}`,
       );
     }
-    this.#stopped = true;
-    this.#watch.clear();
-    this.#spare.clear();
+    this.#engine.stopped = true;
+    this.#peers.clear();
+    this.#engine.release();
     openBackend = null;
-    if (this.#noFinalize || !this.#ownsMpi) return;
-    const code = this.#mpi.MPI_Finalize();
+    if (this.#noFinalize || !this.#session.ownsMpi) return;
+    const mpi = this.#session.mpi;
+    const code = mpi.MPI_Finalize();
     if (code !== 0) {
-      console.error(
-        `conveyor: rank ${this.rank}: MPI_Finalize failed: ${errorString(this.#mpi, code)}`,
-      );
+      console.error(`conveyor: rank ${this.rank}: MPI_Finalize failed: ${errorString(mpi, code)}`);
     }
   }
 
   // --- lifecycle ---------------------------------------------------------
 
   async #connect(): Promise<void> {
-    this.#startPump();
-    const hello: ControlEnvelope = { c: "hello", pid: Deno.pid, host: this.#host };
+    this.#engine.startPump();
+    const hello: ControlEnvelope = { c: "hello", pid: Deno.pid, host: this.#peers.host };
     try {
       this.#broadcast(hello);
       await new Promise<void>((resolve, reject) => {
         const timer = setTimeout(() => {
           this.#helloWait = null;
-          const missing = this.#peers.flatMap((p, q) => p.hello ? [] : [q]);
           reject(
             new MpiSetupError(
-              `rank ${this.rank}: no hello from rank(s) ${missing.join(", ")} within ` +
-                `${this.#settings.connectTimeoutMs} ms`,
+              `rank ${this.rank}: no hello from rank(s) ${
+                this.#peers.missingHello().join(", ")
+              } within ${this.#settings.connectTimeoutMs} ms`,
             ),
           );
         }, this.#settings.connectTimeoutMs);
         this.#helloWait = () => {
-          if (!this.#peers.every((p) => p.hello)) return;
+          if (!this.#peers.allHello) return;
           clearTimeout(timer);
           this.#helloWait = null;
           resolve();
@@ -651,14 +406,14 @@ export class MpiBackend implements CommBackend {
 
   #onSigterm = (): void => {
     this.#noFinalize = true;
-    const lost = this.#findLost(true);
+    const lost = this.#peers.findLost(true);
     const what = lost.length > 0
       ? lost.map(([q, why]) => `lost rank ${q} (${why})`).join("; ")
       : "no peer found lost";
     console.error(`conveyor: rank ${this.rank}: SIGTERM (mpirun is ending the job); ${what}`);
     // No more MPI; exit a little later: mpirun forwards a rank's output only
     // while it runs, and its SIGKILL comes 1 s after the SIGTERM.
-    this.#stopped = true;
+    this.#engine.stopped = true;
     setTimeout(() => Deno.exit(143), 100);
   };
 
@@ -673,224 +428,42 @@ export class MpiBackend implements CommBackend {
     }
   }
 
-  // Finishes this rank's operations and waits for every peer's bye, polling
-  // synchronously (close is synchronous): MPI_Test, then a short sleep. A
-  // peer on this host that dies meanwhile is seen by #progress; the others
-  // no longer send heartbeats here (this rank said bye), so silence is not
-  // judged.
-  #drain(): void {
-    const start = performance.now();
-    let us = POLL_MIN_US;
-    for (;;) {
-      const progressed = this.#progress();
-      if (this.#noFinalize) return;
-      const byes = this.#peers.every((p, q) => q === this.rank || p.closed || p.lost);
-      if (this.#ops.size === 0 && byes) return;
-      if (performance.now() - start > this.#settings.closeTimeoutMs) return;
-      us = progressed ? POLL_MIN_US : Math.min(2 * us, this.#settings.pollMaxUs);
-      this.#libc.usleepSync(us);
-    }
-  }
-
-  // --- progress ----------------------------------------------------------
-
-  #startPump(): void {
-    if (this.#pumping) return;
-    this.#pumping = true;
-    this.#pump().catch((e) => this.#mpiFailed(e as Error)).finally(() => this.#pumping = false);
-  }
-
-  async #pump(): Promise<void> {
-    let us = 0;
-    let lastActivity = performance.now();
-    const spinMs = this.#settings.pollSpinUs / 1000;
-    while (!this.#stopped) {
-      const progressed = this.#progress();
-      if (this.#stopped) return;
-      if (progressed) {
-        us = 0;
-        lastActivity = performance.now();
-        await immediate();
-      } else if (this.#busy() && performance.now() - lastActivity < spinMs) {
-        await immediate(); // a reply, or the next step of a large message, is due soon
-      } else if (this.#busy()) {
-        us = us === 0 ? POLL_MIN_US : Math.min(2 * us, this.#settings.pollMaxUs);
-        await this.#libc.usleep(us);
-      } else {
-        us = 0;
-        await new Promise<void>((resolve) => {
-          this.#idleWake = resolve;
-          const timer = setTimeout(() => {
-            this.#idleWake = null;
-            resolve();
-          }, this.#settings.idlePollMs);
-          Deno.unrefTimer(timer);
-          this.#idleTimer = timer;
-        });
-      }
-    }
-  }
-
-  // Ends an idle wait at once (new work that should be polled for).
-  #kick(): void {
-    const wake = this.#idleWake;
-    if (wake === null) return;
-    this.#idleWake = null;
-    clearTimeout(this.#idleTimer);
-    wake();
-  }
-
-  #busy(): boolean {
-    return this.#ops.size > 0 || this.#queued > 0 || this.#recvWaiting > 0 ||
-      this.#barrierWaits.size > 0 || this.#helloWait !== null;
-  }
-
-  // One round: take every envelope that has arrived, test every pending
-  // request. Returns whether anything happened. Re-entrant: a control
-  // handler it calls may close the backend (which polls too).
-  #progress(): boolean {
-    // A peer process that has died may have announced data that MPI would
-    // now try to read from its memory; Open MPI ends this process when that
-    // fails, so look first and stop calling MPI once a peer is lost.
-    if (this.#settings.heartbeatIntervalMs > 0 && !this.#stopped) {
-      for (const q of this.#watch.ended()) this.#peerLost(q, this.#endedWhy(q));
-    }
-    const mpi = this.#mpi;
-    const flag = this.#flag;
-    let any = false;
-    // Open MPI's MPI_Improbe looks at the messages already taken in and only
-    // then runs the progress engine that takes in new ones: ask until two
-    // calls in a row find nothing, or a message that arrived just now waits
-    // for the next poll.
-    for (let misses = 0; misses < 2 && !this.#stopped;) {
-      check(
-        mpi,
-        mpi.MPI_Improbe(ANY_SOURCE, ENVELOPE_TAG, this.#comm, flag, this.#message, this.#status),
-        "MPI_Improbe",
-      );
-      if (flag[0] === 0) {
-        misses++;
-        continue;
-      }
-      misses = 0;
-      any = true;
-      const src = this.#statusInts[0];
-      check(
-        mpi,
-        mpi.MPI_Get_count(this.#status, mpi.ompi_mpi_byte, this.#count),
-        "MPI_Get_count",
-      );
-      const bytes = offHeapBytes(this.#count[0]);
-      const peer = this.#peers[src];
-      peer.lastHeard = performance.now();
-      const slot: Slot = { ready: false, apply: noop };
-      peer.queue.push(slot);
-      this.#queued++;
-      const req = new BigUint64Array(1);
-      check(
-        mpi,
-        mpi.MPI_Imrecv(bytes, bytes.length, mpi.ompi_mpi_byte, this.#message, req),
-        "MPI_Imrecv",
-      );
-      this.#ops.add({
-        req,
-        keep: bytes,
-        peer: src,
-        what: "envelope receive",
-        done: () => this.#onEnvelope(src, slot, bytes),
-      });
-    }
-    // Ops added while iterating (payload receives) are tested in this round too.
-    for (const op of this.#ops) {
-      if (this.#stopped) break;
-      const code = mpi.MPI_Test(op.req, flag, this.#status);
-      if (code !== 0) {
-        this.#ops.delete(op);
-        throw new Error(
-          `MPI_Test (${op.what}, rank ${op.peer}) failed: ${errorString(mpi, code)} (code ${code})`,
-        );
-      }
-      if (flag[0] !== 0) {
-        this.#ops.delete(op);
-        any = true;
-        op.done();
-      }
-    }
-    return any;
-  }
-
-  #isend(
-    peer: number,
-    data: Uint8Array | Float32Array,
-    tag: number,
-    what: string,
-    done: () => void = noop,
-  ): void {
-    const mpi = this.#mpi;
-    const type = data instanceof Float32Array ? mpi.ompi_mpi_float : mpi.ompi_mpi_byte;
-    const req = new BigUint64Array(1);
-    check(mpi, mpi.MPI_Isend(data, data.length, type, peer, tag, this.#comm, req), "MPI_Isend");
-    this.#ops.add({ req, keep: data, peer, what: `${what} send`, done });
-  }
+  // --- messages ----------------------------------------------------------
 
   // Sends a control envelope to every peer not lost; to a peer that has
   // closed (it drains until every peer's bye) only a bye or a loss report.
   // `quiet`: a peer that cannot be reached is skipped instead of failing.
   #broadcast(body: ControlEnvelope, quiet = false): void {
-    if (this.#stopped) return;
+    if (this.#engine.stopped) return;
     const bytes = encodeControl(body);
     const toClosed = body.c === "bye" || body.c === "lost";
     for (let q = 0; q < this.size; q++) {
-      const p = this.#peers[q];
+      const p = this.#peers.peers[q];
       if (q === this.rank || p.lost || (p.closed && !toClosed)) continue;
       try {
-        this.#isend(q, bytes, ENVELOPE_TAG, `${body.c} envelope`);
+        this.#engine.isend(q, bytes, ENVELOPE_TAG, `${body.c} envelope`);
       } catch (e) {
         if (!quiet) throw e;
       }
     }
-    this.#kick();
+    this.#engine.kick();
   }
 
-  #onEnvelope(src: number, slot: Slot, bytes: Uint8Array): void {
+  // An envelope's bytes are in: `ready` sets what applying it does (once
+  // its payload, if any, is in too); envelopes apply in the peer's order.
+  #onEnvelope(src: number, bytes: Uint8Array, ready: (apply: () => void) => void): void {
     const env = decodeEnvelope(bytes);
     if (env.kind === "control") {
-      slot.apply = () => this.#onControlEnvelope(src, env.body);
-      slot.ready = true;
+      ready(() => this.#onControlEnvelope(src, env.body));
     } else if (env.count === 0) {
-      slot.apply = () => this.#deliver(src, env.tag, new Float32Array(0));
-      slot.ready = true;
+      ready(() => this.#deliver(src, env.tag, new Float32Array(0)));
     } else {
-      const data = this.#receiveArray(env.count);
-      const mpi = this.#mpi;
-      const req = new BigUint64Array(1);
-      check(
-        mpi,
-        mpi.MPI_Irecv(data, env.count, mpi.ompi_mpi_float, src, env.payloadTag, this.#comm, req),
-        "MPI_Irecv",
+      this.#engine.receiveTensor(
+        src,
+        env.count,
+        env.payloadTag,
+        (data) => ready(() => this.#deliver(src, env.tag, data)),
       );
-      this.#ops.add({
-        req,
-        keep: data,
-        peer: src,
-        what: "tensor receive",
-        done: () => {
-          slot.apply = () => this.#deliver(src, env.tag, data);
-          slot.ready = true;
-          this.#release(src);
-        },
-      });
-      return;
-    }
-    this.#release(src);
-  }
-
-  // Applies the peer's envelopes in the order it sent them, as far as ready.
-  #release(src: number): void {
-    const queue = this.#peers[src].queue;
-    while (queue.length > 0 && queue[0].ready) {
-      queue.shift()!.apply();
-      this.#queued--;
     }
   }
 
@@ -899,29 +472,16 @@ export class MpiBackend implements CommBackend {
   }
 
   #onControlEnvelope(src: number, body: ControlEnvelope): void {
-    const peer = this.#peers[src];
     switch (body.c) {
       case "hello":
-        peer.pid = body.pid;
-        peer.host = body.host;
-        peer.hello = true;
-        if (peer.host === this.#host) this.#watch.add(src, peer.pid);
+        this.#peers.hello(src, body.pid, body.host);
         this.#helloWait?.();
         break;
       case "hb":
         break;
-      case "barrier": {
-        const set = this.#barrierArrivals.get(body.gen) ?? new Set<number>();
-        set.add(src);
-        this.#barrierArrivals.set(body.gen, set);
-        const wait = this.#barrierWaits.get(body.gen);
-        if (wait !== undefined && set.size === this.size - 1) {
-          this.#barrierWaits.delete(body.gen);
-          this.#barrierArrivals.delete(body.gen);
-          wait.resolve();
-        }
+      case "barrier":
+        this.#barriers.arrive(body.gen, src);
         break;
-      }
       case "abort":
         this.#abortLocal(`rank ${src}: ${body.reason}`);
         break;
@@ -931,7 +491,7 @@ export class MpiBackend implements CommBackend {
         break;
       }
       case "lost": {
-        const lost = this.#peers[body.rank];
+        const lost = this.#peers.peers[body.rank];
         if (lost === undefined || lost.lost || body.rank === this.rank) break;
         lost.lost = true;
         this.#noFinalize = true;
@@ -939,7 +499,7 @@ export class MpiBackend implements CommBackend {
           `conveyor: rank ${this.rank}: lost rank ${body.rank} (${body.why}; seen by rank ${src})`,
         );
         this.#abortLocal(`rank ${body.rank} lost: ${body.why}`);
-        this.#stopped = true; // no more MPI calls: see #progress
+        this.#engine.stopped = true; // no more MPI calls: see beforePoll
         break;
       }
       case "user":
@@ -953,15 +513,8 @@ export class MpiBackend implements CommBackend {
         }
         break;
       case "bye":
-        peer.closed = true;
-        this.#watch.remove(src);
-        peer.gone.reject(new CommAbortedError(`rank ${src} closed`));
-        for (const [gen, wait] of this.#barrierWaits) {
-          if (!this.#barrierArrivals.get(gen)?.has(src)) {
-            this.#barrierWaits.delete(gen);
-            wait.reject(new CommAbortedError(`rank ${src} closed`));
-          }
-        }
+        this.#peers.closed(src);
+        this.#barriers.closed(src);
         break;
     }
   }
@@ -969,61 +522,22 @@ export class MpiBackend implements CommBackend {
   // --- failure -----------------------------------------------------------
 
   #beat(): void {
-    if (this.#closed || this.#stopped) return;
+    if (this.#closed || this.#engine.stopped) return;
     try {
-      this.#progress(); // hear what arrived while this thread was busy before judging
+      this.#engine.progress(); // hear what arrived while this thread was busy before judging
       this.#broadcast({ c: "hb" }, true);
     } catch (e) {
       this.#mpiFailed(e as Error);
       return;
     }
-    for (const [q, why] of this.#findLost(false)) this.#peerLost(q, why);
-  }
-
-  #endedWhy(q: number): string {
-    const p = this.#peers[q];
-    return `its process ${p.pid} on ${p.host} has ended`;
-  }
-
-  // Peers that are gone: on this host, their process has ended; elsewhere,
-  // silent for peerTimeoutMs (or, when `suspect`, for two heartbeat periods).
-  #findLost(suspect: boolean): [number, string][] {
-    const now = performance.now();
-    const out: [number, string][] = [];
-    const ended = new Set(this.#watch.ended());
-    const limit = suspect
-      ? Math.min(
-        this.#settings.peerTimeoutMs,
-        2 * Math.max(this.#settings.heartbeatIntervalMs, 500),
-      )
-      : this.#settings.peerTimeoutMs;
-    for (let q = 0; q < this.size; q++) {
-      const p = this.#peers[q];
-      if (q === this.rank || p.closed) continue;
-      if (p.lost) {
-        if (suspect) out.push([q, "reported lost earlier"]);
-        continue;
-      }
-      if (p.hello && p.host === this.#host) {
-        if (ended.has(q)) out.push([q, this.#endedWhy(q)]);
-        continue;
-      }
-      const silent = now - p.lastHeard;
-      if (this.#settings.heartbeatIntervalMs > 0 && silent > limit) {
-        out.push([q, `no message for ${(silent / 1000).toFixed(1)} s from ${p.host || "?"}`]);
-      }
-    }
-    return out;
+    for (const [q, why] of this.#peers.findLost(false)) this.#peerLost(q, why);
   }
 
   // Prints the loss first (Open MPI may end this process in the next MPI
   // call), tells the others, aborts, and makes no MPI call any more.
   #peerLost(q: number, why: string): void {
-    const p = this.#peers[q];
-    if (p.lost) return;
-    p.lost = true;
+    if (!this.#peers.markLost(q)) return;
     this.#noFinalize = true;
-    this.#watch.remove(q);
     console.error(`conveyor: rank ${this.rank}: lost rank ${q} (${why})`);
     try {
       this.#broadcast({ c: "lost", rank: q, why }, true);
@@ -1031,15 +545,15 @@ export class MpiBackend implements CommBackend {
       // The others find out by themselves.
     }
     this.#abortLocal(`rank ${q} lost: ${why}`);
-    this.#stopped = true;
+    this.#engine.stopped = true;
   }
 
   #mpiFailed(e: Error): void {
-    if (this.#stopped) return;
+    if (this.#engine.stopped) return;
     // An MPI error towards a peer that has died names the peer, not MPI.
-    for (const [q, why] of this.#findLost(false)) this.#peerLost(q, why);
+    for (const [q, why] of this.#peers.findLost(false)) this.#peerLost(q, why);
     this.#noFinalize = true;
-    this.#stopped = true;
+    this.#engine.stopped = true;
     if (!this.#aborted) {
       console.error(`conveyor: rank ${this.rank}: ${e.message}`);
       this.#abortLocal(`rank ${this.rank}: ${e.message}`);
@@ -1054,7 +568,6 @@ export class MpiBackend implements CommBackend {
 
   #fail(error: CommAbortedError): void {
     this.#mailbox.fail(error);
-    for (const w of this.#barrierWaits.values()) w.reject(error);
-    this.#barrierWaits.clear();
+    this.#barriers.fail(error);
   }
 }

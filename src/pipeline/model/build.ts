@@ -1,7 +1,8 @@
 /**
  * Building a planned model's ranks: the stage options every rank gets, the
- * rank group (workers or this thread) with one model stage executor per
- * rank, and each rank's weights loaded.
+ * rank group (workers, this thread, or this process's one rank of an MPI
+ * job) with one model stage executor per rank, and each rank's weights
+ * loaded (under MPI each process loads its own rank's).
  *
  * @module
  */
@@ -10,6 +11,8 @@ import type { RankGroup } from "../runtime/rank_group.ts";
 import { WorkerRankGroup } from "../runtime/worker_rank_group.ts";
 import { InProcessRankGroup } from "../runtime/in_process_rank_group.ts";
 import { SubprocessRankGroup } from "../runtime/subprocess_rank_group.ts";
+import { MpiRankGroup } from "../runtime/mpi_rank_group.ts";
+import { processMpiComm } from "./_mpi_comm.ts";
 import type { CheckedModelOptions } from "./options.ts";
 import type { ModelPlan } from "./plan.ts";
 import {
@@ -57,7 +60,17 @@ export async function buildRanks(
       : "off" as const,
   };
   let group: RankGroup<ModelStageCalls>;
-  if (o.rankGroup !== "in-process") {
+  if (o.rankGroup === "mpi") {
+    group = await MpiRankGroup.create<ModelStageCalls>({
+      schedule: plan.schedule,
+      comm: o.comm ?? await processMpiComm(),
+      createExecutor: createModelStageExecutor,
+      executorOptions: stageOptions,
+      // Every process must plan the same model: same chunks, same training.
+      fingerprint: JSON.stringify([plan.chunks, o.loss, o.optimizer, o.checkpoint ?? null]),
+      ...fault,
+    });
+  } else if (o.rankGroup !== "in-process") {
     const hb = timeouts.heartbeatMs;
     const create = o.rankGroup === "subprocess"
       ? SubprocessRankGroup.create<ModelStageCalls>

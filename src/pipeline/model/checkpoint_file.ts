@@ -135,7 +135,7 @@ export function checkWeightsFile(
   allowNonFinite = false,
 ): void {
   const file = parseSafetensors(bytes);
-  if (!allowNonFinite) for (const [name, e] of file.tensors) checkFiniteTensor(name, e.data);
+  if (!allowNonFinite) { for (const [name, e] of file.tensors) checkFiniteTensor(name, e.data); }
   const wanted = new Set<string>();
   for (const { name, shape } of params) {
     wanted.add(name);

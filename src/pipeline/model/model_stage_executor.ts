@@ -439,6 +439,7 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
       rank: this.#init.rank,
       stages: this.#stages,
       backend: this.backend.name,
+      device: this.backend.description,
       heldKeys: this.#stages.flatMap((s) => this.#chunk(s).heldKeys().map(String)),
       liveBytes: this.backend.memory.liveBytes,
     }),

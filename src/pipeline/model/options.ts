@@ -17,6 +17,7 @@ import {
   type ActivationCheckpointOptions,
 } from "../checkpoint/checkpoint.ts";
 import { checkFaultInjection, type FaultInjection } from "../runtime/fault_injection.ts";
+import type { CommBackend } from "../comm/backend.ts";
 import type { PipelineLoss } from "./model_stage_executor.ts";
 import { describeValue } from "../../tensor/describe.ts";
 
@@ -55,11 +56,21 @@ export interface PipelineParallelModelOptions {
    * be ended (a rank whose code holds its thread in a loop or a blocking
    * wait cannot be ended in a worker, and keeps the process alive), at the
    * cost of a process start and `--allow-run`; `"in-process"`, every rank in
-   * this thread (for debugging).
+   * this thread (for debugging); `"mpi"`, this process is one rank of an
+   * MPI job: run the same script under `mpirun -n <ranks>`, every process
+   * making the same model calls in the same order, each building only its
+   * own stages (see `MpiRankGroup` and the README's MPI section).
    */
-  readonly rankGroup?: "workers" | "subprocess" | "in-process";
+  readonly rankGroup?: "workers" | "subprocess" | "in-process" | "mpi";
   /** Older form of `rankGroup`: true is `"workers"`, false `"in-process"`. */
   readonly workers?: boolean;
+  /**
+   * With `rankGroup: "mpi"`: this process's transport, whose rank and size
+   * are this process's rank and the rank count (default: the process's
+   * `MpiBackend`, started by the first such model and kept open for later
+   * ones until the process exits).
+   */
+  readonly comm?: CommBackend;
   /**
    * Clip by the global gradient norm; makes the ranks exchange their partial
    * sums at the end of each iteration, a barrier (see the model stage
@@ -101,7 +112,8 @@ export interface CheckedModelOptions {
   readonly optimizer: OptimizerSpec;
   readonly loss: PipelineLoss;
   readonly backend: BackendKind;
-  readonly rankGroup: "workers" | "subprocess" | "in-process";
+  readonly rankGroup: "workers" | "subprocess" | "in-process" | "mpi";
+  readonly comm?: CommBackend;
   readonly checkpoint?: ActivationCheckpointOptions;
   readonly clipGradNorm?: number;
   readonly modules: readonly string[];
@@ -144,22 +156,24 @@ export function checkModelOptions(o: PipelineParallelModelOptions): CheckedModel
   if (o.workers !== undefined && typeof o.workers !== "boolean") {
     throw new TypeError(`workers must be a boolean, got ${describeValue(o.workers)}`);
   }
-  const kinds = ["workers", "subprocess", "in-process"] as const;
+  const kinds = ["workers", "subprocess", "in-process", "mpi"] as const;
   if (o.rankGroup !== undefined && !kinds.includes(o.rankGroup)) {
     throw new TypeError(
       `rankGroup must be one of ${kinds.join(", ")}, got ${JSON.stringify(o.rankGroup)}`,
     );
   }
   const rankGroup = o.rankGroup ?? (o.workers === false ? "in-process" : "workers");
+  // workers: true means ranks in workers (here or in a subprocess), false in this thread.
   if (
     o.rankGroup !== undefined && o.workers !== undefined &&
-    (o.workers === (rankGroup === "in-process"))
+    (o.workers ? rankGroup === "in-process" || rankGroup === "mpi" : rankGroup !== "in-process")
   ) {
     throw new TypeError(
       `workers: ${o.workers} contradicts rankGroup: "${o.rankGroup}" (give rankGroup alone)`,
     );
   }
-  const workers = rankGroup !== "in-process";
+  const workers = rankGroup === "workers" || rankGroup === "subprocess";
+  const comm = checkComm(o.comm, rankGroup);
   const checkpoint = o.checkpoint === undefined ? undefined : checkpointOptions(o.checkpoint);
   if (
     o.clipGradNorm !== undefined &&
@@ -198,7 +212,9 @@ export function checkModelOptions(o: PipelineParallelModelOptions): CheckedModel
     if (holds && !workers) {
       throw new TypeError(
         `faultInjection "${fault.fault}" holds or ends the rank's thread: it needs ranks in ` +
-          "workers or a subprocess, not in this thread (workers: false)",
+          `workers or a subprocess, not ${
+            rankGroup === "mpi" ? "in this MPI process" : "in this thread (workers: false)"
+          }`,
       );
     }
   }
@@ -208,10 +224,31 @@ export function checkModelOptions(o: PipelineParallelModelOptions): CheckedModel
     loss: o.loss,
     backend,
     rankGroup,
+    ...(comm === undefined ? {} : { comm }),
     ...(checkpoint === undefined ? {} : { checkpoint }),
     ...(o.clipGradNorm === undefined ? {} : { clipGradNorm: o.clipGradNorm }),
     modules: (o.modules ?? []).map((m) => String(m)),
     ...(o.faultInjection === undefined ? {} : { faultInjection: o.faultInjection }),
     nonFinite,
   };
+}
+
+function checkComm(
+  comm: unknown,
+  rankGroup: CheckedModelOptions["rankGroup"],
+): CommBackend | undefined {
+  if (comm === undefined) return undefined;
+  if (rankGroup !== "mpi") {
+    throw new TypeError(
+      `comm is the transport of rankGroup "mpi", but rankGroup is ${JSON.stringify(rankGroup)}`,
+    );
+  }
+  const c = comm as Partial<CommBackend> | null;
+  if (
+    c === null || typeof c !== "object" || typeof c.send !== "function" ||
+    typeof c.recv !== "function" || !Number.isInteger(c.rank) || !Number.isInteger(c.size)
+  ) {
+    throw new TypeError(`comm must be a CommBackend, got ${describeValue(comm)}`);
+  }
+  return comm as CommBackend;
 }

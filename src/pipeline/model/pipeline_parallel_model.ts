@@ -19,15 +19,14 @@ import {
 } from "../../nn/safetensors.ts";
 import type { Schedule, TimedEvent } from "../schedule/schedule.ts";
 import type { PartitionResult } from "../partition/partition.ts";
-import { summarizeTimeline } from "../analysis/timeline_summary.ts";
-import { toChromeTrace } from "../render/chrome_trace.ts";
-import { renderSvg } from "../render/render_svg.ts";
-import type { RankGroup } from "../runtime/rank_group.ts";
+import { traceText } from "./_trace_file.ts";
+import type { RankGroup, RankGroupKind } from "../runtime/rank_group.ts";
 import type { ModelStageReport, PipelineLoss } from "./model_stage_executor.ts";
 import type { ModelStageCalls, RankInfo } from "./stage_calls.ts";
 import { checkModelOptions, type PipelineParallelModelOptions } from "./options.ts";
 import { planModel } from "./plan.ts";
 import { buildRanks } from "./build.ts";
+import { nullBatch, payloadOf } from "./_spmd_batches.ts";
 import {
   type BatchLayout,
   checkPredictInput,
@@ -73,7 +72,8 @@ export type { SaveCheckpointOptions } from "./checkpoint_file.ts";
 
 /**
  * A `Sequential` trained across pipeline ranks: one Deno worker per rank
- * (each with its own backend: CPU, or its own WebGPU device), chunks placed
+ * (each with its own backend: CPU, or its own WebGPU device), or one
+ * process per rank under MPI (`rankGroup: "mpi"`), chunks placed
  * as the schedule's `stageToRank` says, each rank running its list of
  * actions from any schedule (GPipe, 1F1B, interleaved, zero-bubble, …),
  * gradients of the micro-batches adding up to the full batch's, and each
@@ -199,12 +199,17 @@ export class PipelineParallelModel {
 
   /** Whether the ranks run in workers. */
   get workers(): boolean {
-    return this.#ranks.kind !== "in-process";
+    return this.#ranks.kind === "workers" || this.#ranks.kind === "subprocess";
   }
 
-  /** Where the ranks run: `"workers"`, `"subprocess"` or `"in-process"`. */
-  get rankGroup(): string {
+  /** Where the ranks run: `"workers"`, `"subprocess"`, `"in-process"` or `"mpi"`. */
+  get rankGroup(): RankGroupKind {
     return this.#ranks.kind;
+  }
+
+  /** Under MPI, the rank this process runs; null where this process runs every rank. */
+  get localRank(): number | null {
+    return this.#ranks.localRank ?? null;
   }
 
   /** Pipeline ranks p. */
@@ -240,8 +245,12 @@ export class PipelineParallelModel {
     return this.#lastEvents;
   }
 
-  /** One training step on `batch`: forward, backward and optimizer step on every stage. */
-  async step(batch: TrainingBatch): Promise<StepResult> {
+  /**
+   * One training step on `batch`: forward, backward and optimizer step on
+   * every stage. Under MPI every process calls it; a process other than
+   * rank 0 may pass null, and rank 0 sends it what its rank needs.
+   */
+  async step(batch: TrainingBatch | null): Promise<StepResult> {
     return (await this.train([batch])).steps[0];
   }
 
@@ -267,11 +276,13 @@ export class PipelineParallelModel {
     try {
       const r = await runTrainLoop(
         {
-          split: (b, where, i) => splitBatch(this.#layout, b, where, base + i),
+          split: (b, where, i) =>
+            b === null || b === undefined
+              ? nullBatch(this.#ranks.kind, this.#ranks.localRank, where)
+              : splitBatch(this.#layout, b, where, base + i),
           run: async (plans) => {
             const run = await this.#exclusive(
-              () =>
-                this.#ranks.run({ iterations: plans.length, payload: (rank, i) => plans[i][rank] }),
+              () => this.#ranks.run({ iterations: plans.length, ...payloadOf(plans) }),
               true,
             );
             const first = this.#nextStep;
@@ -373,7 +384,9 @@ export class PipelineParallelModel {
   /**
    * All stages' weights as one safetensors file, tensors in the model's
    * parameter order: the same bytes `saveSafetensors(model)` gives for the
-   * single-device model with these weights.
+   * single-device model with these weights. Under MPI every rank gathers
+   * every rank's parameters and returns the same bytes (write the file from
+   * one rank).
    */
   async saveSafetensors(opts?: SaveSafetensorsOptions): Promise<Uint8Array> {
     const tensors = await this.#gather();
@@ -393,7 +406,8 @@ export class PipelineParallelModel {
    * Loads a whole-model safetensors file into every stage. The file is
    * checked first (layout, every parameter present with its shape, no
    * tensor the model lacks, every value finite unless
-   * `options.allowNonFinite`), so a refused file changes nothing.
+   * `options.allowNonFinite`), so a refused file changes nothing. Under MPI
+   * every process passes the file (each loads its own rank's stages).
    */
   async loadSafetensors(bytes: Uint8Array, options?: LoadSafetensorsOptions): Promise<void> {
     this.#checkUsable();
@@ -434,7 +448,8 @@ export class PipelineParallelModel {
 
   /**
    * Writes the last step's (or run's) events: an SVG timeline when `path`
-   * ends in `.svg`, else a Chrome trace (JSON, opens in Perfetto).
+   * ends in `.svg`, else a Chrome trace (JSON, opens in Perfetto). Under
+   * MPI every rank has every rank's events and only rank 0 writes.
    */
   async writeTrace(path: string): Promise<void> {
     if (typeof path !== "string" || path === "") {
@@ -443,21 +458,8 @@ export class PipelineParallelModel {
     if (this.#lastEvents.length === 0) {
       throw new RangeError("writeTrace: no step has run yet, so there is nothing to write");
     }
-    const events = this.#lastEvents;
-    const text = path.endsWith(".svg")
-      ? renderSvg(events, {
-        title: `${this.schedule.name}: ${this.ranks} ranks, ${this.microBatches} micro-batches`,
-        bubbleFraction: summarizeTimeline(events, this.ranks).bubbleFraction,
-        timeUnit: "ms",
-        ranks: this.ranks,
-      })
-      : JSON.stringify(
-        toChromeTrace(events, {
-          ranks: this.ranks,
-          microsecondsPerUnit: 1000,
-          processName: this.schedule.name,
-        }),
-      );
+    if ((this.#ranks.localRank ?? 0) !== 0) return;
+    const text = traceText(path, this.#lastEvents, this.schedule, this.ranks, this.microBatches);
     await Deno.writeTextFile(path, text);
   }
 
@@ -486,7 +488,9 @@ export class PipelineParallelModel {
     if (typeof path === "string" ? path === "" : !(path instanceof URL)) {
       throw new TypeError(`saveCheckpoint: path must be a non-empty string or URL, got ${path}`);
     }
-    await writeFileAtomically(path, await this.checkpointBytes(options));
+    const bytes = await this.checkpointBytes(options);
+    // Under MPI every rank gathers (each answers the others' calls); rank 0 writes.
+    if ((this.#ranks.localRank ?? 0) === 0) await writeFileAtomically(path, bytes);
   }
 
   /**

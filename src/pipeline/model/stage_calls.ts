@@ -16,6 +16,8 @@ export interface RankInfo {
   readonly stages: readonly number[];
   /** Its backend's name (`"cpu"`, `"webgpu"`). */
   readonly backend: string;
+  /** Its backend's description (the WebGPU adapter it uses, or the CPU reference). */
+  readonly device: string;
   /** State keys its chunks hold (leaks show here). */
   readonly heldKeys: readonly string[];
   /** Live bytes on its backend. */

@@ -44,10 +44,15 @@ import {
 export const DEFAULT_STREAM_WINDOW = 4;
 
 /** Batches for `train`: an array, an iterable or an async iterable (pulled as needed). */
+/**
+ * Batches for `train`: an array, an iterable or an async iterable. Under MPI
+ * a process other than rank 0 may give null for every batch (rank 0 sends
+ * it what its rank needs).
+ */
 export type BatchSource =
-  | readonly TrainingBatch[]
-  | Iterable<TrainingBatch>
-  | AsyncIterable<TrainingBatch>;
+  | readonly (TrainingBatch | null)[]
+  | Iterable<TrainingBatch | null>
+  | AsyncIterable<TrainingBatch | null>;
 
 /** Options of `PipelineParallelModel.train`. */
 export interface TrainOptions {
@@ -78,9 +83,11 @@ export interface TrainOptions {
 export interface TrainLoopHost {
   /** Checks batch `index` (named `where`) and splits it into each rank's payload. */
   /** Splits the call's `index`-th batch (`where` names it in errors). */
-  split(batch: TrainingBatch, where: string, index: number): ModelStagePayload[];
+  split(batch: TrainingBatch | null, where: string, index: number): ModelStagePayload[] | null;
   /** Runs one window (exclusively; a failed run closes the model) and advances the step count. */
-  run(plans: readonly ModelStagePayload[][]): Promise<{ run: RankGroupRunResult; first: number }>;
+  run(
+    plans: readonly (ModelStagePayload[] | null)[],
+  ): Promise<{ run: RankGroupRunResult; first: number }>;
   /** What a non-finite step does: "throw" stops `train` with a NonFiniteStepError. */
   readonly nonFinite: "skip" | "throw" | "off";
   /** Ranks p. */
@@ -136,13 +143,13 @@ export async function runTrainLoop(
   const name = (i: number) => (one ? "batch" : `batches[${i}]`);
   // Arrays are checked whole before any step (nothing runs on a bad batch).
   const arrayPlans = isArray
-    ? (batches as readonly TrainingBatch[]).map((b, i) => host.split(b, name(i), i))
+    ? (batches as readonly (TrainingBatch | null)[]).map((b, i) => host.split(b, name(i), i))
     : null;
   const window = o.window ?? (isArray ? batches.length : DEFAULT_STREAM_WINDOW);
   const steps: StepResult[] = [];
   let t0: number | null = null;
   let aborted = false;
-  const runWindow = async (plans: ModelStagePayload[][]) => {
+  const runWindow = async (plans: (ModelStagePayload[] | null)[]) => {
     const { run, first } = await host.run(plans);
     t0 ??= run.startTime;
     const done = stepResults(
@@ -176,7 +183,7 @@ export async function runTrainLoop(
 
   let index = 0;
   if (syncIt) {
-    const it = (batches as Iterable<TrainingBatch>)[Symbol.iterator]();
+    const it = (batches as Iterable<TrainingBatch | null>)[Symbol.iterator]();
     let exhausted = false;
     try {
       while (!exhausted) {
@@ -184,7 +191,7 @@ export async function runTrainLoop(
           aborted = true;
           break;
         }
-        const plans: ModelStagePayload[][] = [];
+        const plans: (ModelStagePayload[] | null)[] = [];
         while (plans.length < window) {
           const r = it.next();
           if (r.done === true) {
@@ -202,10 +209,10 @@ export async function runTrainLoop(
   }
 
   // Async: the next window is pulled while the current one runs.
-  const it = (batches as AsyncIterable<TrainingBatch>)[Symbol.asyncIterator]();
+  const it = (batches as AsyncIterable<TrainingBatch | null>)[Symbol.asyncIterator]();
   let exhausted = false;
-  const pull = async (): Promise<TrainingBatch[]> => {
-    const got: TrainingBatch[] = [];
+  const pull = async (): Promise<(TrainingBatch | null)[]> => {
+    const got: (TrainingBatch | null)[] = [];
     while (got.length < window && !exhausted) {
       const r = await it.next();
       if (r.done === true) exhausted = true;
@@ -213,14 +220,14 @@ export async function runTrainLoop(
     }
     return got;
   };
-  let next: Promise<TrainingBatch[]> | null = pull();
+  let next: Promise<(TrainingBatch | null)[]> | null = pull();
   try {
     while (next !== null) {
       if (stopped()) {
         aborted = true;
         break;
       }
-      const got: TrainingBatch[] = await next;
+      const got: (TrainingBatch | null)[] = await next;
       next = null;
       if (got.length === 0) break;
       const plans = got.map((b) => host.split(b, name(index), index++));

@@ -41,9 +41,14 @@ export class DeviceTimeline {
   // Events dated by device timestamps, converted to host time at the end.
   #spans: { at: number; span: DeviceSpan }[] = [];
 
+  // The clock's offset from this thread's performance.now(), in which device
+  // spans are converted (a worker's clock is shifted to the main thread's).
+  readonly #shift: number;
+
   constructor(rank: number, clock: () => number) {
     this.#rank = rank;
     this.#clock = clock;
+    this.#shift = clock() - performance.now();
   }
 
   /**
@@ -103,7 +108,7 @@ export class DeviceTimeline {
     while (this.#pending !== null) await this.#pending;
     // One offset for all: the tightest the device's timestamps have given.
     for (const { at, span } of this.#spans.splice(0)) {
-      const offset = span.hostMinusDevice();
+      const offset = span.hostMinusDevice() + this.#shift;
       this.events[at] = { ...this.events[at], start: span.start + offset, end: span.end + offset };
     }
   }

@@ -2,7 +2,8 @@
  * A rank group: the ranks of one pipeline, each with its executor, run
  * together. One interface, several homes: every rank in this thread
  * ({@linkcode InProcessRankGroup}), one Deno worker per rank
- * ({@linkcode WorkerRankGroup}). Each rank runs the same loop
+ * ({@linkcode WorkerRankGroup}), one process per rank with this process
+ * holding one ({@linkcode MpiRankGroup}, SPMD under `mpirun`). Each rank runs the same loop
  * (`runRank`) and the group counts iterations on across runs.
  *
  * @module
@@ -14,7 +15,7 @@ import type { CallMap, NoCalls } from "./stage_executor.ts";
 import type { RolledBack } from "./stage_runner.ts";
 
 /** Where a group's ranks live. */
-export type RankGroupKind = "in-process" | "workers" | "subprocess";
+export type RankGroupKind = "in-process" | "workers" | "subprocess" | "mpi";
 
 /** Options of {@linkcode RankGroup.run}. */
 export interface RankGroupRunOptions {
@@ -72,6 +73,11 @@ export interface RankGroup<C extends CallMap = NoCalls> {
   readonly schedule: Schedule;
   /** Number of ranks. */
   readonly ranks: number;
+  /**
+   * The one rank this process runs, where the group holds only one (SPMD:
+   * `"mpi"`); absent where every rank is run from here.
+   */
+  readonly localRank?: number;
   /** Whether the group was disposed or brought down by a failure. */
   readonly closed: boolean;
   /** The failure that brought the group down, or null. */

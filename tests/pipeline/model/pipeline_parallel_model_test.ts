@@ -701,7 +701,7 @@ Deno.test("every option is checked before any worker starts", async () => {
     [
       "rank group",
       { rankGroup: "threads" as "workers" },
-      /rankGroup must be one of workers, subprocess, in-process, got "threads"/,
+      /rankGroup must be one of workers, subprocess, in-process, mpi, got "threads"/,
     ],
     [
       "custom partition",

@@ -1,0 +1,116 @@
+// `train --comm`: where the ranks run, and the checks of an MPI launch made
+// before MPI starts, each failing with one line that says what to do. Not
+// exported from the package.
+
+import { UsageError } from "./command.ts";
+
+/** Where `train` runs its ranks. */
+export type TrainComm = "workers" | "in-process" | "mpi";
+
+const COMMS: readonly TrainComm[] = ["workers", "in-process", "mpi"];
+
+/**
+ * Reads `--comm` (a transport name; a number keeps its meaning of the
+ * schedule flags: the generator's communication delay) and `--in-process`
+ * (an alias of `--comm in-process`). Returns the transport and the flag
+ * values without a transport name in `comm`.
+ */
+export function readTrainComm(
+  values: Record<string, string | boolean | undefined>,
+): { comm: TrainComm; values: Record<string, string | boolean | undefined> } {
+  const raw = values.comm;
+  const inProcess = values["in-process"] === true;
+  if (typeof raw !== "string" || /^[-+]?[0-9.]/.test(raw)) {
+    return { comm: inProcess ? "in-process" : "workers", values };
+  }
+  if (!(COMMS as readonly string[]).includes(raw)) {
+    throw new UsageError(
+      `--comm must be workers, in-process or mpi (or a delay T for the schedule generator), ` +
+        `got ${JSON.stringify(raw)}`,
+    );
+  }
+  const comm = raw as TrainComm;
+  if (inProcess && comm !== "in-process") {
+    throw new UsageError(`--in-process contradicts --comm ${comm}: give one of them`);
+  }
+  const rest = { ...values };
+  delete rest.comm;
+  return { comm, values: rest };
+}
+
+function env(name: string): string | undefined {
+  try {
+    return Deno.env.get(name);
+  } catch {
+    return undefined; // no --allow-env: MpiBackend reads what it needs through libc
+  }
+}
+
+function onPath(program: string): boolean {
+  const path = env("PATH");
+  if (path === undefined) return false;
+  return path.split(":").some((dir) => {
+    try {
+      return Deno.statSync(`${dir || "."}/${program}`).isFile;
+    } catch {
+      return false;
+    }
+  });
+}
+
+/** What Open MPI's launcher told this process. */
+export interface MpiLaunch {
+  /** MPI_COMM_WORLD rank. */
+  readonly rank: number;
+  /** Processes in the job. */
+  readonly size: number;
+  /** Rank among the job's processes on this host (e.g. for its GPU). */
+  readonly localRank: number;
+}
+
+/**
+ * Checks that this process was started by mpirun with one process per
+ * rank (from Open MPI's environment, before MPI starts): otherwise a
+ * UsageError naming what is wrong (mpirun missing from PATH, not launched
+ * by it, a different process count than `--ranks`).
+ */
+export function checkMpiLaunch(ranks: number): MpiLaunch {
+  const size = env("OMPI_COMM_WORLD_SIZE");
+  const rank = env("OMPI_COMM_WORLD_RANK");
+  if (size === undefined || rank === undefined) {
+    const example = `mpirun -n ${ranks} deno run -A cli.ts train --comm mpi --ranks ${ranks} …`;
+    throw new UsageError(
+      onPath("mpirun")
+        ? `--comm mpi needs one process per rank started by mpirun (OMPI_COMM_WORLD_SIZE is ` +
+          `unset): run ${example}`
+        : `--comm mpi needs Open MPI's mpirun, which is not on PATH: install Open MPI ` +
+          `(apt-get install openmpi-bin libopenmpi-dev), then run ${example}`,
+    );
+  }
+  if (Number(size) !== ranks) {
+    throw new UsageError(
+      `mpirun started ${size} processes but --ranks is ${ranks}: --comm mpi runs one rank ` +
+        `per process (mpirun -n ${ranks}, or --ranks ${size})`,
+    );
+  }
+  return {
+    rank: Number(rank),
+    size: Number(size),
+    localRank: Number(env("OMPI_COMM_WORLD_LOCAL_RANK") ?? rank),
+  };
+}
+
+/** The rank this process would be under mpirun, before any check (0 when not under mpirun). */
+export function launchRank(): number {
+  const r = Number(env("OMPI_COMM_WORLD_RANK") ?? "0");
+  return Number.isInteger(r) && r >= 0 ? r : 0;
+}
+
+/** This host's name, for the per-rank start line. */
+export function hostName(): string {
+  try {
+    return Deno.hostname();
+  } catch {
+    return "?";
+  }
+}

@@ -1,0 +1,465 @@
+/**
+ * One rank per process, every process running the same program (SPMD, as
+ * under `mpirun`): a {@linkcode RankGroup} of which this process holds
+ * exactly one rank, `comm.rank`, its executor built here on its own
+ * backend; the other ranks are the same group in the peer processes.
+ *
+ * Every process calls the same group methods in the same order (it runs
+ * the same script), so the group's own messages match by a counter:
+ *
+ * - `run`: each process runs its own rank's list (`runRank`), then the
+ *   ranks exchange their events and reports (every rank gets all), so the
+ *   run resolves on every rank with the same result (the same loss).
+ *   Payloads: a process that has its own (the run's `payload` option) uses
+ *   it; one that has none asks rank 0, which sends it that rank's payloads
+ *   (none if rank 0 has none either).
+ *   Rank 0 checks that every rank runs as many iterations as it does.
+ * - `call(r, …)`: rank r runs the handler with its own arguments and sends
+ *   the result (or its error) to every other rank, so the call resolves
+ *   (or rejects) everywhere with rank r's result; other ranks' arguments
+ *   are not used.
+ * - `create`: every rank checks that all ranks built their stages and run
+ *   the same schedule (and `fingerprint`); events are dated on rank 0's
+ *   clock (`performance.timeOrigin` exchanged; across hosts up to their
+ *   clock skew).
+ *
+ * A rank whose run fails aborts the transport, so every other rank's run
+ * rejects with a `CommAbortedError` naming it; a lost process (MPI) is
+ * reported by the transport the same way.
+ *
+ * @module
+ */
+
+import type { Schedule } from "../schedule/schedule.ts";
+import { validateSchedule } from "../analysis/validate.ts";
+import { CommAbortedError, type CommBackend } from "../comm/backend.ts";
+import type { CallMap, NoCalls, StageExecutor, StageExecutorFactory } from "./stage_executor.ts";
+import type {
+  RankGroup,
+  RankGroupKind,
+  RankGroupRunOptions,
+  RankGroupRunResult,
+} from "./rank_group.ts";
+import { runRank } from "./stage_runner.ts";
+import {
+  assembleRun,
+  checkRunOptions,
+  checkValidateSteps,
+  type RankShare,
+} from "./_run_results.ts";
+import { stagesOf } from "./_placement.ts";
+import { type CheckedFault, checkFaultInjection, type FaultInjection } from "./fault_injection.ts";
+import { allGather, broadcastValue, digest, recvValue, sendValue } from "./_spmd.ts";
+
+/** Options of {@linkcode MpiRankGroup.create}. */
+export interface MpiRankGroupOptions<C extends CallMap = NoCalls> {
+  /** The schedule (validated here); its rank count must equal `comm.size`. */
+  readonly schedule: Schedule;
+  /**
+   * This process's transport: rank `comm.rank` of `comm.size` (an
+   * `MpiBackend`, or any {@linkcode CommBackend} whose ranks run the same
+   * program). The group does not close it unless `closeComm`.
+   */
+  readonly comm: CommBackend;
+  /** Builds this process's executor (for rank `comm.rank`). */
+  readonly createExecutor: StageExecutorFactory<C>;
+  /**
+   * `init.options` of the executor; a function is called with this rank to
+   * give it its own options.
+   */
+  readonly executorOptions?: unknown;
+  /** Extra text every rank must agree on (e.g. the model's description); default none. */
+  readonly fingerprint?: string;
+  /** Close `comm` when the group is disposed (default false). */
+  readonly closeComm?: boolean;
+  /** A fault to inject (tests), checked here. */
+  readonly fault?: FaultInjection;
+  /** Post-validation of optimizer steps (see `RankRunOptions.validateSteps`; default "off"). */
+  readonly validateSteps?: "off" | "skip" | "stop";
+}
+
+// What every rank tells the others at creation.
+interface Hello {
+  readonly error: string | null;
+  readonly fingerprint: string;
+  readonly timeOrigin: number;
+}
+
+// What a rank tells rank 0 at the start of each run.
+interface RunAsk {
+  readonly have: boolean;
+  readonly iterations: number;
+  readonly forwardOnly: boolean;
+}
+
+type CallReply = { readonly ok: true; readonly value: unknown } | {
+  readonly ok: false;
+  readonly message: string;
+};
+
+// Groups made on each transport, so that a later group's tags never meet an earlier one's.
+const groupsOn = new WeakMap<CommBackend, number>();
+
+function scheduleFingerprint(s: Schedule): string {
+  return `${s.name} p=${s.ranks} m=${s.microBatches} v=${s.stagesPerRank} ` +
+    digest(JSON.stringify([s.stageToRank, s.actions]));
+}
+
+/**
+ * This process's rank of an SPMD pipeline (see the module documentation).
+ *
+ * @example
+ * ```ts ignore
+ * // mpirun -n 2 deno run -A spmd.ts
+ * import { generateSchedule, MpiBackend, MpiRankGroup } from "@conveyor/core/runtime";
+ * import { createSyntheticExecutor } from "@conveyor/core/testing";
+ * const comm = await MpiBackend.init();
+ * const group = await MpiRankGroup.create({
+ *   schedule: generateSchedule("1f1b", { ranks: comm.size, microBatches: 4 }),
+ *   comm,
+ *   createExecutor: createSyntheticExecutor,
+ *   executorOptions: { ms: 1 },
+ *   closeComm: true,
+ * });
+ * const r = await group.run();
+ * if (comm.rank === 0) console.log(r.events.length); // every rank's events: 16 with 2 ranks
+ * await group.dispose();
+ * ```
+ */
+export class MpiRankGroup<C extends CallMap = NoCalls> implements RankGroup<C> {
+  /**
+   * Validates the schedule against the transport, builds this rank's
+   * executor and meets the other ranks: resolves on every rank once all
+   * built their stages with the same schedule and fingerprint, or rejects
+   * on every rank naming the ranks that failed or differ.
+   */
+  static async create<C extends CallMap = NoCalls>(
+    options: MpiRankGroupOptions<C>,
+  ): Promise<MpiRankGroup<C>> {
+    if (options === null || typeof options !== "object") {
+      throw new TypeError(
+        `options must be an object { schedule, comm, createExecutor }, got ${options}`,
+      );
+    }
+    validateSchedule(options.schedule);
+    const comm = options.comm;
+    if (
+      comm === null || typeof comm !== "object" || typeof comm.send !== "function" ||
+      !Number.isInteger(comm.rank) || !Number.isInteger(comm.size)
+    ) {
+      throw new TypeError(`comm must be a CommBackend, got ${String(comm)}`);
+    }
+    const schedule = options.schedule;
+    if (comm.size !== schedule.ranks) {
+      throw new RangeError(
+        `the schedule has ${schedule.ranks} ranks but the transport has ${comm.size} ` +
+          `(under MPI: the number of processes): start one process per rank ` +
+          `(mpirun -n ${schedule.ranks}) or plan for ${comm.size} ranks`,
+      );
+    }
+    if (typeof options.createExecutor !== "function") {
+      throw new TypeError(
+        `createExecutor must be a function, got ${typeof options.createExecutor}`,
+      );
+    }
+    const fault = options.fault === undefined
+      ? undefined
+      : checkFaultInjection(options.fault, "fault");
+    const validateSteps = checkValidateSteps(options.validateSteps);
+    const fingerprint = options.fingerprint ?? "";
+    if (typeof fingerprint !== "string") {
+      throw new TypeError(`fingerprint must be a string, got ${typeof fingerprint}`);
+    }
+    const group = (groupsOn.get(comm) ?? 0) + 1;
+    groupsOn.set(comm, group);
+    const rank = comm.rank;
+    const abortFlag = new Int32Array(new SharedArrayBuffer(4));
+    const controller = new AbortController();
+    let executor: StageExecutor<C> | null = null;
+    let error: string | null = null;
+    try {
+      executor = await options.createExecutor({
+        rank,
+        ranks: schedule.ranks,
+        stages: stagesOf(schedule, rank),
+        numStages: schedule.stageToRank.length,
+        microBatches: schedule.microBatches,
+        options: structuredClone(
+          typeof options.executorOptions === "function"
+            ? options.executorOptions(rank)
+            : options.executorOptions,
+        ),
+        abortFlag,
+        signal: controller.signal,
+        comm,
+      });
+    } catch (e) {
+      error = e instanceof Error ? e.message : String(e);
+    }
+    const mine: Hello = {
+      error,
+      fingerprint: `${scheduleFingerprint(schedule)}, the rest ${digest(fingerprint)}`,
+      timeOrigin: performance.timeOrigin,
+    };
+    let hellos: Hello[];
+    try {
+      hellos = await allGather(comm, `spmd${group}/hello`, mine);
+    } catch (e) {
+      await executor?.dispose?.();
+      throw e;
+    }
+    const failed = hellos.flatMap((h, r) => h.error === null ? [] : [`rank ${r}: ${h.error}`]);
+    const differ = hellos.flatMap((h, r) => h.fingerprint === hellos[0].fingerprint ? [] : [r]);
+    if (failed.length > 0 || differ.length > 0) {
+      await executor?.dispose?.();
+      if (options.closeComm === true) comm.close();
+      throw failed.length > 0
+        ? new Error(`could not build every rank's stages: ${failed.join("; ")}`)
+        : new Error(
+          `rank(s) ${differ.join(", ")} planned a different pipeline than rank 0 ` +
+            `(${hellos[differ[0]].fingerprint} against ${hellos[0].fingerprint}): every process ` +
+            "must run the same script with the same arguments",
+        );
+    }
+    return new MpiRankGroup<C>(schedule, comm, executor!, {
+      group,
+      abortFlag,
+      controller,
+      fault,
+      validateSteps,
+      closeComm: options.closeComm === true,
+      clockOffset: performance.timeOrigin - hellos[0].timeOrigin,
+    });
+  }
+
+  /** The ranks are processes (one here), as under MPI. */
+  readonly kind: RankGroupKind = "mpi";
+  /** The schedule every run follows. */
+  readonly schedule: Schedule;
+  /** The rank this process runs. */
+  readonly localRank: number;
+  readonly #comm: CommBackend;
+  readonly #executor: StageExecutor<C>;
+  readonly #group: number;
+  readonly #abortFlag: Int32Array;
+  readonly #controller: AbortController;
+  readonly #fault: CheckedFault | undefined;
+  readonly #validateSteps: "off" | "skip" | "stop";
+  readonly #closeComm: boolean;
+  // performance.now() here + offset = rank 0's performance.now().
+  readonly #clockOffset: number;
+  #nextIteration = 0;
+  #runs = 0;
+  #calls = 0;
+  #running = false;
+  #closed = false;
+  #failure: Error | null = null;
+  #disposed: Promise<void> | null = null;
+
+  private constructor(
+    schedule: Schedule,
+    comm: CommBackend,
+    executor: StageExecutor<C>,
+    o: {
+      group: number;
+      abortFlag: Int32Array;
+      controller: AbortController;
+      fault: CheckedFault | undefined;
+      validateSteps: "off" | "skip" | "stop";
+      closeComm: boolean;
+      clockOffset: number;
+    },
+  ) {
+    this.schedule = schedule;
+    this.localRank = comm.rank;
+    this.#comm = comm;
+    this.#executor = executor;
+    this.#group = o.group;
+    this.#abortFlag = o.abortFlag;
+    this.#controller = o.controller;
+    this.#fault = o.fault;
+    this.#validateSteps = o.validateSteps;
+    this.#closeComm = o.closeComm;
+    this.#clockOffset = o.clockOffset;
+  }
+
+  /** Number of ranks (processes). */
+  get ranks(): number {
+    return this.schedule.ranks;
+  }
+
+  /** Whether the group was disposed or brought down by a failure. */
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /** The failure that brought the group down, or null. */
+  get failure(): Error | null {
+    return this.#failure;
+  }
+
+  /**
+   * Runs this rank's list; resolves on every rank with every rank's events
+   * and reports. A failure here aborts the transport (every rank's run
+   * rejects); the group is then closed.
+   */
+  async run(options?: RankGroupRunOptions): Promise<RankGroupRunResult> {
+    const run = checkRunOptions(options);
+    this.#throwIfUnusable();
+    this.#running = true;
+    const first = this.#nextIteration;
+    this.#nextIteration += run.iterations;
+    const base = `spmd${this.#group}/run${++this.#runs}`;
+    const comm = this.#comm;
+    const rank = comm.rank;
+    const have = options?.payload !== undefined;
+    let refusal: unknown = null;
+    try {
+      let payloads: unknown[] | undefined;
+      let serving: Promise<void> = Promise.resolve();
+      if (rank === 0) {
+        payloads = run.payloads(0);
+        // A refusal aborts the transport at once: the ranks waiting for
+        // rank 0 fail with it instead of hanging.
+        serving = this.#servePayloads(base, run).catch((e) => {
+          refusal = e;
+          comm.abort(e instanceof Error ? e.message : String(e));
+        });
+      } else {
+        const ask: RunAsk = {
+          have,
+          iterations: run.iterations,
+          forwardOnly: run.forwardOnly,
+        };
+        await sendValue(comm, 0, `${base}/ask`, ask);
+        payloads = have ? run.payloads(rank) : await recvValue(comm, 0, `${base}/payload`) as
+          | unknown[]
+          | undefined;
+      }
+      const offset = this.#clockOffset;
+      const own = await runRank({
+        schedule: this.schedule,
+        rank,
+        comm,
+        executor: this.#executor,
+        firstIteration: first,
+        iterations: run.iterations,
+        payloads,
+        forwardOnly: run.forwardOnly,
+        fault: this.#fault,
+        abortFlag: this.#abortFlag,
+        validateSteps: this.#validateSteps,
+      });
+      // Events on rank 0's clock (shifted here: device spans are dated in
+      // this process's performance.now()).
+      const share: RankShare = {
+        ...own,
+        events: own.events.map((e) => ({ ...e, start: e.start + offset, end: e.end + offset })),
+      };
+      await serving;
+      if (refusal !== null) throw refusal;
+      const shares = await allGather(comm, `${base}/share`, share);
+      const result = assembleRun(this.ranks, first, shares);
+      return { ...result, startTime: result.startTime - offset };
+    } catch (caught) {
+      const e = refusal ?? caught;
+      if (!(e instanceof CommAbortedError) && refusal === null) {
+        Atomics.store(this.#abortFlag, 0, 1);
+        Atomics.notify(this.#abortFlag, 0);
+        this.#controller.abort(e);
+        comm.abort(e instanceof Error ? e.message : String(e));
+      }
+      this.#failure = e instanceof Error ? e : new Error(String(e));
+      await this.#release();
+      throw e;
+    } finally {
+      this.#running = false;
+    }
+  }
+
+  // Rank 0: hears every other rank's ask for this run, checks that they run
+  // the same iterations, and sends their payloads to those without (none
+  // where rank 0 has none either).
+  async #servePayloads(base: string, run: ReturnType<typeof checkRunOptions>): Promise<void> {
+    const comm = this.#comm;
+    await Promise.all(Array.from({ length: comm.size - 1 }, async (_, i) => {
+      const r = i + 1;
+      const ask = await recvValue(comm, r, `${base}/ask`) as RunAsk;
+      if (ask.iterations !== run.iterations || ask.forwardOnly !== run.forwardOnly) {
+        throw new RangeError(
+          `rank ${r} runs ${ask.iterations} iteration(s)${
+            ask.forwardOnly ? " forward-only" : ""
+          } where rank 0 runs ${run.iterations}${
+            run.forwardOnly ? " forward-only" : ""
+          }: every process must make the same model calls with as many batches`,
+        );
+      }
+      if (!ask.have) await sendValue(comm, r, `${base}/payload`, run.payloads(r));
+    }));
+  }
+
+  /**
+   * Rank `rank` runs `method` with its own `args`; every rank resolves with
+   * its result, or rejects with its error (see the module documentation).
+   * Every process must make the same calls in the same order.
+   */
+  async call<K extends keyof C & string>(
+    rank: number,
+    method: K,
+    args: C[K]["args"],
+  ): Promise<C[K]["result"]> {
+    if (!Number.isInteger(rank) || rank < 0 || rank >= this.ranks) {
+      throw new RangeError(`rank must be in [0, ${this.ranks - 1}], got ${rank}`);
+    }
+    this.#throwIfUnusable();
+    const tag = `spmd${this.#group}/call${++this.#calls}`;
+    const comm = this.#comm;
+    if (rank !== comm.rank) {
+      const reply = await recvValue(comm, rank, tag) as CallReply;
+      if (reply.ok) return reply.value as C[K]["result"];
+      throw new Error(`rank ${rank}: ${method} failed: ${reply.message}`);
+    }
+    let reply: CallReply;
+    let error: unknown = null;
+    try {
+      const handler = this.#executor.calls?.[method];
+      if (typeof handler !== "function") {
+        throw new TypeError(`the executor of rank ${rank} answers no call "${method}"`);
+      }
+      reply = { ok: true, value: await handler(args) };
+    } catch (e) {
+      error = e;
+      reply = { ok: false, message: e instanceof Error ? e.message : String(e) };
+    }
+    await broadcastValue(comm, rank, tag, reply);
+    if (error !== null) throw error;
+    return (reply as { value: unknown }).value as C[K]["result"];
+  }
+
+  /** Disposes this rank's executor (and closes the transport with `closeComm`). Idempotent. */
+  async dispose(): Promise<void> {
+    await this.#release();
+  }
+
+  #throwIfUnusable(): void {
+    if (this.#failure !== null) {
+      throw new Error(`the rank group failed and is closed: ${this.#failure.message}`, {
+        cause: this.#failure,
+      });
+    }
+    if (this.#closed) throw new Error("the rank group was disposed");
+    if (this.#running) throw new Error("a run is already in progress on this rank group");
+  }
+
+  #release(): Promise<void> {
+    this.#closed = true;
+    this.#disposed ??= (async () => {
+      try {
+        await this.#executor.dispose?.();
+      } finally {
+        if (this.#closeComm) this.#comm.close();
+      }
+    })();
+    return this.#disposed;
+  }
+}

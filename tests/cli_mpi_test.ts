@@ -1,0 +1,403 @@
+// `cli.ts train --comm mpi` and PipelineParallelModel with rankGroup "mpi"
+// in real mpirun jobs (Open MPI): every schedule at P = 2 and 4 equals
+// --ranks 1, over shared memory and over TCP only (the stand-in for
+// separate hosts); a rank killed mid-training ends the job within 20 s,
+// non-zero, the survivors naming it; bad launches are one line. Every job
+// is checked to leave no process behind. mpirun must be installed (CI's
+// .ci/run installs Open MPI).
+
+import assert from "node:assert/strict";
+import { main } from "./../cli.ts";
+import { SCHEDULE_NAMES } from "../src/pipeline/schedule/generate.ts";
+
+const ROOT = new URL("../", import.meta.url).pathname;
+const CLI = `${ROOT}cli.ts`;
+const SCHEDULES = `${ROOT}tests/mpi/_train_schedules.ts`;
+const MODEL_RANK = `${ROOT}tests/mpi/_model_rank.ts`;
+const SHM = "vader,self";
+const TCP = "tcp,self";
+// The same model at every P: 5 blocks (8 layers) hold 4 ranks × 2 chunks.
+const TRAIN = [
+  "--microbatches",
+  "8",
+  "--layers",
+  "5",
+  "--steps",
+  "3",
+  "--seed",
+  "4",
+  "--backend",
+  "cpu",
+  "--json",
+];
+
+function childEnv(extra: Record<string, string> = {}): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(Deno.env.toObject())) {
+    if (!/^(OMPI_|PMIX_|PMI_|CONVEYOR_)/.test(k)) env[k] = v;
+  }
+  return {
+    ...env,
+    NO_COLOR: "1",
+    OMPI_ALLOW_RUN_AS_ROOT: "1",
+    OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: "1",
+    ...extra,
+  };
+}
+
+let mpirunChecked: Promise<void> | null = null;
+function requireMpirun(): Promise<void> {
+  mpirunChecked ??= (async () => {
+    try {
+      const out = await new Deno.Command("mpirun", { args: ["--version"], stdout: "piped" })
+        .output();
+      assert.ok(out.success, "mpirun --version failed");
+    } catch (e) {
+      throw new Error(
+        "mpirun not found on PATH: these tests need Open MPI " +
+          "(apt-get install -y openmpi-bin libopenmpi-dev; .ci/run installs it)",
+        { cause: e },
+      );
+    }
+  })();
+  return mpirunChecked;
+}
+
+interface Job {
+  code: number;
+  ms: number;
+  /** performance.now() when mpirun ended. */
+  endedAt: number;
+  stdout: string;
+  stderr: string;
+  /** Rank → pid, from each rank's start line (`cli.ts train --comm mpi`). */
+  pids: Map<number, number>;
+}
+
+interface JobOptions {
+  btl?: string;
+  env?: Record<string, string>;
+  timeoutMs?: number;
+  /** Called with the job so far whenever stdout or stderr grows. */
+  onOutput?: (job: Job) => void;
+}
+
+function alive(pid: number): boolean {
+  try {
+    const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
+    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
+  } catch {
+    return false;
+  }
+}
+
+// The deno processes mpirun started (its children), to check none remains.
+function childrenOf(pid: number): number[] {
+  const out: number[] = [];
+  for (const e of Deno.readDirSync("/proc")) {
+    if (!/^\d+$/.test(e.name)) continue;
+    try {
+      const stat = Deno.readTextFileSync(`/proc/${e.name}/stat`);
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      if (ppid === pid) out.push(Number(e.name));
+    } catch { /* gone */ }
+  }
+  return out;
+}
+
+async function assertAllEnded(pids: Iterable<number>): Promise<void> {
+  const list = [...pids];
+  for (let i = 0; i < 40 && list.some(alive); i++) await new Promise((r) => setTimeout(r, 50));
+  assert.deepEqual(list.filter(alive), [], "no rank process outlives its job");
+}
+
+// Runs `mpirun -n <n> <program args>`; collects output and every rank's pid.
+async function mpirun(n: number, program: string[], options: JobOptions = {}): Promise<Job> {
+  await requireMpirun();
+  const args = [
+    "-n",
+    String(n),
+    "--oversubscribe",
+    "--mca",
+    "btl",
+    options.btl ?? SHM,
+    ...program,
+  ];
+  const job: Job = { code: -1, ms: 0, endedAt: 0, stdout: "", stderr: "", pids: new Map() };
+  const start = performance.now();
+  const child = new Deno.Command("mpirun", {
+    args,
+    env: childEnv(options.env),
+    clearEnv: true,
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const seen = new Set<number>();
+  const watch = setInterval(() => {
+    for (const p of childrenOf(child.pid)) seen.add(p);
+  }, 50);
+  const timeoutMs = options.timeoutMs ?? 120_000;
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    for (const p of [...seen, child.pid]) {
+      try {
+        Deno.kill(p, "SIGKILL");
+      } catch { /* ended */ }
+    }
+  }, timeoutMs);
+  const read = async (stream: ReadableStream<Uint8Array>, into: "stdout" | "stderr") => {
+    for await (const chunk of stream.pipeThrough(new TextDecoderStream())) {
+      job[into] += chunk;
+      for (const m of job.stderr.matchAll(/conveyor: rank (\d+) of \d+: host [^,]*, pid (\d+)/g)) {
+        job.pids.set(Number(m[1]), Number(m[2]));
+      }
+      options.onOutput?.(job);
+    }
+  };
+  const reading = Promise.all([read(child.stdout, "stdout"), read(child.stderr, "stderr")]);
+  const status = await child.status;
+  job.endedAt = performance.now();
+  await reading;
+  clearTimeout(timer);
+  clearInterval(watch);
+  job.code = status.code;
+  job.ms = performance.now() - start;
+  assert.ok(!timedOut, `mpirun did not end within ${timeoutMs} ms:\n${job.stderr}`);
+  await assertAllEnded([...seen, ...job.pids.values()]);
+  return job;
+}
+
+function parseJsonLines(out: string) {
+  const lines = out.trim().split("\n").map((l) => JSON.parse(l));
+  const last = lines.pop();
+  return { steps: lines, last };
+}
+
+// --ranks 1 through the same CLI, in this process: single-device training
+// (tests/cli_train_test.ts checks it against a plain training loop).
+const reference = await (async () => {
+  let out = "";
+  const code = await main(
+    ["train", "--schedule", "1f1b", "--ranks", "1", "--in-process", ...TRAIN],
+    { out: (t) => void (out += t), err: () => {} },
+  );
+  assert.equal(code, 0);
+  return parseJsonLines(out);
+})();
+
+// Same tolerances as tests/cli_train_test.ts: losses 1e-6, parameter sums 1e-5 (relative).
+function assertAgrees(out: string, label: string): void {
+  const got = parseJsonLines(out);
+  assert.equal(got.steps.length, 3, `${label}: one line per step, once`);
+  got.steps.forEach((s, i) => {
+    assert.deepEqual(Object.keys(s), ["step", "loss", "bubble", "makespanMs", "lr"]);
+    assert.equal(s.step, i + 1);
+    assert.ok(s.bubble >= 0 && s.bubble < 1 && s.makespanMs > 0, `${label}: ${JSON.stringify(s)}`);
+    const rel = Math.abs(s.loss - reference.steps[i].loss) / reference.steps[i].loss;
+    assert.ok(rel <= 1e-6, `${label} step ${i + 1}: loss ${s.loss} vs ${reference.steps[i].loss}`);
+  });
+  assert.deepEqual(Object.keys(got.last), ["paramSum", "paramSumSq"]);
+  for (const k of ["paramSum", "paramSumSq"] as const) {
+    const rel = Math.abs(got.last[k] - reference.last[k]) / Math.abs(reference.last[k]);
+    assert.ok(rel <= 1e-5, `${label}: ${k} ${got.last[k]} vs ${reference.last[k]} (rel ${rel})`);
+  }
+}
+
+function deno(script: string, ...args: string[]): string[] {
+  return [Deno.execPath(), "run", "-A", script, ...args];
+}
+
+for (const [btl, where] of [[SHM, "shared memory"], [TCP, "TCP only"]] as const) {
+  for (const p of [2, 4]) {
+    Deno.test(`cli train --comm mpi, P = ${p} over ${where}: every schedule equals --ranks 1`, async () => {
+      const job = await mpirun(
+        p,
+        deno(SCHEDULES, ...SCHEDULE_NAMES, "--", "--ranks", String(p), ...TRAIN),
+        { btl },
+      );
+      assert.equal(job.code, 0, job.stderr);
+      const runs = job.stdout.trim().split("\n").map((l) => JSON.parse(l));
+      assert.deepEqual(runs.map((r) => r.schedule), [...SCHEDULE_NAMES], "one report per schedule");
+      for (const r of runs) {
+        assert.equal(r.code, 0, `${r.schedule}: exit code`);
+        assertAgrees(r.out, `${r.schedule} P=${p} ${where}`);
+      }
+      // Every rank of every model named its device once.
+      assert.equal(
+        job.stderr.match(/conveyor: rank \d+ of \d+: /g)?.length,
+        p * SCHEDULE_NAMES.length,
+      );
+    });
+  }
+}
+
+Deno.test("mpirun -n 2 deno run -A cli.ts train --comm mpi prints the --json contract once, from rank 0", async () => {
+  for (const [p, schedule, btl] of [[2, "1f1b", SHM], [4, "zb-v", TCP]] as const) {
+    const job = await mpirun(
+      p,
+      deno(CLI, "train", "--comm", "mpi", "--schedule", schedule, "--ranks", String(p), ...TRAIN),
+      { btl },
+    );
+    assert.equal(job.code, 0, job.stderr);
+    assertAgrees(job.stdout, `cli.ts ${schedule} P=${p}`);
+    assert.deepEqual([...job.pids.keys()].sort(), [...Array(p).keys()], "every rank's start line");
+    assert.match(
+      job.stderr,
+      /conveyor: rank 1 of \d: host \S+, pid \d+, local rank 1, backend cpu \(CPU reference/,
+    );
+  }
+});
+
+Deno.test("the model API under mpirun: batches on rank 0 only, save, load and predict on every rank", async () => {
+  const job = await mpirun(3, deno(MODEL_RANK, "zb-h1"));
+  assert.equal(job.code, 0, job.stderr);
+  const results = job.stdout.trim().split("\n").filter((l) => l.startsWith("RESULT "))
+    .map((l) => JSON.parse(l.slice(7))).sort((a, b) => a.rank - b.rank);
+  assert.deepEqual(results.map((r) => r.rank), [0, 1, 2]);
+  for (const r of results) {
+    assert.equal(r.rankGroup, "mpi");
+    assert.ok(r.lossError <= 1e-6, `rank ${r.rank}: losses off by ${r.lossError}`);
+    assert.ok(r.paramWorst <= 1e-5, `rank ${r.rank}: parameters off by ${r.paramWorst}`);
+    assert.equal(r.busyRanks, 3, "every rank's events on every rank");
+    assert.equal(r.reloadedIsInitial, true, "the initial weights saved back byte for byte");
+    assert.equal(r.predictEqual, true, "predict equals the single-device forward");
+    assert.deepEqual(r.infoRanks, [0, 1, 2]);
+    assert.equal(r.savedDigest, results[0].savedDigest, "the same file on every rank");
+  }
+});
+
+for (const [btl, where] of [[SHM, "shared memory"], [TCP, "TCP only"]] as const) {
+  Deno.test(`a rank SIGKILLed mid-training over ${where} ends the job within 20 s, non-zero, the survivor naming it`, async () => {
+    let killedAt = 0;
+    const job = await mpirun(
+      2,
+      deno(
+        CLI,
+        "train",
+        "--comm",
+        "mpi",
+        "--schedule",
+        "1f1b",
+        "--ranks",
+        "2",
+        "--microbatches",
+        "4",
+        "--steps",
+        "100000",
+        "--dim",
+        "32",
+        "--backend",
+        "cpu",
+        "--json",
+      ),
+      {
+        btl,
+        timeoutMs: 60_000,
+        onOutput: (j) => {
+          // Kill rank 1 once training is under way (rank 0 printed a step).
+          const pid = j.pids.get(1);
+          if (killedAt === 0 && pid !== undefined && j.stdout.includes('"step":2,')) {
+            killedAt = performance.now();
+            Deno.kill(pid, "SIGKILL");
+          }
+        },
+      },
+    );
+    assert.ok(killedAt > 0, `rank 1 was killed:\n${job.stdout}\n${job.stderr}`);
+    const endedIn = job.endedAt - killedAt;
+    assert.ok(endedIn < 20_000, `the job ended ${endedIn.toFixed(0)} ms after the kill`);
+    assert.notEqual(job.code, 0, "the job fails");
+    // Over shared memory rank 0 sees rank 1's process end; over TCP Open MPI
+    // may end rank 0 first, and mpirun names the killed rank itself.
+    assert.match(
+      job.stderr,
+      /rank 0: lost rank 1 \(its process \d+ on \S+ has ended\)|rank 1 lost|process rank 1 with PID \d+ on node \S+ exited on signal 9/,
+    );
+  });
+}
+
+Deno.test("bad MPI launches are one clear line each, exit 2", async () => {
+  const flags = [
+    "train",
+    "--comm",
+    "mpi",
+    "--schedule",
+    "1f1b",
+    "--ranks",
+    "2",
+    "--microbatches",
+    "2",
+  ];
+  // Not under mpirun (this process).
+  let err = "";
+  assert.equal(await main(flags, { out: () => {}, err: (t) => void (err += t) }), 2);
+  assert.match(
+    err,
+    /^error: --comm mpi needs one process per rank started by mpirun .*mpirun -n 2 deno run -A cli.ts train --comm mpi --ranks 2/,
+  );
+  assert.equal(err.trim().split("\n").length, 1);
+  // mpirun not on PATH.
+  const noPath = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", CLI, ...flags],
+    env: childEnv({ PATH: "/nonexistent" }),
+    clearEnv: true,
+    stderr: "piped",
+    stdout: "piped",
+    signal: AbortSignal.timeout(60_000),
+  }).output();
+  const noPathErr = new TextDecoder().decode(noPath.stderr);
+  assert.equal(noPath.code, 2);
+  assert.match(
+    noPathErr,
+    /^error: --comm mpi needs Open MPI's mpirun, which is not on PATH: install Open MPI/,
+  );
+  assert.equal(noPathErr.trim().split("\n").length, 1);
+  // --in-process and --comm mpi; an unknown transport.
+  err = "";
+  assert.equal(
+    await main([...flags, "--in-process"], { out: () => {}, err: (t) => void (err += t) }),
+    2,
+  );
+  assert.match(err, /--in-process contradicts --comm mpi/);
+  err = "";
+  assert.equal(
+    await main([...flags.slice(0, 2), "tcp", ...flags.slice(3)], {
+      out: () => {},
+      err: (t) => void (err += t),
+    }),
+    2,
+  );
+  assert.match(err, /--comm must be workers, in-process or mpi .*got "tcp"/);
+  // Under mpirun: process count other than --ranks; libmpi not found; no FFI permission.
+  const cases: [number, string[], Record<string, string>, RegExp][] = [
+    [
+      3,
+      ["-A"],
+      {},
+      /^error: mpirun started 3 processes but --ranks is 2: .*mpirun -n 2, or --ranks 3/m,
+    ],
+    [
+      2,
+      ["-A"],
+      { CONVEYOR_LIBMPI: "/nope/libmpi.so" },
+      /^error: libmpi not found \(CONVEYOR_LIBMPI=\/nope\/libmpi.so\)/m,
+    ],
+    [
+      2,
+      ["--allow-read", "--allow-env"],
+      {},
+      /^error: MpiBackend needs FFI permission .*--allow-ffi$/m,
+    ],
+  ];
+  for (const [n, perms, env, re] of cases) {
+    const job = await mpirun(n, [Deno.execPath(), "run", ...perms, CLI, ...flags], { env });
+    assert.equal(job.code, 2, job.stderr);
+    assert.match(job.stderr, re);
+    assert.equal(
+      job.stderr.match(/^error: /gm)?.length,
+      1,
+      `one line, from rank 0:\n${job.stderr}`,
+    );
+  }
+});
