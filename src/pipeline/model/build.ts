@@ -22,6 +22,7 @@ import {
 } from "./model_stage_executor.ts";
 import type { ModelStageCalls } from "./stage_calls.ts";
 import { tuneMatmulForRanks } from "./_matmul_tuning.ts";
+import { callEveryRank } from "./_every_rank.ts";
 
 /** Timeouts of the worker ranks (ms; absent: the group's defaults). */
 export interface RankTimeouts {
@@ -30,13 +31,15 @@ export interface RankTimeouts {
 }
 
 /**
- * Starts the ranks of `plan` and loads their weights; on any failure every
+ * Starts the ranks of `plan` and loads their weights, then the training
+ * checkpoint `resume` (already checked) if given; on any failure every
  * rank that started is released before the error is thrown.
  */
 export async function buildRanks(
   o: CheckedModelOptions,
   plan: ModelPlan,
   timeouts: RankTimeouts,
+  resume?: Uint8Array,
 ): Promise<RankGroup<ModelStageCalls>> {
   // Tuned once here rather than in every worker at once (they have no cache).
   const tunedMatmul = await tuneMatmulForRanks(o.backend);
@@ -94,6 +97,7 @@ export async function buildRanks(
   }
   try {
     await Promise.all(plan.weights.map((bytes, r) => group.call(r, "load", { bytes })));
+    if (resume !== undefined) await callEveryRank(group, "loadState", { bytes: resume });
   } catch (e) {
     await group.dispose().catch(() => {});
     throw e;

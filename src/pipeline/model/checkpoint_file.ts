@@ -18,9 +18,11 @@ import {
   encodeTrainingCheckpoint,
   parseTrainingCheckpoint,
   type TrainingCheckpoint,
+  type TrainingCheckpointInfo,
 } from "../../nn/training_checkpoint.ts";
 import type { RankGroup } from "../runtime/rank_group.ts";
 import type { ModelStageCalls } from "./stage_calls.ts";
+import { callEveryRank } from "./_every_rank.ts";
 
 /** Options of `PipelineParallelModel.saveCheckpoint`. */
 export interface SaveCheckpointOptions {
@@ -60,6 +62,21 @@ export async function readCheckpointSource(
   }
 }
 
+/**
+ * Reads and checks a checkpoint to load (`where` names the option or
+ * method in errors): its bytes and what it holds.
+ */
+export async function readModelCheckpoint(
+  source: string | URL | Uint8Array,
+  where: string,
+  params: readonly ModelParameter[],
+  optimizer: OptimizerSpec,
+): Promise<{ bytes: Uint8Array; info: TrainingCheckpointInfo }> {
+  const bytes = await readCheckpointSource(source, where);
+  const ck = checkModelCheckpoint(bytes, params, optimizer);
+  return { bytes, info: { step: ck.step, optimizer: ck.optimizer, data: ck.data } };
+}
+
 /** Parses `bytes` and checks them against the whole model (see `checkCheckpointFits`). */
 export function checkModelCheckpoint(
   bytes: Uint8Array,
@@ -85,9 +102,7 @@ export async function gatherCheckpoint(
   optimizer: OptimizerSpec,
   options: SaveCheckpointOptions | undefined,
 ): Promise<Uint8Array> {
-  const parts = await Promise.all(
-    Array.from({ length: ranks.ranks }, (_, r) => ranks.call(r, "saveState", null)),
-  );
+  const parts = await callEveryRank(ranks, "saveState", null);
   const tensors = new Map<string, Float32Array>();
   let step: number | undefined, override: string | undefined;
   parts.forEach((bytes, r) => {

@@ -8,15 +8,8 @@
  */
 
 import type { Shape } from "../../tensor/mod.ts";
-import { CpuBackend } from "../../tensor/cpu/backend.ts";
-import type { Parameter } from "../../nn/layer.ts";
 import type { Sequential } from "../../nn/sequential.ts";
-import {
-  type LoadSafetensorsOptions,
-  parseSafetensors,
-  saveSafetensors,
-  type SaveSafetensorsOptions,
-} from "../../nn/safetensors.ts";
+import type { LoadSafetensorsOptions, SaveSafetensorsOptions } from "../../nn/safetensors.ts";
 import type { Schedule, TimedEvent } from "../schedule/schedule.ts";
 import type { PartitionResult } from "../partition/partition.ts";
 import { traceText } from "./_trace_file.ts";
@@ -48,14 +41,16 @@ import type { OptimizerSpec } from "../../nn/optimizer_spec.ts";
 import type { TrainingCheckpointInfo } from "../../nn/training_checkpoint.ts";
 import { type BatchSource, runTrainLoop, type TrainOptions } from "./train_loop.ts";
 import {
-  checkModelCheckpoint,
   checkSaveOptions,
   checkWeightsFile,
   gatherCheckpoint,
-  readCheckpointSource,
+  readModelCheckpoint,
   type SaveCheckpointOptions,
   writeFileAtomically,
 } from "./checkpoint_file.ts";
+import { ModelLock } from "./_model_lock.ts";
+import { callEveryRank } from "./_every_rank.ts";
+import { gatherWeights, weightsFile, weightStats } from "./_weights.ts";
 
 export type { PipelineParallelModelOptions } from "./options.ts";
 export type { TrainingBatch } from "./batch.ts";
@@ -130,27 +125,13 @@ export class PipelineParallelModel {
       o.checkpoint === undefined ? undefined : o.checkpoint.maxActivationsInMemory ?? 0,
     );
     // A checkpoint to resume from is read and checked before any rank starts.
-    let resume: { bytes: Uint8Array; info: TrainingCheckpointInfo } | null = null;
-    if (options.resume !== undefined) {
-      const bytes = await readCheckpointSource(options.resume, "resume");
-      const ck = checkModelCheckpoint(bytes, plan.params, o.optimizer);
-      resume = { bytes, info: { step: ck.step, optimizer: ck.optimizer, data: ck.data } };
-    }
+    const resume = options.resume === undefined
+      ? null
+      : await readModelCheckpoint(options.resume, "resume", plan.params, o.optimizer);
     const ranks = await buildRanks(o, plan, {
       heartbeatMs: options.heartbeatMs,
       stallTimeoutMs: options.stallTimeoutMs,
-    });
-    if (resume !== null) {
-      const { bytes } = resume;
-      try {
-        await Promise.all(
-          Array.from({ length: ranks.ranks }, (_, r) => ranks.call(r, "loadState", { bytes })),
-        );
-      } catch (e) {
-        await ranks.dispose().catch(() => {});
-        throw e;
-      }
-    }
+    }, resume?.bytes);
     return new PipelineParallelModel(o, plan.schedule, plan.partition, ranks, plan.params, resume);
   }
 
@@ -165,11 +146,9 @@ export class PipelineParallelModel {
   readonly #layout: BatchLayout;
   readonly #ranks: RankGroup<ModelStageCalls>;
   readonly #params: readonly { readonly name: string; readonly shape: readonly number[] }[];
+  readonly #lock: ModelLock;
   #nextStep = 0;
-  #busy = false;
   #training = false;
-  #closed = false;
-  #failure: Error | null = null;
   #lastEvents: readonly TimedEvent[] = [];
 
   private constructor(
@@ -191,6 +170,7 @@ export class PipelineParallelModel {
     this.schedule = schedule;
     this.partition = partition;
     this.#ranks = ranks;
+    this.#lock = new ModelLock(() => ranks.dispose());
     this.#params = params;
     this.#layout = { model: o.model, loss: o.loss, schedule, boundaries: partition.boundaries };
     this.#resumedFrom = resume?.info ?? null;
@@ -224,7 +204,7 @@ export class PipelineParallelModel {
 
   /** Whether the model was disposed or brought down by a failure. */
   get closed(): boolean {
-    return this.#closed;
+    return this.#lock.closed;
   }
 
   /**
@@ -266,7 +246,7 @@ export class PipelineParallelModel {
    * calling `step` on each batch in turn. See `TrainOptions`.
    */
   async train(batches: BatchSource, options?: TrainOptions): Promise<TrainResult> {
-    this.#checkUsable();
+    this.#lock.check();
     if (this.#training) {
       throw new Error("the PipelineParallelModel is already training: train() cannot nest");
     }
@@ -281,7 +261,7 @@ export class PipelineParallelModel {
               ? nullBatch(this.#ranks.kind, this.#ranks.localRank, where)
               : splitBatch(this.#layout, b, where, base + i),
           run: async (plans) => {
-            const run = await this.#exclusive(
+            const run = await this.#lock.exclusive(
               () => this.#ranks.run({ iterations: plans.length, ...payloadOf(plans) }),
               true,
             );
@@ -311,9 +291,9 @@ export class PipelineParallelModel {
    * changes. The batch is checked as a training batch (at least m rows).
    */
   async evaluate(batch: TrainingBatch): Promise<EvaluateResult> {
-    this.#checkUsable();
+    this.#lock.check();
     const plan = splitBatch(this.#layout, batch, "batch");
-    const r = await this.#exclusive(
+    const r = await this.#lock.exclusive(
       () => this.#ranks.run({ forwardOnly: true, payload: (rank) => plan[rank] }),
       true,
     );
@@ -338,14 +318,7 @@ export class PipelineParallelModel {
     if (typeof lr !== "number" || !Number.isFinite(lr) || lr < 0) {
       throw new RangeError(`setLearningRate: lr must be a finite number ≥ 0, got ${String(lr)}`);
     }
-    await this.#exclusive(() =>
-      Promise.all(
-        Array.from(
-          { length: this.ranks },
-          (_, r) => this.#ranks.call(r, "setLearningRate", { lr }),
-        ),
-      )
-    );
+    await this.#lock.exclusive(() => callEveryRank(this.#ranks, "setLearningRate", { lr }));
   }
 
   /**
@@ -355,10 +328,10 @@ export class PipelineParallelModel {
    * through the stages one after another.
    */
   async predict(input: { inputs: Float32Array; shape: Shape }): Promise<Prediction> {
-    this.#checkUsable();
+    this.#lock.check();
     const { shape, shapes, outShape } = checkPredictInput(this.#layout, input);
     if (shape[0] < this.microBatches) {
-      return await this.#exclusive(async () => {
+      return await this.#lock.exclusive(async () => {
         let cur: Prediction = { data: input.inputs, shape };
         for (let s = 0; s < this.schedule.stageToRank.length; s++) {
           cur = await this.#ranks.call(this.schedule.stageToRank[s], "predict", {
@@ -372,7 +345,7 @@ export class PipelineParallelModel {
     }
     const rows = evenRows(shape[0], this.microBatches);
     const plan = predictionPayloads(this.#layout, shape, shapes, rows, input.inputs);
-    const r = await this.#exclusive(
+    const r = await this.#lock.exclusive(
       () => this.#ranks.run({ forwardOnly: true, payload: (rank) => plan[rank] }),
       true,
     );
@@ -389,17 +362,7 @@ export class PipelineParallelModel {
    * one rank).
    */
   async saveSafetensors(opts?: SaveSafetensorsOptions): Promise<Uint8Array> {
-    const tensors = await this.#gather();
-    const be = new CpuBackend();
-    const params: Parameter[] = this.#params.map(({ name, shape }) => {
-      const value = be.fromData(tensors.get(name)!, [...shape]);
-      return { name, value, grad: value };
-    });
-    try {
-      return await saveSafetensors(params, opts);
-    } finally {
-      for (const p of params) p.value.dispose();
-    }
+    return await weightsFile(this.#params, await this.#gather(), opts);
   }
 
   /**
@@ -410,13 +373,9 @@ export class PipelineParallelModel {
    * every process passes the file (each loads its own rank's stages).
    */
   async loadSafetensors(bytes: Uint8Array, options?: LoadSafetensorsOptions): Promise<void> {
-    this.#checkUsable();
+    this.#lock.check();
     checkWeightsFile(bytes, this.#params, options?.allowNonFinite ?? false);
-    await this.#exclusive(() =>
-      Promise.all(
-        Array.from({ length: this.ranks }, (_, r) => this.#ranks.call(r, "load", { bytes })),
-      )
-    );
+    await this.#lock.exclusive(() => callEveryRank(this.#ranks, "load", { bytes }));
   }
 
   /**
@@ -424,26 +383,12 @@ export class PipelineParallelModel {
    * chunks still hold (empty between steps) and its backend's live bytes.
    */
   async rankInfo(): Promise<RankInfo[]> {
-    return await this.#exclusive(() =>
-      Promise.all(
-        Array.from({ length: this.ranks }, (_, r) => this.#ranks.call(r, "info", null)),
-      )
-    );
+    return await this.#lock.exclusive(() => callEveryRank(this.#ranks, "info", null));
   }
 
   /** Sum and sum of squares of every parameter (f64, in the model's parameter order). */
   async parameterStats(): Promise<ParameterStats> {
-    const tensors = await this.#gather();
-    let sum = 0, sumSq = 0, count = 0;
-    for (const { name } of this.#params) {
-      const d = tensors.get(name)!;
-      for (let i = 0; i < d.length; i++) {
-        sum += d[i];
-        sumSq += d[i] * d[i];
-      }
-      count += d.length;
-    }
-    return { sum, sumSq, count };
+    return weightStats(this.#params, await this.#gather());
   }
 
   /**
@@ -473,7 +418,7 @@ export class PipelineParallelModel {
    */
   async checkpointBytes(options?: SaveCheckpointOptions): Promise<Uint8Array> {
     checkSaveOptions(options);
-    return await this.#exclusive(() =>
+    return await this.#lock.exclusive(() =>
       gatherCheckpoint(this.#ranks, this.#params, this.#optimizer, options)
     );
   }
@@ -504,18 +449,16 @@ export class PipelineParallelModel {
    * model's own; the schedule continues from the loaded step count.
    */
   async loadCheckpoint(source: string | URL | Uint8Array): Promise<TrainingCheckpointInfo> {
-    this.#checkUsable();
-    const bytes = await readCheckpointSource(source, "loadCheckpoint");
-    const ck = checkModelCheckpoint(bytes, this.#params, this.#optimizer);
-    await this.#exclusive(
-      () =>
-        Promise.all(
-          Array.from({ length: this.ranks }, (_, r) => this.#ranks.call(r, "loadState", { bytes })),
-        ),
-      true,
+    this.#lock.check();
+    const { bytes, info } = await readModelCheckpoint(
+      source,
+      "loadCheckpoint",
+      this.#params,
+      this.#optimizer,
     );
-    this.#nextStep = ck.step;
-    return { step: ck.step, optimizer: ck.optimizer, data: ck.data };
+    await this.#lock.exclusive(() => callEveryRank(this.#ranks, "loadState", { bytes }), true);
+    this.#nextStep = info.step;
+    return info;
   }
 
   /**
@@ -527,9 +470,7 @@ export class PipelineParallelModel {
    * always ended at once.
    */
   async dispose(): Promise<void> {
-    if (this.#closed) return;
-    this.#closed = true;
-    await this.#ranks.dispose();
+    if (this.#lock.close()) await this.#ranks.dispose();
   }
 
   /** `await using model = await PipelineParallelModel.create(…)` disposes it at the block's end. */
@@ -537,49 +478,8 @@ export class PipelineParallelModel {
     await this.dispose();
   }
 
-  async #gather(): Promise<Map<string, Float32Array>> {
-    this.#checkUsable();
-    const files = await this.#exclusive(() =>
-      Promise.all(
-        Array.from({ length: this.ranks }, (_, r) => this.#ranks.call(r, "save", null)),
-      )
-    );
-    const out = new Map<string, Float32Array>();
-    for (const bytes of files) {
-      for (const [name, e] of parseSafetensors(bytes).tensors) out.set(name, e.data);
-    }
-    return out;
-  }
-
-  #checkUsable(): void {
-    if (this.#failure !== null) {
-      throw new Error(`the model failed and is closed: ${this.#failure.message}`, {
-        cause: this.#failure,
-      });
-    }
-    if (this.#closed) throw new Error("the PipelineParallelModel was disposed");
-    if (this.#busy) {
-      throw new Error("the PipelineParallelModel is busy: await the previous call first");
-    }
-  }
-
-  async #exclusive<T>(body: () => Promise<T>, run = false): Promise<T> {
-    this.#checkUsable();
-    this.#busy = true;
-    try {
-      return await body();
-    } catch (e) {
-      // A failed run leaves the ranks in an unknown state (and the pool
-      // closed): the model closes too, with nothing left running.
-      if (run) {
-        this.#failure = e instanceof Error ? e : new Error(String(e));
-        this.#closed = true;
-        await this.#ranks.dispose().catch(() => {});
-      }
-      throw e;
-    } finally {
-      this.#busy = false;
-    }
+  #gather(): Promise<Map<string, Float32Array>> {
+    return this.#lock.exclusive(() => gatherWeights(this.#ranks));
   }
 
   #lastRank(): number {
