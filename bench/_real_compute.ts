@@ -44,11 +44,12 @@ export const REAL_COMPUTE: RealComputeConfig = {
 const tokenizer = CharTokenizer.fromText(TINY_CORPUS);
 const tokens = tokenizer.encode(TINY_CORPUS);
 
-/** The tiny GPT of `cfg` as a pipeline of `ranks` ranks in workers. */
+/** The tiny GPT of `cfg` as a pipeline of `ranks` ranks (in workers unless `rankGroup` says). */
 export async function createRealPipeline(
   cfg: RealComputeConfig,
   schedule: string,
   ranks: number,
+  rankGroup: "workers" | "in-process" | "subprocess" = "workers",
 ): Promise<PipelineParallelModel> {
   const cpu = new CpuBackend();
   const net = createTinyGPT({
@@ -68,6 +69,7 @@ export async function createRealPipeline(
       optimizer: { kind: "adamw", lr: 1e-3, weightDecay: 0 },
       loss: "cross-entropy",
       backend: cfg.backend,
+      rankGroup,
     });
   } finally {
     net.dispose();

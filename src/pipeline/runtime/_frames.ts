@@ -6,13 +6,23 @@
 
 import { deserialize, serialize } from "node:v8";
 
-/** Writes one message. */
-export async function writeFrame(conn: Deno.Conn, message: unknown): Promise<void> {
+// The write in progress per connection: a large frame goes out in several
+// partial writes, so two frames written at once would interleave their
+// bytes; each frame waits for the one before it.
+const tails = new WeakMap<Deno.Conn, Promise<void>>();
+
+/** Writes one message, after every message written to `conn` before it. */
+export function writeFrame(conn: Deno.Conn, message: unknown): Promise<void> {
   const body = serialize(message);
   const frame = new Uint8Array(4 + body.length);
   new DataView(frame.buffer).setUint32(0, body.length, true);
   frame.set(body, 4);
-  for (let at = 0; at < frame.length;) at += await conn.write(frame.subarray(at));
+  const write = async () => {
+    for (let at = 0; at < frame.length;) at += await conn.write(frame.subarray(at));
+  };
+  const done = (tails.get(conn) ?? Promise.resolve()).then(write, write);
+  tails.set(conn, done.catch(() => {}));
+  return done;
 }
 
 // Fills `out` from `conn`; false when the stream ends first (cleanly only at 0 bytes).
