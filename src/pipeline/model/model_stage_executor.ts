@@ -28,6 +28,7 @@
 
 import type { Backend, Shape, Tensor } from "../../tensor/mod.ts";
 import { createBackend } from "../../tensor/create_backend.ts";
+import { LeakWatch } from "../../tensor/leak_watch.ts";
 import type { Layer, Parameter } from "../../nn/layer.ts";
 import { layerFromSpec } from "../../nn/layer_registry.ts";
 import { Sequential } from "../../nn/sequential.ts";
@@ -94,6 +95,7 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
   readonly #guard: StepGuard | null;
   #gradNorm: number | undefined;
   #base: number;
+  readonly #leaks: LeakWatch;
   #actPeak = 0;
   #startMark: Promise<number> | undefined;
 
@@ -125,6 +127,10 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
     }
     this.#comm = init.comm;
     this.#base = backend.memory.liveBytes;
+    // Between iterations a rank holds no activation: growth there is a leak.
+    this.#leaks = new LeakWatch(backend.memory, {
+      warn: (m) => console.warn(`conveyor: rank ${init.rank}: ${m}`),
+    });
   }
 
   /**
@@ -384,6 +390,7 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
     const datas = await Promise.all(pending.map((o) => o.data));
     const mem = this.backend.memory;
     this.#actPeak = Math.max(this.#actPeak, mem.peakBytes - this.#base);
+    this.#leaks.check(iteration);
     const last = this.#stages.includes(this.#init.numStages - 1);
     let loss: number | null = null;
     if (last && pending.length === 0) {
