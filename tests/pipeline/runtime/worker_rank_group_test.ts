@@ -13,7 +13,7 @@ import {
   SYNTHETIC_EXECUTOR_URL as SYNTH,
   syntheticCosts,
 } from "../../../src/pipeline/testing/synthetic_executor.ts";
-import { assertFollowsSchedule } from "./_timeline_checks.ts";
+import { assertFollowsSchedule, CROSS_THREAD_CLOCK_MS as SLACK } from "./_timeline_checks.ts";
 import { type AffineCalls, referenceTraining } from "./_affine_executor.ts";
 import type { CallMap, NoCalls } from "../../../src/pipeline/runtime/stage_executor.ts";
 
@@ -63,7 +63,7 @@ Deno.test("worker group: 1F1B at P = 2..4 runs every rank's list in order with d
       async (pool) => {
         assert.equal(liveWorkerCount(), p);
         const r = await pool.run();
-        assertFollowsSchedule(schedule, r.events);
+        assertFollowsSchedule(schedule, r.events, 1, 0, false, SLACK);
         const c = syntheticCosts(2);
         for (const e of r.events) {
           assert.ok(e.end - e.start >= c[e.action.kind] - 0.05, `action lasted its set time`);
@@ -86,7 +86,7 @@ Deno.test("worker group: every schedule (multi-chunk and V placement included) r
     const schedule = generateSchedule(name, { ranks: 2, microBatches: 4 });
     await withPool({ schedule, executor: { module: SYNTH, options: { ms: 1 } } }, async (pool) => {
       const r = await pool.run({ iterations: 2 });
-      assertFollowsSchedule(schedule, r.events, 2);
+      assertFollowsSchedule(schedule, r.events, 2, 0, false, SLACK);
     });
   }
 });
@@ -98,7 +98,7 @@ Deno.test("worker group: iterations run back to back without a barrier, and coun
     { schedule, executor: { module: SYNTH, options: { ms, sleep: "block" } } },
     async (pool) => {
       const r = await pool.run({ iterations: 3 });
-      assertFollowsSchedule(schedule, r.events, 3);
+      assertFollowsSchedule(schedule, r.events, 3, 0, false, SLACK);
       // Without a barrier the next iteration starts on some rank before the
       // previous one has ended everywhere, as in the simulation.
       const sim = simulate(schedule, { costs: syntheticCosts(ms), iterations: 3 });
@@ -110,7 +110,7 @@ Deno.test("worker group: iterations run back to back without a barrier, and coun
       assert.ok(r.steadyStateBubble !== undefined && r.period !== undefined);
       const again = await pool.run({ iterations: 1 });
       assert.equal(again.firstIteration, 3);
-      assertFollowsSchedule(schedule, again.events, 1, 3);
+      assertFollowsSchedule(schedule, again.events, 1, 3, false, SLACK);
     },
   );
 });
@@ -138,7 +138,7 @@ Deno.test("worker group: a plugged-in executor module trains exactly as the plai
           forwardOnly: true,
           payload: (rank) => rank === 0 ? batches[0] : undefined,
         });
-        assertFollowsSchedule(schedule, predicted.events, 1, 0, true);
+        assertFollowsSchedule(schedule, predicted.events, 1, 0, true, SLACK);
         const loss0 = (predicted.reports[last][0] as { loss: number }).loss;
         assert.ok(Math.abs(loss0 - want.losses[0]) <= 1e-5 * Math.abs(want.losses[0]));
         const r = await pool.run({
@@ -185,7 +185,7 @@ Deno.test("worker group: a worker that throws rejects the step naming rank, stag
     /^rank 2 failed in 2F5 \(stage 2, microBatch 5, iteration 0\): injected failure at 2F5$/,
   );
   await withPool({ schedule, executor: { module: SYNTH, options: { ms: 1 } } }, async (pool) => {
-    assertFollowsSchedule(schedule, (await pool.run()).events);
+    assertFollowsSchedule(schedule, (await pool.run()).events, 1, 0, false, SLACK);
   });
 });
 
@@ -226,7 +226,7 @@ Deno.test("worker group: an action computing synchronously past the heartbeat ti
     heartbeatTimeoutMs: 500,
   }, async (pool) => {
     const r = await pool.run();
-    assertFollowsSchedule(schedule, r.events);
+    assertFollowsSchedule(schedule, r.events, 1, 0, false, SLACK);
     const spun = r.events.find((e) =>
       e.rank === 1 && e.iteration === r.firstIteration && e.action.kind === "F" &&
       e.action.microBatch === 0
