@@ -67,7 +67,7 @@ import unaryBackward from "../../../kernels/unary_backward.wgsl" with { type: "t
 import where from "../../../kernels/where.wgsl" with { type: "text" };
 import dropout from "../../../kernels/dropout.wgsl" with { type: "text" };
 import nan from "../../../kernels/_nan.wgsl" with { type: "text" };
-import rowReduce from "../../../kernels/_row_reduce.wgsl" with { type: "text" };
+import rows from "../../../kernels/_rows.wgsl" with { type: "text" };
 import { BINARY_OPS, opCodes, UNARY_GRAD_OPS, UNARY_OPS } from "../_elementwise_ops.ts";
 import { resolveIncludes } from "./_shader.ts";
 import {
@@ -79,7 +79,7 @@ import {
 } from "./_params.ts";
 
 // Shared WGSL taken in by `//#include NAME` lines.
-const SNIPPETS = { "_row_reduce.wgsl": rowReduce, "_nan.wgsl": nan };
+const SNIPPETS = { "_rows.wgsl": rows, "_nan.wgsl": nan };
 
 /** Access of one storage binding: read-only or read-write. */
 export type BindingAccess = "r" | "w";

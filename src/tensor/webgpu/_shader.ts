@@ -17,7 +17,7 @@
  *
  * The one exception to "compiles as written": a `//#include NAME` line
  * stands for the shared snippet `kernels/NAME` (the row-wise kernels take
- * their workgroup reductions from `_row_reduce.wgsl`). Includes are resolved
+ * their entry point and workgroup reductions from `_rows.wgsl`). Includes are resolved
  * once, when the kernel sources are loaded, before any specialisation.
  *
  * @module
