@@ -66,6 +66,7 @@ import unary from "../../../kernels/unary.wgsl" with { type: "text" };
 import unaryBackward from "../../../kernels/unary_backward.wgsl" with { type: "text" };
 import where from "../../../kernels/where.wgsl" with { type: "text" };
 import dropout from "../../../kernels/dropout.wgsl" with { type: "text" };
+import columnChunks from "../../../kernels/_column_chunks.wgsl" with { type: "text" };
 import nan from "../../../kernels/_nan.wgsl" with { type: "text" };
 import rows from "../../../kernels/_rows.wgsl" with { type: "text" };
 import { BINARY_OPS, opCodes, UNARY_GRAD_OPS, UNARY_OPS } from "../_elementwise_ops.ts";
@@ -79,7 +80,11 @@ import {
 } from "./_params.ts";
 
 // Shared WGSL taken in by `//#include NAME` lines.
-const SNIPPETS = { "_rows.wgsl": rows, "_nan.wgsl": nan };
+const SNIPPETS = {
+  "_column_chunks.wgsl": columnChunks,
+  "_nan.wgsl": nan,
+  "_rows.wgsl": rows,
+};
 
 /** Access of one storage binding: read-only or read-write. */
 export type BindingAccess = "r" | "w";
