@@ -12,14 +12,13 @@ const OP_SIGMOID: u32 = 3u;
 const OP_SILU: u32 = 4u;
 const OP_EXP: u32 = 5u;
 const OP_LOG: u32 = 6u;
-const WG: u32 = 256u;
 const GELU_C: f32 = 0.7978845608028654; // sqrt(2 / pi)
 const GELU_A: f32 = 0.044715;
 // Largest f32 whose exp is finite; above it exp is +inf.
 const EXP_MAX: f32 = 88.72283;
 
 struct Params {
-  n4: u32,
+  n: u32, // vec4s
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -67,15 +66,9 @@ fn apply(x: vec4<f32>) -> vec4<f32> {
   }
 }
 
-@compute @workgroup_size(WG)
-fn main(
-  @builtin(global_invocation_id) gid: vec3<u32>,
-  @builtin(num_workgroups) nwg: vec3<u32>,
-) {
-  let i = gid.x + gid.y * nwg.x * WG;
-  if (i >= p.n4) {
-    return;
-  }
+//#include _units.wgsl
+
+fn unitMain(i: u32) {
   let x = X[i];
   O[i] = select(apply(x), x, isNan4(x));
 }

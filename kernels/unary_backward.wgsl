@@ -13,12 +13,11 @@ const OP_GELU: u32 = 1u;
 const OP_TANH: u32 = 2u;
 const OP_SIGMOID: u32 = 3u;
 const OP_SILU: u32 = 4u;
-const WG: u32 = 256u;
 const GELU_C: f32 = 0.7978845608028654; // sqrt(2 / pi)
 const GELU_A: f32 = 0.044715;
 
 struct Params {
-  n4: u32,
+  n: u32, // vec4s
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -47,15 +46,9 @@ fn apply(v: vec4<f32>, g: vec4<f32>) -> vec4<f32> {
   }
 }
 
-@compute @workgroup_size(WG)
-fn main(
-  @builtin(global_invocation_id) gid: vec3<u32>,
-  @builtin(num_workgroups) nwg: vec3<u32>,
-) {
-  let i = gid.x + gid.y * nwg.x * WG;
-  if (i >= p.n4) {
-    return;
-  }
+//#include _units.wgsl
+
+fn unitMain(i: u32) {
   let v = V[i];
   let g = DY[i];
   O[i] = select(apply(v, g), nan4(v), isNan4(v) | isNan4(g));

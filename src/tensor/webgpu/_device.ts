@@ -312,19 +312,19 @@ export class DeviceCore {
   }
 
   /**
-   * An elementwise kernel over ceil(n / 4) vec4s: its `Params` start with
-   * `n4`, filled here; `params` gives the rest by name.
+   * An elementwise kernel over ceil(n / 4) vec4s: its `Params` count them
+   * in `n`, filled here; `params` gives the rest by name.
    */
-  vec4<F extends ParamFields & { readonly n4: "u32" }>(
+  vec4<F extends ParamFields & { readonly n: "u32" }>(
     kernel: KernelSource<F>,
     defines: ShaderDefines,
     n: number,
-    params: Omit<ParamValues<F>, "n4">,
+    params: Omit<ParamValues<F>, "n">,
     buffers: readonly GPUBuffer[],
   ): void {
     const n4 = ceilDiv(n, 4);
     if (n4 === 0) return;
-    const all = { ...params, n4 } as unknown as ParamValues<F>;
+    const all = { ...params, n: n4 } as unknown as ParamValues<F>;
     this.dispatch(kernel, defines, all, buffers, grid(ceilDiv(n4, WG)));
   }
 

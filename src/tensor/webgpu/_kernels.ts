@@ -69,6 +69,7 @@ import dropout from "../../../kernels/dropout.wgsl" with { type: "text" };
 import columnChunks from "../../../kernels/_column_chunks.wgsl" with { type: "text" };
 import nan from "../../../kernels/_nan.wgsl" with { type: "text" };
 import rows from "../../../kernels/_rows.wgsl" with { type: "text" };
+import units from "../../../kernels/_units.wgsl" with { type: "text" };
 import { BINARY_OPS, opCodes, UNARY_GRAD_OPS, UNARY_OPS } from "../_elementwise_ops.ts";
 import { resolveIncludes } from "./_shader.ts";
 import {
@@ -84,6 +85,7 @@ const SNIPPETS = {
   "_column_chunks.wgsl": columnChunks,
   "_nan.wgsl": nan,
   "_rows.wgsl": rows,
+  "_units.wgsl": units,
 };
 
 /** Access of one storage binding: read-only or read-write. */
@@ -121,7 +123,8 @@ function k<F extends ParamFields>(
   };
 }
 
-const N4 = { n4: "u32" } as const;
+// Elementwise kernels whose only field is the unit count.
+const N = { n: "u32" } as const;
 // Elementwise kernels with a broadcast layout: element count (vec4 count in
 // the same-shape layout), merged rank, shape and per-operand strides.
 const BCAST2 = {
@@ -153,14 +156,14 @@ const MATMUL = {
   offY: "u32",
   offZ: "u32",
 } as const;
-const SGD = { n4: "u32", lr: "f32", momentum: "f32", weightDecay: "f32" } as const;
+const SGD = { n: "u32", lr: "f32", momentum: "f32", weightDecay: "f32" } as const;
 const ROWS = { rows: "u32", cols: "u32" } as const;
 const CHUNKED = { rows: "u32", cols: "u32", chunk: "u32" } as const;
 
 /** Every kernel, by the name the backend uses. */
 export const KERNELS = {
   adamw: k("adamw", adamw, "wrww", {
-    n4: "u32",
+    n: "u32",
     lr: "f32",
     beta1: "f32",
     oneMinusBeta1: "f32",
@@ -172,7 +175,7 @@ export const KERNELS = {
     bc2: "f32",
   }),
   addBias: k("add_bias", addBias, "rrw", { n: "u32", cols: "u32" }),
-  axpy: k("axpy", axpy, "wr", { n4: "u32", alpha: "f32" }),
+  axpy: k("axpy", axpy, "wr", { n: "u32", alpha: "f32" }),
   binary: k("binary", binary, "rrw", BCAST2, { OP: opCodes(BINARY_OPS) }),
   checkIndices: k("check_indices", checkIndices, "rw", { n: "u32", limit: "u32" }),
   copy2d: k("copy2d", copy2d, "rw", {
@@ -192,7 +195,7 @@ export const KERNELS = {
     scale: "f32",
   }),
   dropout: k("dropout", dropout, "rw", {
-    n4: "u32",
+    n: "u32",
     key: "u32",
     base: "u32",
     threshold: "u32",
@@ -211,11 +214,11 @@ export const KERNELS = {
   }),
   embeddingKeys: k("embedding_keys", embeddingKeys, "rw", {
     n: "u32",
-    padded: "u32",
+    count: "u32",
     vocab: "u32",
   }),
   bitonicSort: k("bitonic_sort", bitonicSort, "w", { n: "u32", k: "u32", j: "u32" }),
-  fill: k("fill", fill, "w", { n4: "u32", value: "f32" }),
+  fill: k("fill", fill, "w", { n: "u32", value: "f32" }),
   layerNorm: k("layer_norm", layerNorm, "rrrwww", { rows: "u32", cols: "u32", eps: "f32" }),
   layerNormBackwardInput: k(
     "layer_norm_backward_input",
@@ -241,16 +244,16 @@ export const KERNELS = {
   rmsNorm: k("rms_norm", rmsNorm, "rrww", { rows: "u32", cols: "u32", eps: "f32" }),
   rmsNormBackwardInput: k("rms_norm_backward_input", rmsNormBackwardInput, "rrrrw", ROWS),
   rmsNormBackwardWeight: k("rms_norm_backward_weight", rmsNormBackwardWeight, "rrrw", CHUNKED),
-  reduce: k("reduce", reduce, "rw", { n: "u32" }),
-  scale: k("scale", scale, "rw", { n4: "u32", s: "f32" }),
-  scaleInPlace: k("scale_in_place", scaleInPlace, "w", { n4: "u32", s: "f32" }),
+  reduce: k("reduce", reduce, "rw", N),
+  scale: k("scale", scale, "rw", { n: "u32", s: "f32" }),
+  scaleInPlace: k("scale_in_place", scaleInPlace, "w", { n: "u32", s: "f32" }),
   // One source, two layouts: with and without the momentum buffer.
   sgd: k("sgd", sgd, "wrw", SGD),
   sgdPlain: k("sgd_plain", sgd, "wr", SGD),
   softmax: k("softmax", softmax, "rw", ROWS),
   softmaxBackward: k("softmax_backward", softmaxBackward, "rrw", ROWS),
   sumRows: k("sum_rows", sumRows, "rw", CHUNKED),
-  unary: k("unary", unary, "rw", N4, { OP: opCodes(UNARY_OPS) }),
-  unaryBackward: k("unary_backward", unaryBackward, "rrw", N4, { OP: opCodes(UNARY_GRAD_OPS) }),
+  unary: k("unary", unary, "rw", N, { OP: opCodes(UNARY_OPS) }),
+  unaryBackward: k("unary_backward", unaryBackward, "rrw", N, { OP: opCodes(UNARY_GRAD_OPS) }),
   where: k("where", where, "rrrw", BCAST3),
 } as const;
