@@ -67,6 +67,7 @@ import unaryBackward from "../../../kernels/unary_backward.wgsl" with { type: "t
 import where from "../../../kernels/where.wgsl" with { type: "text" };
 import dropout from "../../../kernels/dropout.wgsl" with { type: "text" };
 import columnChunks from "../../../kernels/_column_chunks.wgsl" with { type: "text" };
+import matmulParams from "../../../kernels/_matmul_params.wgsl" with { type: "text" };
 import nan from "../../../kernels/_nan.wgsl" with { type: "text" };
 import rows from "../../../kernels/_rows.wgsl" with { type: "text" };
 import units from "../../../kernels/_units.wgsl" with { type: "text" };
@@ -83,6 +84,7 @@ import {
 // Shared WGSL taken in by `//#include NAME` lines.
 const SNIPPETS = {
   "_column_chunks.wgsl": columnChunks,
+  "_matmul_params.wgsl": matmulParams,
   "_nan.wgsl": nan,
   "_rows.wgsl": rows,
   "_units.wgsl": units,
