@@ -66,6 +66,7 @@ import unary from "../../../kernels/unary.wgsl" with { type: "text" };
 import unaryBackward from "../../../kernels/unary_backward.wgsl" with { type: "text" };
 import where from "../../../kernels/where.wgsl" with { type: "text" };
 import dropout from "../../../kernels/dropout.wgsl" with { type: "text" };
+import activations from "../../../kernels/_activations.wgsl" with { type: "text" };
 import columnChunks from "../../../kernels/_column_chunks.wgsl" with { type: "text" };
 import matmulParams from "../../../kernels/_matmul_params.wgsl" with { type: "text" };
 import nan from "../../../kernels/_nan.wgsl" with { type: "text" };
@@ -83,6 +84,7 @@ import {
 
 // Shared WGSL taken in by `//#include NAME` lines.
 const SNIPPETS = {
+  "_activations.wgsl": activations,
   "_column_chunks.wgsl": columnChunks,
   "_matmul_params.wgsl": matmulParams,
   "_nan.wgsl": nan,
