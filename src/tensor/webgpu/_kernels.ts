@@ -163,6 +163,8 @@ const MATMUL = {
 const SGD = { n: "u32", lr: "f32", momentum: "f32", weightDecay: "f32" } as const;
 const ROWS = { rows: "u32", cols: "u32" } as const;
 const CHUNKED = { rows: "u32", cols: "u32", chunk: "u32" } as const;
+// The two embedding scatter-adds: units to visit, units per row, ids.
+const SCATTER = { n: "u32", cols: "u32", count: "u32" } as const;
 
 /** Every kernel, by the name the backend uses. */
 export const KERNELS = {
@@ -206,16 +208,8 @@ export const KERNELS = {
     scale: "f32",
   }),
   embedding: k("embedding", embedding, "rrw", { n: "u32", cols: "u32", vocab: "u32" }),
-  embeddingBackward: k("embedding_backward", embeddingBackward, "wrr", {
-    n: "u32",
-    cols: "u32",
-    count: "u32",
-  }),
-  embeddingBackwardScan: k("embedding_backward_scan", embeddingBackwardScan, "wrr", {
-    n: "u32",
-    cols: "u32",
-    count: "u32",
-  }),
+  embeddingBackward: k("embedding_backward", embeddingBackward, "wrr", SCATTER),
+  embeddingBackwardScan: k("embedding_backward_scan", embeddingBackwardScan, "wrr", SCATTER),
   embeddingKeys: k("embedding_keys", embeddingKeys, "rw", {
     n: "u32",
     count: "u32",
