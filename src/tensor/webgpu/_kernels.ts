@@ -16,6 +16,13 @@
  * A mismatch between a WGSL file and its entry here throws at import, naming
  * the kernel and both sides.
  *
+ * Kernels take what they share from the `kernels/_*.wgsl` snippets through
+ * `//#include` lines, resolved here before the checks: the entry points of
+ * the row-wise (`_rows.wgsl`), per-unit (`_units.wgsl`) and column-chunk
+ * (`_column_chunks.wgsl`) kernels, which call the kernel's own `rowMain`,
+ * `unitMain` or `columnMain`; the matmul `Params`; the activation formulas;
+ * the NaN tests.
+ *
  * @module
  */
 
@@ -82,7 +89,7 @@ import {
   type ParamsLayout,
 } from "./_params.ts";
 
-// Shared WGSL taken in by `//#include NAME` lines.
+// Shared WGSL taken in by `//#include NAME` lines (snippets include no others).
 const SNIPPETS = {
   "_activations.wgsl": activations,
   "_column_chunks.wgsl": columnChunks,
