@@ -4,10 +4,8 @@
 //   p -= lr · ((m / bc1) / (sqrt(v / bc2) + eps) + weightDecay · p)
 // with bc1 = 1 - β1^step and bc2 = 1 - β2^step computed on the host in f64.
 
-const WG: u32 = 256u;
-
 struct Params {
-  n4: u32,
+  n: u32, // vec4s
   lr: f32,
   beta1: f32,
   oneMinusBeta1: f32,
@@ -25,15 +23,9 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> M: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read_write> V: array<vec4<f32>>;
 
-@compute @workgroup_size(WG)
-fn main(
-  @builtin(global_invocation_id) gid: vec3<u32>,
-  @builtin(num_workgroups) nwg: vec3<u32>,
-) {
-  let i = gid.x + gid.y * nwg.x * WG;
-  if (i >= p.n4) {
-    return;
-  }
+//#include _units.wgsl
+
+fn unitMain(i: u32) {
   let g = GRAD[i];
   let m = p.beta1 * M[i] + p.oneMinusBeta1 * g;
   let v = p.beta2 * V[i] + p.oneMinusBeta2 * g * g;

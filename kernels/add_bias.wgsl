@@ -3,7 +3,6 @@
 // 2-D grid of workgroups for large tensors.
 
 const VEC: bool = false;
-const WG: u32 = 256u;
 
 struct Params {
   // Units (vec4s with VEC, else floats) in x, and per row.
@@ -22,14 +21,8 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> O: array<f32>;
 //#endif
 
-@compute @workgroup_size(WG)
-fn main(
-  @builtin(global_invocation_id) gid: vec3<u32>,
-  @builtin(num_workgroups) nwg: vec3<u32>,
-) {
-  let i = gid.x + gid.y * nwg.x * WG;
-  if (i >= p.n) {
-    return;
-  }
+//#include _units.wgsl
+
+fn unitMain(i: u32) {
   O[i] = X[i] + BIAS[i % p.cols];
 }

@@ -1,9 +1,7 @@
 // In place y += alpha · x over vec4s (2-D grid, padding as in binary.wgsl).
 
-const WG: u32 = 256u;
-
 struct Params {
-  n4: u32,
+  n: u32, // vec4s
   alpha: f32,
 }
 
@@ -11,14 +9,8 @@ struct Params {
 @group(0) @binding(1) var<storage, read_write> Y: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> X: array<vec4<f32>>;
 
-@compute @workgroup_size(WG)
-fn main(
-  @builtin(global_invocation_id) gid: vec3<u32>,
-  @builtin(num_workgroups) nwg: vec3<u32>,
-) {
-  let i = gid.x + gid.y * nwg.x * WG;
-  if (i >= p.n4) {
-    return;
-  }
+//#include _units.wgsl
+
+fn unitMain(i: u32) {
   Y[i] = fma(vec4<f32>(p.alpha), X[i], Y[i]);
 }

@@ -18,7 +18,6 @@ const OP_MUL: u32 = 2u;
 const OP_DIV: u32 = 3u;
 const OP_MAXIMUM: u32 = 4u;
 const BCAST: bool = false;
-const WG: u32 = 256u;
 
 struct Params {
   n: u32,
@@ -65,15 +64,9 @@ fn apply(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> {
   return select(r, nan4(a), isNan4(a) | isNan4(b));
 }
 
-@compute @workgroup_size(WG)
-fn main(
-  @builtin(global_invocation_id) gid: vec3<u32>,
-  @builtin(num_workgroups) nwg: vec3<u32>,
-) {
-  let i = gid.x + gid.y * nwg.x * WG;
-  if (i >= p.n) {
-    return;
-  }
+//#include _units.wgsl
+
+fn unitMain(i: u32) {
   //#if BCAST
   var rest = i;
   var ia = 0u;

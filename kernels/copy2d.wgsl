@@ -5,8 +5,6 @@
 // operands to multiples of 4, to transpose them (colStride ≠ 1), and to crop
 // padded results. One element per invocation on a 2-D grid.
 
-const WG: u32 = 256u;
-
 struct Params {
   n: u32,
   rows: u32,
@@ -22,15 +20,9 @@ struct Params {
 @group(0) @binding(1) var<storage, read> X: array<f32>;
 @group(0) @binding(2) var<storage, read_write> O: array<f32>;
 
-@compute @workgroup_size(WG)
-fn main(
-  @builtin(global_invocation_id) gid: vec3<u32>,
-  @builtin(num_workgroups) nwg: vec3<u32>,
-) {
-  let i = gid.x + gid.y * nwg.x * WG;
-  if (i >= p.n) {
-    return;
-  }
+//#include _units.wgsl
+
+fn unitMain(i: u32) {
   let c = i % p.cols;
   let r = (i / p.cols) % p.rows;
   let b = i / (p.cols * p.rows);

@@ -4,8 +4,6 @@
 // [0, cols) yields a NaN loss; the host refuses such targets before
 // dispatching, or reports them after (check_indices.wgsl).
 
-const WG: u32 = 64u;
-
 struct Params {
   rows: u32,
   cols: u32,
@@ -17,34 +15,24 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> LOSS: array<f32>;
 @group(0) @binding(4) var<storage, read_write> PROBS: array<f32>;
 
-//#include _row_reduce.wgsl
+//#include _rows.wgsl
 
-@compute @workgroup_size(WG)
-fn main(
-  @builtin(local_invocation_id) lid: vec3<u32>,
-  @builtin(workgroup_id) wid: vec3<u32>,
-  @builtin(num_workgroups) nwg: vec3<u32>,
-) {
-  let row = wid.x + wid.y * nwg.x;
-  if (row >= p.rows) {
-    return;
-  }
-  let base = row * p.cols;
+fn rowMain(row: u32, base: u32, lid: u32) {
   var m = -3.4028234e38;
-  for (var j = lid.x; j < p.cols; j += WG) {
+  for (var j = lid; j < p.cols; j += WG) {
     m = max(m, X[base + j]);
   }
-  let mx = allMax(m, lid.x);
+  let mx = allMax(m, lid);
   var s = 0.0;
-  for (var j = lid.x; j < p.cols; j += WG) {
+  for (var j = lid; j < p.cols; j += WG) {
     s += exp(X[base + j] - mx);
   }
-  let tot = allSum(s, lid.x);
+  let tot = allSum(s, lid);
   let inv = 1.0 / tot;
-  for (var j = lid.x; j < p.cols; j += WG) {
+  for (var j = lid; j < p.cols; j += WG) {
     PROBS[base + j] = exp(X[base + j] - mx) * inv;
   }
-  if (lid.x == 0u) {
+  if (lid == 0u) {
     let t = T[row];
     let ok = t >= 0.0 && t < f32(p.cols) && floor(t) == t;
     let ti = min(u32(max(t, 0.0)), p.cols - 1u);

@@ -1,8 +1,6 @@
 // Cross-entropy input gradient: out[r, c] = (probs[r, c] - [c == target[r]]) ·
 // scale, one element per invocation on a 2-D grid.
 
-const WG: u32 = 256u;
-
 struct Params {
   n: u32,
   cols: u32,
@@ -14,15 +12,9 @@ struct Params {
 @group(0) @binding(2) var<storage, read> T: array<f32>;
 @group(0) @binding(3) var<storage, read_write> O: array<f32>;
 
-@compute @workgroup_size(WG)
-fn main(
-  @builtin(global_invocation_id) gid: vec3<u32>,
-  @builtin(num_workgroups) nwg: vec3<u32>,
-) {
-  let i = gid.x + gid.y * nwg.x * WG;
-  if (i >= p.n) {
-    return;
-  }
+//#include _units.wgsl
+
+fn unitMain(i: u32) {
   let c = i % p.cols;
   let hit = T[i / p.cols] == f32(c);
   O[i] = select(P[i], P[i] - 1.0, hit) * p.scale;

@@ -5,10 +5,8 @@
 // the CPU and this kernel drop the same elements bit for bit. A NaN input
 // stays NaN (x · 0 is NaN). 2-D grid, padding as in binary.wgsl.
 
-const WG: u32 = 256u;
-
 struct Params {
-  n4: u32,
+  n: u32, // vec4s
   key: u32,
   base: u32,
   threshold: u32,
@@ -26,15 +24,9 @@ fn pcg(v: vec4<u32>) -> vec4<u32> {
   return (word >> vec4<u32>(22u)) ^ word;
 }
 
-@compute @workgroup_size(WG)
-fn main(
-  @builtin(global_invocation_id) gid: vec3<u32>,
-  @builtin(num_workgroups) nwg: vec3<u32>,
-) {
-  let i = gid.x + gid.y * nwg.x * WG;
-  if (i >= p.n4) {
-    return;
-  }
+//#include _units.wgsl
+
+fn unitMain(i: u32) {
   let g = p.base + 4u * i + vec4<u32>(0u, 1u, 2u, 3u);
   let h = pcg(pcg(g ^ vec4<u32>(p.key)) + p.key);
   let factor = select(vec4<f32>(0.0), vec4<f32>(p.scale), h >= vec4<u32>(p.threshold));

@@ -5,7 +5,6 @@
 // ids computed on the device, reports them after (check_indices.wgsl).
 
 const VEC: bool = false;
-const WG: u32 = 256u;
 
 struct Params {
   // Units in the output, units per row (C or C / 4), and table rows V.
@@ -27,15 +26,9 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> O: array<f32>;
 //#endif
 
-@compute @workgroup_size(WG)
-fn main(
-  @builtin(global_invocation_id) gid: vec3<u32>,
-  @builtin(num_workgroups) nwg: vec3<u32>,
-) {
-  let i = gid.x + gid.y * nwg.x * WG;
-  if (i >= p.n) {
-    return;
-  }
+//#include _units.wgsl
+
+fn unitMain(i: u32) {
   let pos = i / p.cols;
   let c = i % p.cols;
   let id = IDS[pos];

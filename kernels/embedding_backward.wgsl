@@ -8,7 +8,6 @@
 // Keys with the id NONE (padding, invalid ids) sort last and add nothing.
 
 const VEC: bool = false;
-const WG: u32 = 256u;
 const NONE: u32 = 0xffffffffu;
 
 struct Params {
@@ -31,15 +30,9 @@ struct Params {
 @group(0) @binding(3) var<storage, read> DY: array<f32>;
 //#endif
 
-@compute @workgroup_size(WG)
-fn main(
-  @builtin(global_invocation_id) gid: vec3<u32>,
-  @builtin(num_workgroups) nwg: vec3<u32>,
-) {
-  let i = gid.x + gid.y * nwg.x * WG;
-  if (i >= p.n) {
-    return;
-  }
+//#include _units.wgsl
+
+fn unitMain(i: u32) {
   let s = i / p.cols;
   let c = i % p.cols;
   let id = KEYS[s].x;

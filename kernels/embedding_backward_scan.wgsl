@@ -7,7 +7,6 @@
 // integers in [0, V) match no row.
 
 const VEC: bool = false;
-const WG: u32 = 256u;
 
 struct Params {
   // Units in the table, units per row (C or C / 4), and ids N.
@@ -29,15 +28,9 @@ struct Params {
 @group(0) @binding(3) var<storage, read> DY: array<f32>;
 //#endif
 
-@compute @workgroup_size(WG)
-fn main(
-  @builtin(global_invocation_id) gid: vec3<u32>,
-  @builtin(num_workgroups) nwg: vec3<u32>,
-) {
-  let i = gid.x + gid.y * nwg.x * WG;
-  if (i >= p.n) {
-    return;
-  }
+//#include _units.wgsl
+
+fn unitMain(i: u32) {
   let v = f32(i / p.cols);
   let c = i % p.cols;
   var acc = DT[i];

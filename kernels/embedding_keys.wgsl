@@ -3,12 +3,12 @@
 // (and for ids that are not integers in [0, V), which then match no row).
 // bitonic_sort.wgsl then orders the keys by id, then position.
 
-const WG: u32 = 256u;
 const NONE: u32 = 0xffffffffu;
 
 struct Params {
+  // Keys to write (the padded length), ids N, and table rows V.
   n: u32,
-  padded: u32,
+  count: u32,
   vocab: u32,
 }
 
@@ -18,17 +18,11 @@ struct Params {
 
 //#include _nan.wgsl
 
-@compute @workgroup_size(WG)
-fn main(
-  @builtin(global_invocation_id) gid: vec3<u32>,
-  @builtin(num_workgroups) nwg: vec3<u32>,
-) {
-  let i = gid.x + gid.y * nwg.x * WG;
-  if (i >= p.padded) {
-    return;
-  }
+//#include _units.wgsl
+
+fn unitMain(i: u32) {
   var id = NONE;
-  if (i < p.n) {
+  if (i < p.count) {
     let v = IDS[i];
     if (!isNan(v) && v >= 0.0 && v < f32(p.vocab) && floor(v) == v) {
       id = u32(v);

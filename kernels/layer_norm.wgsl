@@ -2,8 +2,6 @@
 // grid: mean, rstd = 1 / sqrt(var + eps) (two-pass variance), and
 // y = (x - mean) · rstd · gamma + beta.
 
-const WG: u32 = 64u;
-
 struct Params {
   rows: u32,
   cols: u32,
@@ -18,36 +16,26 @@ struct Params {
 @group(0) @binding(5) var<storage, read_write> MEAN: array<f32>;
 @group(0) @binding(6) var<storage, read_write> RSTD: array<f32>;
 
-//#include _row_reduce.wgsl
+//#include _rows.wgsl
 
-@compute @workgroup_size(WG)
-fn main(
-  @builtin(local_invocation_id) lid: vec3<u32>,
-  @builtin(workgroup_id) wid: vec3<u32>,
-  @builtin(num_workgroups) nwg: vec3<u32>,
-) {
-  let row = wid.x + wid.y * nwg.x;
-  if (row >= p.rows) {
-    return;
-  }
-  let base = row * p.cols;
+fn rowMain(row: u32, base: u32, lid: u32) {
   let n = f32(p.cols);
   var s = 0.0;
-  for (var j = lid.x; j < p.cols; j += WG) {
+  for (var j = lid; j < p.cols; j += WG) {
     s += X[base + j];
   }
-  let mu = allSum(s, lid.x) / n;
+  let mu = allSum(s, lid) / n;
   var v = 0.0;
-  for (var j = lid.x; j < p.cols; j += WG) {
+  for (var j = lid; j < p.cols; j += WG) {
     let d = X[base + j] - mu;
     v += d * d;
   }
-  let rs = 1.0 / sqrt(allSum(v, lid.x) / n + p.eps);
-  if (lid.x == 0u) {
+  let rs = 1.0 / sqrt(allSum(v, lid) / n + p.eps);
+  if (lid == 0u) {
     MEAN[row] = mu;
     RSTD[row] = rs;
   }
-  for (var j = lid.x; j < p.cols; j += WG) {
+  for (var j = lid; j < p.cols; j += WG) {
     Y[base + j] = (X[base + j] - mu) * rs * GAMMA[j] + BETA[j];
   }
 }

@@ -2,8 +2,6 @@
 // grid. With g = dy · gamma and x̂ = (x - mean) · rstd:
 // dx = rstd · (g - mean_row(g) - x̂ · mean_row(g · x̂)).
 
-const WG: u32 = 64u;
-
 struct Params {
   rows: u32,
   cols: u32,
@@ -17,32 +15,22 @@ struct Params {
 @group(0) @binding(5) var<storage, read> GAMMA: array<f32>;
 @group(0) @binding(6) var<storage, read_write> O: array<f32>;
 
-//#include _row_reduce.wgsl
+//#include _rows.wgsl
 
-@compute @workgroup_size(WG)
-fn main(
-  @builtin(local_invocation_id) lid: vec3<u32>,
-  @builtin(workgroup_id) wid: vec3<u32>,
-  @builtin(num_workgroups) nwg: vec3<u32>,
-) {
-  let row = wid.x + wid.y * nwg.x;
-  if (row >= p.rows) {
-    return;
-  }
-  let base = row * p.cols;
+fn rowMain(row: u32, base: u32, lid: u32) {
   let n = f32(p.cols);
   let mu = MEAN[row];
   let rs = RSTD[row];
   var sg = 0.0;
   var sgx = 0.0;
-  for (var j = lid.x; j < p.cols; j += WG) {
+  for (var j = lid; j < p.cols; j += WG) {
     let g = DY[base + j] * GAMMA[j];
     sg += g;
     sgx += g * (X[base + j] - mu) * rs;
   }
-  let mg = allSum(sg, lid.x) / n;
-  let mgx = allSum(sgx, lid.x) / n;
-  for (var j = lid.x; j < p.cols; j += WG) {
+  let mg = allSum(sg, lid) / n;
+  let mgx = allSum(sgx, lid) / n;
+  for (var j = lid; j < p.cols; j += WG) {
     let xh = (X[base + j] - mu) * rs;
     O[base + j] = rs * (DY[base + j] * GAMMA[j] - mg - xh * mgx);
   }

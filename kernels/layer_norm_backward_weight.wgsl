@@ -4,32 +4,16 @@
 //   partial[chunk, cols + c] = Σ dy                       (dbeta)
 // The host then sums the partial rows with sum_rows.wgsl.
 
-const WG: u32 = 64u;
+// Params (rows, cols, chunk) at binding 0 and the entry point:
+//#include _column_chunks.wgsl
 
-struct Params {
-  rows: u32,
-  cols: u32,
-  chunk: u32,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> DY: array<f32>;
 @group(0) @binding(2) var<storage, read> X: array<f32>;
 @group(0) @binding(3) var<storage, read> MEAN: array<f32>;
 @group(0) @binding(4) var<storage, read> RSTD: array<f32>;
 @group(0) @binding(5) var<storage, read_write> PARTIAL: array<f32>;
 
-@compute @workgroup_size(WG)
-fn main(
-  @builtin(global_invocation_id) gid: vec3<u32>,
-  @builtin(workgroup_id) wid: vec3<u32>,
-) {
-  let c = gid.x;
-  if (c >= p.cols) {
-    return;
-  }
-  let r0 = wid.y * p.chunk;
-  let r1 = min(r0 + p.chunk, p.rows);
+fn columnMain(c: u32, k: u32, r0: u32, r1: u32) {
   var dg = 0.0;
   var db = 0.0;
   for (var r = r0; r < r1; r++) {
@@ -37,6 +21,6 @@ fn main(
     dg += g * (X[r * p.cols + c] - MEAN[r]) * RSTD[r];
     db += g;
   }
-  PARTIAL[wid.y * 2u * p.cols + c] = dg;
-  PARTIAL[wid.y * 2u * p.cols + p.cols + c] = db;
+  PARTIAL[k * 2u * p.cols + c] = dg;
+  PARTIAL[k * 2u * p.cols + p.cols + c] = db;
 }

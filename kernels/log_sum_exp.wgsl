@@ -3,8 +3,6 @@
 // holding NaN gives NaN (tested by bits: `max` may drop a NaN); a row whose
 // maximum is ±inf gives that maximum.
 
-const WG: u32 = 64u;
-
 struct Params {
   rows: u32,
   cols: u32,
@@ -14,25 +12,15 @@ struct Params {
 @group(0) @binding(1) var<storage, read> X: array<f32>;
 @group(0) @binding(2) var<storage, read_write> O: array<f32>;
 
-//#include _row_reduce.wgsl
+//#include _rows.wgsl
 //#include _nan.wgsl
 
-@compute @workgroup_size(WG)
-fn main(
-  @builtin(local_invocation_id) lid: vec3<u32>,
-  @builtin(workgroup_id) wid: vec3<u32>,
-  @builtin(num_workgroups) nwg: vec3<u32>,
-) {
-  let row = wid.x + wid.y * nwg.x;
-  if (row >= p.rows) {
-    return;
-  }
-  let base = row * p.cols;
+fn rowMain(row: u32, base: u32, lid: u32) {
   // -inf, built at run time (an infinite constant is a shader-creation error).
   let negInf = bitcast<f32>(0xff800000u | (p.rows & 0u));
   var m = negInf;
   var nans = 0.0;
-  for (var j = lid.x; j < p.cols; j += WG) {
+  for (var j = lid; j < p.cols; j += WG) {
     let v = X[base + j];
     if (isNan(v)) {
       nans += 1.0;
@@ -40,17 +28,17 @@ fn main(
       m = max(m, v);
     }
   }
-  let mx = allMax(m, lid.x);
-  let anyNan = allSum(nans, lid.x) > 0.0;
+  let mx = allMax(m, lid);
+  let anyNan = allSum(nans, lid) > 0.0;
   var s = 0.0;
-  for (var j = lid.x; j < p.cols; j += WG) {
+  for (var j = lid; j < p.cols; j += WG) {
     let v = X[base + j];
     if (!isNan(v)) {
       s += exp(v - mx);
     }
   }
-  let tot = allSum(s, lid.x);
-  if (lid.x == 0u) {
+  let tot = allSum(s, lid);
+  if (lid == 0u) {
     let infinite = (bitcast<u32>(mx) & 0x7fffffffu) == 0x7f800000u;
     var r = select(mx + log(tot), mx, infinite);
     if (anyNan) {

@@ -27,24 +27,9 @@ const TRANS_B: bool = false;
 const TM4: u32 = TM / 4u;
 const TN4: u32 = TN / 4u;
 
-struct Params {
-  M: u32,
-  N: u32,
-  K: u32,
-  lda: u32,
-  ldb: u32,
-  ldc: u32,
-  strideA: u32,
-  strideB: u32,
-  strideC: u32,
-  // Offsets (in workgroups / batch entries) when a problem needs several
-  // dispatches because it exceeds 65535 workgroups in some dimension.
-  offX: u32,
-  offY: u32,
-  offZ: u32,
-}
+// Params at binding 0, shared by both matmul families:
+//#include _matmul_params.wgsl
 
-@group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> A: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> B: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read_write> C: array<vec4<f32>>;

@@ -28,22 +28,9 @@ const NT: u32 = WX * WY;
 const LOAD_A: u32 = BK * BM4 / NT;
 const LOAD_B: u32 = BK * BN4 / NT;
 
-struct Params {
-  M: u32,
-  N: u32,
-  K: u32,
-  lda: u32,
-  ldb: u32,
-  ldc: u32,
-  strideA: u32,
-  strideB: u32,
-  strideC: u32,
-  offX: u32,
-  offY: u32,
-  offZ: u32,
-}
+// Params at binding 0, shared by both matmul families:
+//#include _matmul_params.wgsl
 
-@group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> A: array<f32>;
 @group(0) @binding(2) var<storage, read> B: array<f32>;
 @group(0) @binding(3) var<storage, read_write> C: array<f32>;

@@ -3,8 +3,6 @@
 // stride of the input axis it comes from (rank ≤ 8 after merging axes that
 // stay adjacent).
 
-const WG: u32 = 256u;
-
 struct Params {
   n: u32,
   rank: u32,
@@ -17,15 +15,9 @@ struct Params {
 @group(0) @binding(1) var<storage, read> X: array<f32>;
 @group(0) @binding(2) var<storage, read_write> O: array<f32>;
 
-@compute @workgroup_size(WG)
-fn main(
-  @builtin(global_invocation_id) gid: vec3<u32>,
-  @builtin(num_workgroups) nwg: vec3<u32>,
-) {
-  let i = gid.x + gid.y * nwg.x * WG;
-  if (i >= p.n) {
-    return;
-  }
+//#include _units.wgsl
+
+fn unitMain(i: u32) {
   var rest = i;
   var src = 0u;
   for (var d = 0u; d < p.rank; d++) {

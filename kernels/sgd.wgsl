@@ -6,10 +6,9 @@
 // Without MOMENTUM the backend binds no buffer at binding 3.
 
 const MOMENTUM: bool = true;
-const WG: u32 = 256u;
 
 struct Params {
-  n4: u32,
+  n: u32, // vec4s
   lr: f32,
   momentum: f32,
   weightDecay: f32,
@@ -22,15 +21,9 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> BUF: array<vec4<f32>>;
 //#endif
 
-@compute @workgroup_size(WG)
-fn main(
-  @builtin(global_invocation_id) gid: vec3<u32>,
-  @builtin(num_workgroups) nwg: vec3<u32>,
-) {
-  let i = gid.x + gid.y * nwg.x * WG;
-  if (i >= p.n4) {
-    return;
-  }
+//#include _units.wgsl
+
+fn unitMain(i: u32) {
   let w = PARAM[i];
   var d = fma(vec4<f32>(p.weightDecay), w, GRAD[i]);
   //#if MOMENTUM

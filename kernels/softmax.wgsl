@@ -3,7 +3,6 @@
 // r keeps columns j <= r mod T; the rest are exactly 0.
 
 const CAUSAL: bool = false;
-const WG: u32 = 64u;
 
 struct Params {
   rows: u32,
@@ -14,34 +13,24 @@ struct Params {
 @group(0) @binding(1) var<storage, read> X: array<f32>;
 @group(0) @binding(2) var<storage, read_write> O: array<f32>;
 
-//#include _row_reduce.wgsl
+//#include _rows.wgsl
 
-@compute @workgroup_size(WG)
-fn main(
-  @builtin(local_invocation_id) lid: vec3<u32>,
-  @builtin(workgroup_id) wid: vec3<u32>,
-  @builtin(num_workgroups) nwg: vec3<u32>,
-) {
-  let row = wid.x + wid.y * nwg.x;
-  if (row >= p.rows) {
-    return;
-  }
-  let base = row * p.cols;
+fn rowMain(row: u32, base: u32, lid: u32) {
   var lim = p.cols;
   if (CAUSAL) {
     lim = row % p.cols + 1u;
   }
   var m = -3.4028234e38;
-  for (var j = lid.x; j < lim; j += WG) {
+  for (var j = lid; j < lim; j += WG) {
     m = max(m, X[base + j]);
   }
-  let mx = allMax(m, lid.x);
+  let mx = allMax(m, lid);
   var s = 0.0;
-  for (var j = lid.x; j < lim; j += WG) {
+  for (var j = lid; j < lim; j += WG) {
     s += exp(X[base + j] - mx);
   }
-  let inv = 1.0 / allSum(s, lid.x);
-  for (var j = lid.x; j < p.cols; j += WG) {
+  let inv = 1.0 / allSum(s, lid);
+  for (var j = lid; j < p.cols; j += WG) {
     O[base + j] = select(0.0, exp(X[base + j] - mx) * inv, j < lim);
   }
 }

@@ -12,14 +12,11 @@ const OP_SIGMOID: u32 = 3u;
 const OP_SILU: u32 = 4u;
 const OP_EXP: u32 = 5u;
 const OP_LOG: u32 = 6u;
-const WG: u32 = 256u;
-const GELU_C: f32 = 0.7978845608028654; // sqrt(2 / pi)
-const GELU_A: f32 = 0.044715;
 // Largest f32 whose exp is finite; above it exp is +inf.
 const EXP_MAX: f32 = 88.72283;
 
 struct Params {
-  n4: u32,
+  n: u32, // vec4s
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -27,18 +24,7 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> O: array<vec4<f32>>;
 
 //#include _nan.wgsl
-
-// tanh saturates to ±1 in f32 beyond |x| = 10; clamping first keeps
-// implementations that evaluate it through exp(2x) away from inf / inf.
-fn safeTanh(x: vec4<f32>) -> vec4<f32> {
-  return tanh(clamp(x, vec4<f32>(-10.0), vec4<f32>(10.0)));
-}
-
-// 1 / (1 + exp(-x)) without overflow: e = exp(-|x|) is at most 1.
-fn sigmoid(x: vec4<f32>) -> vec4<f32> {
-  let e = exp(-abs(x));
-  return select(e, vec4<f32>(1.0), x >= vec4<f32>(0.0)) / (1.0 + e);
-}
+//#include _activations.wgsl
 
 // ±inf with the sign of s, built at run time (an infinite constant
 // expression is a shader-creation error).
@@ -67,15 +53,9 @@ fn apply(x: vec4<f32>) -> vec4<f32> {
   }
 }
 
-@compute @workgroup_size(WG)
-fn main(
-  @builtin(global_invocation_id) gid: vec3<u32>,
-  @builtin(num_workgroups) nwg: vec3<u32>,
-) {
-  let i = gid.x + gid.y * nwg.x * WG;
-  if (i >= p.n4) {
-    return;
-  }
+//#include _units.wgsl
+
+fn unitMain(i: u32) {
   let x = X[i];
   O[i] = select(apply(x), x, isNan4(x));
 }

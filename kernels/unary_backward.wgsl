@@ -13,12 +13,9 @@ const OP_GELU: u32 = 1u;
 const OP_TANH: u32 = 2u;
 const OP_SIGMOID: u32 = 3u;
 const OP_SILU: u32 = 4u;
-const WG: u32 = 256u;
-const GELU_C: f32 = 0.7978845608028654; // sqrt(2 / pi)
-const GELU_A: f32 = 0.044715;
 
 struct Params {
-  n4: u32,
+  n: u32, // vec4s
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -27,13 +24,13 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> O: array<vec4<f32>>;
 
 //#include _nan.wgsl
+//#include _activations.wgsl
 
 fn apply(v: vec4<f32>, g: vec4<f32>) -> vec4<f32> {
   if (OP == OP_RELU) {
     return select(vec4<f32>(0.0), g, v > vec4<f32>(0.0));
   } else if (OP == OP_GELU) {
-    let u = clamp(GELU_C * (v + GELU_A * v * v * v), vec4<f32>(-10.0), vec4<f32>(10.0));
-    let t = tanh(u);
+    let t = safeTanh(GELU_C * (v + GELU_A * v * v * v));
     let du = GELU_C * (1.0 + 3.0 * GELU_A * v * v);
     return g * (0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * du);
   } else if (OP == OP_TANH) {
@@ -41,21 +38,14 @@ fn apply(v: vec4<f32>, g: vec4<f32>) -> vec4<f32> {
   } else if (OP == OP_SIGMOID) {
     return g * v * (1.0 - v);
   } else {
-    let e = exp(-abs(v));
-    let s = select(e, vec4<f32>(1.0), v >= vec4<f32>(0.0)) / (1.0 + e);
+    let s = sigmoid(v);
     return g * s * (1.0 + v * (1.0 - s));
   }
 }
 
-@compute @workgroup_size(WG)
-fn main(
-  @builtin(global_invocation_id) gid: vec3<u32>,
-  @builtin(num_workgroups) nwg: vec3<u32>,
-) {
-  let i = gid.x + gid.y * nwg.x * WG;
-  if (i >= p.n4) {
-    return;
-  }
+//#include _units.wgsl
+
+fn unitMain(i: u32) {
   let v = V[i];
   let g = DY[i];
   O[i] = select(apply(v, g), nan4(v), isNan4(v) | isNan4(g));

@@ -3,7 +3,6 @@
 // else one element per invocation with per-operand broadcast strides.
 
 const BCAST: bool = false;
-const WG: u32 = 256u;
 
 struct Params {
   n: u32,
@@ -31,15 +30,9 @@ fn pick(c: vec4<f32>, a: vec4<f32>, b: vec4<f32>) -> vec4<f32> {
   return select(b, a, (bitcast<vec4<u32>>(c) & vec4<u32>(0x7fffffffu)) != vec4<u32>(0u));
 }
 
-@compute @workgroup_size(WG)
-fn main(
-  @builtin(global_invocation_id) gid: vec3<u32>,
-  @builtin(num_workgroups) nwg: vec3<u32>,
-) {
-  let i = gid.x + gid.y * nwg.x * WG;
-  if (i >= p.n) {
-    return;
-  }
+//#include _units.wgsl
+
+fn unitMain(i: u32) {
   //#if BCAST
   var rest = i;
   var ic = 0u;

@@ -25,6 +25,7 @@
 
 import type { Backend, Shape } from "../backend.ts";
 import { MemoryTracker } from "../_memory.ts";
+import { rowCount } from "../_rows.ts";
 import { fmtShape } from "../_validate.ts";
 import { shapeSize, Tensor } from "../tensor.ts";
 import type { KernelSource } from "./_kernels.ts";
@@ -312,20 +313,39 @@ export class DeviceCore {
   }
 
   /**
-   * An elementwise kernel over ceil(n / 4) vec4s: its `Params` start with
-   * `n4`, filled here; `params` gives the rest by name.
+   * An elementwise kernel over ceil(n / 4) vec4s: its `Params` count them
+   * in `n`, filled here; `params` gives the rest by name.
    */
-  vec4<F extends ParamFields & { readonly n4: "u32" }>(
+  vec4<F extends ParamFields & { readonly n: "u32" }>(
     kernel: KernelSource<F>,
     defines: ShaderDefines,
     n: number,
-    params: Omit<ParamValues<F>, "n4">,
+    params: Omit<ParamValues<F>, "n">,
     buffers: readonly GPUBuffer[],
   ): void {
     const n4 = ceilDiv(n, 4);
     if (n4 === 0) return;
-    const all = { ...params, n4 } as unknown as ParamValues<F>;
+    const all = { ...params, n: n4 } as unknown as ParamValues<F>;
     this.dispatch(kernel, defines, all, buffers, grid(ceilDiv(n4, WG)));
+  }
+
+  /**
+   * A row-wise kernel (`_rows.wgsl`) over the rows of `x` (its last
+   * dimension): one workgroup of `rowWG` invocations per row, nothing when
+   * there are no rows. Its `Params` start with `rows` and `cols`, filled
+   * here; `params` gives the rest by name.
+   */
+  perRow<F extends ParamFields & { readonly rows: "u32"; readonly cols: "u32" }>(
+    kernel: KernelSource<F>,
+    defines: ShaderDefines,
+    x: Tensor,
+    params: Omit<ParamValues<F>, "rows" | "cols">,
+    buffers: readonly GPUBuffer[],
+  ): void {
+    const rows = rowCount(x);
+    if (rows === 0) return;
+    const all = { ...params, rows, cols: x.cols } as unknown as ParamValues<F>;
+    this.dispatch(kernel, { ...defines, WG: this.rowWG }, all, buffers, grid(rows));
   }
 
   // ---- submission and read-back ---------------------------------------------------

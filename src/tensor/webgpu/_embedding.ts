@@ -107,7 +107,7 @@ function sortedKeys(
   core.dispatch(
     KERNELS.embeddingKeys,
     {},
-    { n, padded, vocab },
+    { n: padded, count: n, vocab },
     [buf(ids), keys],
     grid(ceilDiv(padded, WG)),
   );

@@ -16,6 +16,13 @@
  * A mismatch between a WGSL file and its entry here throws at import, naming
  * the kernel and both sides.
  *
+ * Kernels take what they share from the `kernels/_*.wgsl` snippets through
+ * `//#include` lines, resolved here before the checks: the entry points of
+ * the row-wise (`_rows.wgsl`), per-unit (`_units.wgsl`) and column-chunk
+ * (`_column_chunks.wgsl`) kernels, which call the kernel's own `rowMain`,
+ * `unitMain` or `columnMain`; the matmul `Params`; the activation formulas;
+ * the NaN tests.
+ *
  * @module
  */
 
@@ -66,8 +73,12 @@ import unary from "../../../kernels/unary.wgsl" with { type: "text" };
 import unaryBackward from "../../../kernels/unary_backward.wgsl" with { type: "text" };
 import where from "../../../kernels/where.wgsl" with { type: "text" };
 import dropout from "../../../kernels/dropout.wgsl" with { type: "text" };
+import activations from "../../../kernels/_activations.wgsl" with { type: "text" };
+import columnChunks from "../../../kernels/_column_chunks.wgsl" with { type: "text" };
+import matmulParams from "../../../kernels/_matmul_params.wgsl" with { type: "text" };
 import nan from "../../../kernels/_nan.wgsl" with { type: "text" };
-import rowReduce from "../../../kernels/_row_reduce.wgsl" with { type: "text" };
+import rows from "../../../kernels/_rows.wgsl" with { type: "text" };
+import units from "../../../kernels/_units.wgsl" with { type: "text" };
 import { BINARY_OPS, opCodes, UNARY_GRAD_OPS, UNARY_OPS } from "../_elementwise_ops.ts";
 import { resolveIncludes } from "./_shader.ts";
 import {
@@ -78,8 +89,15 @@ import {
   type ParamsLayout,
 } from "./_params.ts";
 
-// Shared WGSL taken in by `//#include NAME` lines.
-const SNIPPETS = { "_row_reduce.wgsl": rowReduce, "_nan.wgsl": nan };
+// Shared WGSL taken in by `//#include NAME` lines (snippets include no others).
+const SNIPPETS = {
+  "_activations.wgsl": activations,
+  "_column_chunks.wgsl": columnChunks,
+  "_matmul_params.wgsl": matmulParams,
+  "_nan.wgsl": nan,
+  "_rows.wgsl": rows,
+  "_units.wgsl": units,
+};
 
 /** Access of one storage binding: read-only or read-write. */
 export type BindingAccess = "r" | "w";
@@ -116,7 +134,8 @@ function k<F extends ParamFields>(
   };
 }
 
-const N4 = { n4: "u32" } as const;
+// Elementwise kernels whose only field is the unit count.
+const N = { n: "u32" } as const;
 // Elementwise kernels with a broadcast layout: element count (vec4 count in
 // the same-shape layout), merged rank, shape and per-operand strides.
 const BCAST2 = {
@@ -148,14 +167,16 @@ const MATMUL = {
   offY: "u32",
   offZ: "u32",
 } as const;
-const SGD = { n4: "u32", lr: "f32", momentum: "f32", weightDecay: "f32" } as const;
+const SGD = { n: "u32", lr: "f32", momentum: "f32", weightDecay: "f32" } as const;
 const ROWS = { rows: "u32", cols: "u32" } as const;
 const CHUNKED = { rows: "u32", cols: "u32", chunk: "u32" } as const;
+// The two embedding scatter-adds: units to visit, units per row, ids.
+const SCATTER = { n: "u32", cols: "u32", count: "u32" } as const;
 
 /** Every kernel, by the name the backend uses. */
 export const KERNELS = {
   adamw: k("adamw", adamw, "wrww", {
-    n4: "u32",
+    n: "u32",
     lr: "f32",
     beta1: "f32",
     oneMinusBeta1: "f32",
@@ -167,7 +188,7 @@ export const KERNELS = {
     bc2: "f32",
   }),
   addBias: k("add_bias", addBias, "rrw", { n: "u32", cols: "u32" }),
-  axpy: k("axpy", axpy, "wr", { n4: "u32", alpha: "f32" }),
+  axpy: k("axpy", axpy, "wr", { n: "u32", alpha: "f32" }),
   binary: k("binary", binary, "rrw", BCAST2, { OP: opCodes(BINARY_OPS) }),
   checkIndices: k("check_indices", checkIndices, "rw", { n: "u32", limit: "u32" }),
   copy2d: k("copy2d", copy2d, "rw", {
@@ -187,30 +208,22 @@ export const KERNELS = {
     scale: "f32",
   }),
   dropout: k("dropout", dropout, "rw", {
-    n4: "u32",
+    n: "u32",
     key: "u32",
     base: "u32",
     threshold: "u32",
     scale: "f32",
   }),
   embedding: k("embedding", embedding, "rrw", { n: "u32", cols: "u32", vocab: "u32" }),
-  embeddingBackward: k("embedding_backward", embeddingBackward, "wrr", {
-    n: "u32",
-    cols: "u32",
-    count: "u32",
-  }),
-  embeddingBackwardScan: k("embedding_backward_scan", embeddingBackwardScan, "wrr", {
-    n: "u32",
-    cols: "u32",
-    count: "u32",
-  }),
+  embeddingBackward: k("embedding_backward", embeddingBackward, "wrr", SCATTER),
+  embeddingBackwardScan: k("embedding_backward_scan", embeddingBackwardScan, "wrr", SCATTER),
   embeddingKeys: k("embedding_keys", embeddingKeys, "rw", {
     n: "u32",
-    padded: "u32",
+    count: "u32",
     vocab: "u32",
   }),
   bitonicSort: k("bitonic_sort", bitonicSort, "w", { n: "u32", k: "u32", j: "u32" }),
-  fill: k("fill", fill, "w", { n4: "u32", value: "f32" }),
+  fill: k("fill", fill, "w", { n: "u32", value: "f32" }),
   layerNorm: k("layer_norm", layerNorm, "rrrwww", { rows: "u32", cols: "u32", eps: "f32" }),
   layerNormBackwardInput: k(
     "layer_norm_backward_input",
@@ -236,16 +249,16 @@ export const KERNELS = {
   rmsNorm: k("rms_norm", rmsNorm, "rrww", { rows: "u32", cols: "u32", eps: "f32" }),
   rmsNormBackwardInput: k("rms_norm_backward_input", rmsNormBackwardInput, "rrrrw", ROWS),
   rmsNormBackwardWeight: k("rms_norm_backward_weight", rmsNormBackwardWeight, "rrrw", CHUNKED),
-  reduce: k("reduce", reduce, "rw", { n: "u32" }),
-  scale: k("scale", scale, "rw", { n4: "u32", s: "f32" }),
-  scaleInPlace: k("scale_in_place", scaleInPlace, "w", { n4: "u32", s: "f32" }),
+  reduce: k("reduce", reduce, "rw", N),
+  scale: k("scale", scale, "rw", { n: "u32", s: "f32" }),
+  scaleInPlace: k("scale_in_place", scaleInPlace, "w", { n: "u32", s: "f32" }),
   // One source, two layouts: with and without the momentum buffer.
   sgd: k("sgd", sgd, "wrw", SGD),
   sgdPlain: k("sgd_plain", sgd, "wr", SGD),
   softmax: k("softmax", softmax, "rw", ROWS),
   softmaxBackward: k("softmax_backward", softmaxBackward, "rrw", ROWS),
   sumRows: k("sum_rows", sumRows, "rw", CHUNKED),
-  unary: k("unary", unary, "rw", N4, { OP: opCodes(UNARY_OPS) }),
-  unaryBackward: k("unary_backward", unaryBackward, "rrw", N4, { OP: opCodes(UNARY_GRAD_OPS) }),
+  unary: k("unary", unary, "rw", N, { OP: opCodes(UNARY_OPS) }),
+  unaryBackward: k("unary_backward", unaryBackward, "rrw", N, { OP: opCodes(UNARY_GRAD_OPS) }),
   where: k("where", where, "rrrw", BCAST3),
 } as const;

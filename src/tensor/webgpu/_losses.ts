@@ -19,19 +19,15 @@ export function crossEntropy(
   logits: Tensor,
   targets: Tensor,
 ): CrossEntropyResult {
-  const cols = logits.cols, rows = rowCount(logits);
-  checkOnDevice(core, "crossEntropy", "target", targets, cols);
+  checkOnDevice(core, "crossEntropy", "target", targets, logits.cols);
   const probs = core.newTensor(logits.shape);
-  const loss = core.newTensor([rows]);
-  if (rows > 0) {
-    core.dispatch(
-      KERNELS.crossEntropy,
-      { WG: core.rowWG },
-      { rows, cols },
-      [buf(logits), buf(targets), buf(loss), buf(probs)],
-      grid(rows),
-    );
-  }
+  const loss = core.newTensor([rowCount(logits)]);
+  core.perRow(KERNELS.crossEntropy, {}, logits, {}, [
+    buf(logits),
+    buf(targets),
+    buf(loss),
+    buf(probs),
+  ]);
   return { loss, probs };
 }
 

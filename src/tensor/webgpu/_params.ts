@@ -2,7 +2,7 @@
  * Named uniform parameters of the WGSL kernels.
  *
  * Every kernel binds a `struct Params` at binding 0. The host describes the
- * same struct as a named field list, e.g. `{ n4: "u32", alpha: "f32" }`:
+ * same struct as a named field list, e.g. `{ n: "u32", alpha: "f32" }`:
  * - `checkParamsStruct` compares that list with the kernel's WGSL struct
  *   (same names, same order, same types) when the kernel sources load, so a
  *   field added on one side only fails at import with both lists named;
@@ -11,7 +11,7 @@
  * - `writeParams` writes a dispatch's values, given by name, at those
  *   offsets, checking that u32 fields hold u32 values.
  *
- * So a dispatch reads `{ n4, alpha }` rather than "the u32s, then the f32s".
+ * So a dispatch reads `{ n, alpha }` rather than "the u32s, then the f32s".
  *
  * @module
  */

@@ -11,39 +11,21 @@
 import type { LayerNormResult, RmsNormResult } from "../backend.ts";
 import { rowCount } from "../_rows.ts";
 import type { Tensor } from "../tensor.ts";
-import { buf, ceilDiv, type DeviceCore, grid, MAX_GROUPS } from "./_device.ts";
+import { buf, ceilDiv, type DeviceCore, MAX_GROUPS } from "./_device.ts";
 import { KERNELS } from "./_kernels.ts";
 import { columnGroups, columnSums, SUM_CHUNK } from "./_reductions.ts";
 
 /** Row softmax, optionally causal. */
 export function softmax(core: DeviceCore, x: Tensor, causal: boolean): Tensor {
   const out = core.newTensor(x.shape);
-  const cols = x.cols, rows = rowCount(x);
-  if (rows > 0) {
-    core.dispatch(
-      KERNELS.softmax,
-      { CAUSAL: causal, WG: core.rowWG },
-      { rows, cols },
-      [buf(x), buf(out)],
-      grid(rows),
-    );
-  }
+  core.perRow(KERNELS.softmax, { CAUSAL: causal }, x, {}, [buf(x), buf(out)]);
   return out;
 }
 
 /** Softmax input gradient. */
 export function softmaxBackward(core: DeviceCore, y: Tensor, dy: Tensor): Tensor {
   const out = core.newTensor(y.shape);
-  const cols = y.cols, rows = rowCount(y);
-  if (rows > 0) {
-    core.dispatch(
-      KERNELS.softmaxBackward,
-      { WG: core.rowWG },
-      { rows, cols },
-      [buf(y), buf(dy), buf(out)],
-      grid(rows),
-    );
-  }
+  core.perRow(KERNELS.softmaxBackward, {}, y, {}, [buf(y), buf(dy), buf(out)]);
   return out;
 }
 
@@ -55,19 +37,18 @@ export function layerNorm(
   beta: Tensor,
   eps: number,
 ): LayerNormResult {
-  const cols = x.cols, rows = rowCount(x);
+  const rows = rowCount(x);
   const y = core.newTensor(x.shape);
   const mean = core.newTensor([rows]);
   const rstd = core.newTensor([rows]);
-  if (rows > 0) {
-    core.dispatch(
-      KERNELS.layerNorm,
-      { WG: core.rowWG },
-      { rows, cols, eps },
-      [buf(x), buf(gamma), buf(beta), buf(y), buf(mean), buf(rstd)],
-      grid(rows),
-    );
-  }
+  core.perRow(KERNELS.layerNorm, {}, x, { eps }, [
+    buf(x),
+    buf(gamma),
+    buf(beta),
+    buf(y),
+    buf(mean),
+    buf(rstd),
+  ]);
   return { y, mean, rstd };
 }
 
@@ -80,17 +61,15 @@ export function layerNormBackwardInput(
   rstd: Tensor,
   gamma: Tensor,
 ): Tensor {
-  const cols = x.cols, rows = rowCount(x);
   const out = core.newTensor(x.shape);
-  if (rows > 0) {
-    core.dispatch(
-      KERNELS.layerNormBackwardInput,
-      { WG: core.rowWG },
-      { rows, cols },
-      [buf(dy), buf(x), buf(mean), buf(rstd), buf(gamma), buf(out)],
-      grid(rows),
-    );
-  }
+  core.perRow(KERNELS.layerNormBackwardInput, {}, x, {}, [
+    buf(dy),
+    buf(x),
+    buf(mean),
+    buf(rstd),
+    buf(gamma),
+    buf(out),
+  ]);
   return out;
 }
 
@@ -132,18 +111,9 @@ export function layerNormBackwardWeight(
 
 /** RMS norm forward. */
 export function rmsNorm(core: DeviceCore, x: Tensor, weight: Tensor, eps: number): RmsNormResult {
-  const cols = x.cols, rows = rowCount(x);
   const y = core.newTensor(x.shape);
-  const rstd = core.newTensor([rows]);
-  if (rows > 0) {
-    core.dispatch(
-      KERNELS.rmsNorm,
-      { WG: core.rowWG },
-      { rows, cols, eps },
-      [buf(x), buf(weight), buf(y), buf(rstd)],
-      grid(rows),
-    );
-  }
+  const rstd = core.newTensor([rowCount(x)]);
+  core.perRow(KERNELS.rmsNorm, {}, x, { eps }, [buf(x), buf(weight), buf(y), buf(rstd)]);
   return { y, rstd };
 }
 
@@ -155,17 +125,14 @@ export function rmsNormBackwardInput(
   rstd: Tensor,
   weight: Tensor,
 ): Tensor {
-  const cols = x.cols, rows = rowCount(x);
   const out = core.newTensor(x.shape);
-  if (rows > 0) {
-    core.dispatch(
-      KERNELS.rmsNormBackwardInput,
-      { WG: core.rowWG },
-      { rows, cols },
-      [buf(dy), buf(x), buf(rstd), buf(weight), buf(out)],
-      grid(rows),
-    );
-  }
+  core.perRow(KERNELS.rmsNormBackwardInput, {}, x, {}, [
+    buf(dy),
+    buf(x),
+    buf(rstd),
+    buf(weight),
+    buf(out),
+  ]);
   return out;
 }
 
@@ -200,16 +167,7 @@ export function rmsNormBackwardWeight(
 
 /** Row-wise log Σ exp → `x.shape` without its last dimension. */
 export function logSumExp(core: DeviceCore, x: Tensor): Tensor {
-  const cols = x.cols, rows = rowCount(x);
   const out = core.newTensor(x.shape.slice(0, -1));
-  if (rows > 0) {
-    core.dispatch(
-      KERNELS.logSumExp,
-      { WG: core.rowWG },
-      { rows, cols },
-      [buf(x), buf(out)],
-      grid(rows),
-    );
-  }
+  core.perRow(KERNELS.logSumExp, {}, x, {}, [buf(x), buf(out)]);
   return out;
 }

@@ -16,9 +16,11 @@
  *   constant. The unmodified source still compiles (as a loop).
  *
  * The one exception to "compiles as written": a `//#include NAME` line
- * stands for the shared snippet `kernels/NAME` (the row-wise kernels take
- * their workgroup reductions from `_row_reduce.wgsl`). Includes are resolved
- * once, when the kernel sources are loaded, before any specialisation.
+ * stands for the shared snippet `kernels/NAME` (a kernel takes its entry
+ * point from `_rows.wgsl`, `_units.wgsl` or `_column_chunks.wgsl`, and
+ * shared helpers from the others). Includes are resolved once, when the
+ * kernel sources are loaded, before any specialisation, so a snippet's
+ * constants (such as `WG`) are specialised like the kernel's own.
  *
  * @module
  */
