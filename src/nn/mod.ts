@@ -41,6 +41,7 @@ export {
   OptimizerBase,
   type OptimizerBaseOptions,
   type OptimizerDescription,
+  type OptimizerSnapshot,
   type OptimizerState,
 } from "./optimizer_base.ts";
 export {

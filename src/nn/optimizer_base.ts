@@ -23,7 +23,21 @@ import {
 } from "./optimizer.ts";
 import { checkLrSchedule, lrAtChecked, type LrScheduleSpec } from "./lr_schedule.ts";
 
-/** What {@linkcode OptimizerBase.snapshot} keeps (on the parameters' backends). */
+/**
+ * What {@linkcode OptimizerBase.snapshot} keeps (on the parameters' backends):
+ * enough for `restore` to undo the steps taken since, bit for bit.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { AdamW, CpuBackend, Linear, type OptimizerSnapshot } from "@conveyor/core";
+ * const lin = new Linear(new CpuBackend(), 2, 2, { seed: 1 });
+ * const opt = new AdamW(lin.parameters(), { lr: 0.1 });
+ * const snap: OptimizerSnapshot = opt.snapshot();
+ * assert.equal(snap.step, 0);
+ * snap.dispose();
+ * ```
+ */
 export interface OptimizerSnapshot {
   /** The step count. */
   readonly step: number;
