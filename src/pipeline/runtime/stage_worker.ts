@@ -19,7 +19,7 @@ import type { Schedule } from "../schedule/schedule.ts";
 import { PipelineWorkerError } from "./pipeline_worker_error.ts";
 import type { CallMap, StageExecutor, StageExecutorFactory } from "./stage_executor.ts";
 import { runRank } from "./stage_runner.ts";
-import { stagesOf } from "./_placement.ts";
+import { executorInit } from "./_placement.ts";
 import { type CheckedFault, checkFaultInjection } from "./fault_injection.ts";
 import {
   ABORT_INDEX,
@@ -133,17 +133,12 @@ async function handle(msg: ToWorker): Promise<void> {
             `executor module ${msg.executor.module} must export a function createStageExecutor`,
           );
         }
-        executor = await factory({
-          rank,
-          ranks: schedule.ranks,
-          stages: stagesOf(schedule, rank),
-          numStages: schedule.stageToRank.length,
-          microBatches: schedule.microBatches,
+        executor = await factory(executorInit(schedule, rank, {
           options: msg.executor.options,
           abortFlag: board.subarray(ABORT_INDEX, ABORT_INDEX + 1),
           signal: controller.signal,
           comm,
-        });
+        }));
         scope.postMessage({ type: "ready", thread: osThreadId() });
       } catch (e) {
         scope.postMessage({ type: "failed", report: report(e) });
