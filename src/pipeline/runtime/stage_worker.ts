@@ -25,14 +25,9 @@ import {
   ABORT_INDEX,
   type ErrorReport,
   type FromWorker,
-  INDEX,
-  ITERATION,
-  PROGRESS,
-  SLOT_BASE,
-  SLOT_SIZE,
-  STATE,
-  STATE_CODES,
+  type STATE_CODES,
   type ToWorker,
+  writeSlot,
 } from "./_protocol.ts";
 
 interface WorkerScope {
@@ -99,12 +94,7 @@ function setState(state: keyof typeof STATE_CODES, index: number, iteration: num
   if (state === "compute" || state === "step" || state === "recv") {
     current = { state, index, iteration };
   }
-  if (board === null) return;
-  const base = SLOT_BASE + rank * SLOT_SIZE;
-  Atomics.store(board, base + STATE, STATE_CODES[state]);
-  Atomics.store(board, base + INDEX, index);
-  Atomics.store(board, base + ITERATION, iteration);
-  Atomics.add(board, base + PROGRESS, 1);
+  if (board !== null) writeSlot(board, rank, state, index, iteration);
 }
 
 async function handle(msg: ToWorker): Promise<void> {
