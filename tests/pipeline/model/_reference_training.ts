@@ -1,6 +1,7 @@
 /**
  * Single-device training for the pipeline tests: a plain `Sequential` and
- * the same optimizer on the whole batch, and comparisons of parameter files.
+ * the same optimizer on the whole batch, and comparisons of parameter files;
+ * and the tests' tiny GPT, its batches, and its pipeline model in this thread.
  *
  * @module
  */
@@ -16,7 +17,11 @@ import { clipGradNorm } from "../../../src/nn/clip_grad_norm.ts";
 import { parseSafetensors, saveSafetensors } from "../../../src/nn/safetensors.ts";
 import type { Sequential } from "../../../src/nn/sequential.ts";
 import { createOptimizer, type OptimizerSpec } from "../../../src/nn/optimizer_spec.ts";
-import type { TrainingBatch } from "../../../src/pipeline/model/pipeline_parallel_model.ts";
+import {
+  PipelineParallelModel,
+  type PipelineParallelModelOptions,
+  type TrainingBatch,
+} from "../../../src/pipeline/model/pipeline_parallel_model.ts";
 
 export const cpu = new CpuBackend();
 const tok = CharTokenizer.fromText(TINY_CORPUS);
@@ -34,6 +39,30 @@ export const GPT: TinyGPTConfig = {
 
 export function gpt(config: TinyGPTConfig = GPT): Sequential {
   return createTinyGPT(config, cpu);
+}
+
+/**
+ * A pipeline model on the CPU with every rank in this thread: 2 ranks,
+ * cross-entropy, then `options`; of `options.model`, or else of `newNet()`
+ * (default {@linkcode gpt}), which is disposed once the model has copied it.
+ */
+export async function cpuModel(
+  options: Partial<PipelineParallelModelOptions>,
+  newNet: () => Sequential = gpt,
+): Promise<PipelineParallelModel> {
+  const net = options.model ?? newNet();
+  try {
+    return await PipelineParallelModel.create({
+      model: net,
+      ranks: 2,
+      loss: "cross-entropy",
+      backend: "cpu",
+      workers: false,
+      ...options,
+    } as PipelineParallelModelOptions);
+  } finally {
+    if (options.model === undefined) net.dispose();
+  }
 }
 
 /** `n` token batches of `rows` sequences (seeded). */

@@ -25,6 +25,7 @@ import {
 } from "../../../src/pipeline/model/pipeline_parallel_model.ts";
 import {
   cpu,
+  cpuModel,
   GPT,
   gpt,
   maxRelative,
@@ -56,23 +57,8 @@ const refAdamW = await referenceTraining(gpt(), ADAMW_SPEC, batches);
 
 type Options = Partial<PipelineParallelModelOptions>;
 
-async function build(options: Options): Promise<PipelineParallelModel> {
-  const net = options.model ?? gpt();
-  try {
-    return await PipelineParallelModel.create({
-      model: net,
-      schedule: "1f1b",
-      ranks: 2,
-      microBatches: M,
-      optimizer: SGD_SPEC,
-      loss: "cross-entropy",
-      backend: "cpu",
-      workers: false,
-      ...options,
-    } as PipelineParallelModelOptions);
-  } finally {
-    if (options.model === undefined) net.dispose();
-  }
+function build(options: Options): Promise<PipelineParallelModel> {
+  return cpuModel({ schedule: "1f1b", microBatches: M, optimizer: SGD_SPEC, ...options });
 }
 
 /** Builds, runs `body`, disposes, and checks that every worker ended. */

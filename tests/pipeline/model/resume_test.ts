@@ -10,12 +10,13 @@ import {
   saveTrainingCheckpoint,
 } from "../../../src/nn/training_checkpoint.ts";
 import { liveWorkerCount } from "../../../src/pipeline/runtime/worker_rank_group.ts";
-import {
+import type {
   PipelineParallelModel,
-  type PipelineParallelModelOptions,
+  PipelineParallelModelOptions,
 } from "../../../src/pipeline/model/pipeline_parallel_model.ts";
 import {
   cpu,
+  cpuModel,
   GPT,
   gpt,
   maxRelative,
@@ -34,26 +35,14 @@ const SPEC: OptimizerSpec = {
   lrSchedule: { kind: "warmup-cosine", warmupSteps: 1, decaySteps: 3, minLr: 1e-3 },
 };
 
-async function build(
+function build(
   options: Partial<PipelineParallelModelOptions>,
   seed = GPT.seed,
 ): Promise<PipelineParallelModel> {
-  const net = gpt({ ...GPT, seed });
-  try {
-    return await PipelineParallelModel.create({
-      model: net,
-      schedule: "1f1b",
-      ranks: 2,
-      microBatches: M,
-      optimizer: SPEC,
-      loss: "cross-entropy",
-      backend: "cpu",
-      workers: false,
-      ...options,
-    } as PipelineParallelModelOptions);
-  } finally {
-    net.dispose();
-  }
+  return cpuModel(
+    { schedule: "1f1b", microBatches: M, optimizer: SPEC, ...options },
+    () => gpt({ ...GPT, seed }),
+  );
 }
 
 /** N + K steps in one call: the checkpoint bytes, losses and lrs. */
