@@ -5,7 +5,6 @@ import { Tanh } from "../../../src/nn/tanh.ts";
 import { Sequential } from "../../../src/nn/sequential.ts";
 import { loadSafetensors } from "../../../src/nn/safetensors.ts";
 import type {
-  PipelineParallelModel,
   PipelineParallelModelOptions,
 } from "../../../src/pipeline/model/pipeline_parallel_model.ts";
 import { liveWorkerCount } from "../../../src/pipeline/runtime/worker_rank_group.ts";

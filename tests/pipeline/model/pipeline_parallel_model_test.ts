@@ -18,10 +18,10 @@ import { ScheduleDeadlockError } from "../../../src/pipeline/analysis/validate.t
 import type { OptimizerSpec } from "../../../src/nn/optimizer_spec.ts";
 import { PipelineWorkerError } from "../../../src/pipeline/runtime/pipeline_worker_error.ts";
 import { liveWorkerCount } from "../../../src/pipeline/runtime/worker_rank_group.ts";
-import {
+import type {
   PipelineParallelModel,
-  type PipelineParallelModelOptions,
-  type TrainingBatch,
+  PipelineParallelModelOptions,
+  TrainingBatch,
 } from "../../../src/pipeline/model/pipeline_parallel_model.ts";
 import {
   cpu,
@@ -35,6 +35,7 @@ import {
   tokenBatches,
 } from "./_reference_training.ts";
 import { ResidualMLP } from "./_custom_layer.ts";
+import { deadlocked2x2 } from "../_hand_schedules.ts";
 
 // Tolerances. With SGD (momentum, weight decay) every tensor of the pipeline
 // equals single-device training within 1e-5 relative to its largest entry
@@ -607,27 +608,7 @@ Deno.test("every option is checked before any worker starts", async () => {
     ...base,
     actions: base.actions.map((l, r) => r === rank ? l.map((x, i) => i === index ? a : x) : l),
   });
-  const deadlock: Schedule = {
-    name: "hand-made",
-    ranks: 2,
-    microBatches: 2,
-    stagesPerRank: 1,
-    stageToRank: [0, 1],
-    actions: [
-      [
-        { kind: "F", stage: 0, microBatch: 0 },
-        { kind: "B", stage: 0, microBatch: 0 },
-        { kind: "F", stage: 0, microBatch: 1 },
-        { kind: "B", stage: 0, microBatch: 1 },
-      ],
-      [
-        { kind: "F", stage: 1, microBatch: 0 },
-        { kind: "F", stage: 1, microBatch: 1 },
-        { kind: "B", stage: 1, microBatch: 1 },
-        { kind: "B", stage: 1, microBatch: 0 },
-      ],
-    ],
-  };
+  const deadlock = deadlocked2x2();
   const small = gpt({ ...GPT, layers: 1 }); // 4 layers
   const noSpec = new Sequential([new Linear(cpu, 2, 2), new NoSpec(cpu)], { names: ["a", "b"] });
   const cases: [string, Options, RegExp | (new (...a: never[]) => Error)][] = [

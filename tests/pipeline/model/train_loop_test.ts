@@ -3,7 +3,6 @@ import { summarizeTimeline } from "../../../src/pipeline/analysis/timeline_summa
 import type { OptimizerSpec } from "../../../src/nn/optimizer_spec.ts";
 import { lrAt, type LrScheduleSpec } from "../../../src/nn/lr_schedule.ts";
 import type {
-  PipelineParallelModel,
   PipelineParallelModelOptions,
   StepResult,
   TrainingBatch,
