@@ -1,7 +1,5 @@
 import assert from "node:assert/strict";
 import { GELU } from "../../../src/nn/gelu.ts";
-import type { LayerCost } from "../../../src/nn/layer.ts";
-import { LayerBase } from "../../../src/nn/layer_base.ts";
 import { LayerNorm } from "../../../src/nn/layer_norm.ts";
 import { Linear } from "../../../src/nn/linear.ts";
 import { saveSafetensors } from "../../../src/nn/safetensors.ts";
@@ -9,8 +7,6 @@ import { Sequential } from "../../../src/nn/sequential.ts";
 import { Tanh } from "../../../src/nn/tanh.ts";
 import { TokenPositionEmbedding } from "../../../src/nn/token_position_embedding.ts";
 import { Rng } from "../../../src/tensor/random.ts";
-import type { Shape, Tensor } from "../../../src/tensor/mod.ts";
-import * as ops from "../../../src/tensor/ops.ts";
 import type { Action } from "../../../src/pipeline/schedule/action.ts";
 import { generateSchedule, SCHEDULE_NAMES } from "../../../src/pipeline/schedule/generate.ts";
 import type { Schedule } from "../../../src/pipeline/schedule/schedule.ts";
@@ -36,6 +32,7 @@ import {
 } from "./_reference_training.ts";
 import { ResidualMLP } from "./_custom_layer.ts";
 import { deadlocked2x2 } from "../_hand_schedules.ts";
+import { NoSpec } from "../../nn/_no_spec_layer.ts";
 
 // Tolerances. With SGD (momentum, weight decay) every tensor of the pipeline
 // equals single-device training within 1e-5 relative to its largest entry
@@ -585,23 +582,6 @@ Deno.test("a worker that hangs is caught by the heartbeat timeout within 10 s; n
   await m.dispose();
 });
 
-class NoSpec extends LayerBase {
-  readonly kind = "NoSpecLayer";
-  protected outputShapeOf(s: Shape): Shape {
-    return s;
-  }
-  protected costOf(): LayerCost {
-    return { params: 0, flops: 1 };
-  }
-  protected forwardImpl(x: Tensor): { y: Tensor } {
-    return { y: ops.copy(x) };
-  }
-  protected backwardInputImpl(dy: Tensor): Tensor {
-    return ops.copy(dy);
-  }
-  protected backwardWeightImpl(): void {}
-}
-
 Deno.test("every option is checked before any worker starts", async () => {
   const base = generateSchedule("1f1b", { ranks: 2, microBatches: 4 });
   const withAction = (rank: number, index: number, a: Action): Schedule => ({
@@ -705,7 +685,7 @@ Deno.test("every option is checked before any worker starts", async () => {
     [
       "no spec",
       { model: noSpec, loss: "mse", inputShape: [1, 2] },
-      /layer b: NoSpecLayer: this layer has no spec\(\)/,
+      /layer b: NoSpec: this layer has no spec\(\)/,
     ],
     [
       "not a Sequential",
