@@ -17,6 +17,7 @@ import { clipGradNorm } from "../../../src/nn/clip_grad_norm.ts";
 import { parseSafetensors, saveSafetensors } from "../../../src/nn/safetensors.ts";
 import type { Sequential } from "../../../src/nn/sequential.ts";
 import { createOptimizer, type OptimizerSpec } from "../../../src/nn/optimizer_spec.ts";
+import type { Optimizer } from "../../../src/nn/optimizer.ts";
 import {
   PipelineParallelModel,
   type PipelineParallelModelOptions,
@@ -81,15 +82,22 @@ export interface Reference {
   readonly tensors: Map<string, Float32Array>;
 }
 
-/** Trains `model` in place on the whole batches, one step each; returns what it saw. */
+/**
+ * Trains `model` in place on the whole batches, one step each, with a new
+ * optimizer of `optimizer`'s spec or with `optimizer` itself (which it
+ * then leaves open); returns what it saw.
+ */
 export async function referenceTraining(
   model: Sequential,
-  optimizer: OptimizerSpec,
+  optimizer: OptimizerSpec | Optimizer,
   batches: readonly TrainingBatch[],
   loss: "cross-entropy" | "mse" = "cross-entropy",
   clip?: number,
 ): Promise<Reference> {
-  const opt = createOptimizer(optimizer, model.parameters());
+  const given = typeof (optimizer as Optimizer).step === "function";
+  const opt = given
+    ? optimizer as Optimizer
+    : createOptimizer(optimizer as OptimizerSpec, model.parameters());
   const losses: number[] = [], gradNorms: number[] = [];
   for (const [step, b] of batches.entries()) {
     const x = cpu.fromData(b.inputs, b.shape);
@@ -105,7 +113,7 @@ export async function referenceTraining(
     losses.push((await r.loss.toArray())[0]);
     for (const z of [x, y, t, r.loss, r.grad]) z.dispose();
   }
-  opt.dispose();
+  if (!given) opt.dispose();
   const bytes = await saveSafetensors(model);
   return { losses, gradNorms, bytes, tensors: tensorsOf(bytes) };
 }

@@ -31,7 +31,7 @@ import {
   tokenBatches,
 } from "./_reference_training.ts";
 import { ResidualMLP } from "./_custom_layer.ts";
-import { deadlocked2x2 } from "../_hand_schedules.ts";
+import { deadlocked2x2, deferredW } from "../_hand_schedules.ts";
 import { NoSpec } from "../../nn/_no_spec_layer.ts";
 
 // Tolerances. With SGD (momentum, weight decay) every tensor of the pipeline
@@ -279,28 +279,6 @@ Deno.test("activation checkpointing gives the same parameters bitwise (GPipe and
     (m) => expectSame(m, "zb-v workers with checkpointing"),
   );
 });
-
-// Two ranks, two micro-batches; rank 1 splits its backward and defers both W
-// passes, so stage 1 holds micro-batches 0 and 1 at once (0 is freed only by
-// its W, after 1's forward) while stage 0 never holds more than one.
-function deferredW(): Schedule {
-  const a = (text: string): Action => ({
-    kind: text[1] as Action["kind"],
-    stage: Number(text[0]),
-    microBatch: Number(text[2]),
-  });
-  return {
-    name: "deferred-w",
-    ranks: 2,
-    microBatches: 2,
-    stagesPerRank: 1,
-    stageToRank: [0, 1],
-    actions: [
-      ["0F0", "0B0", "0F1", "0B1"].map(a),
-      ["1F0", "1I0", "1F1", "1I1", "1W0", "1W1"].map(a),
-    ],
-  };
-}
 
 Deno.test("a maxActivationsInMemory cap below the schedule's in-flight peak is refused before any worker starts", async () => {
   const given = (schedule: Schedule): Options => ({
