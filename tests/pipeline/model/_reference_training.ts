@@ -1,7 +1,7 @@
 /**
  * Single-device training for the pipeline tests: a plain `Sequential` and
- * the same optimizer on the whole batch, and comparisons of parameter files;
- * and the tests' tiny GPT, its batches, and its pipeline model in this thread.
+ * the same optimizer on the whole batch; and the tests' tiny GPT, its
+ * batches, and its pipeline model in this thread. `_compare.ts` compares.
  *
  * @module
  */
@@ -14,10 +14,11 @@ import { createTinyGPT, type TinyGPTConfig } from "../../../src/nn/gpt.ts";
 import { sampleBatch } from "../../../src/nn/sample_batch.ts";
 import { crossEntropyLoss, mseLoss } from "../../../src/nn/losses.ts";
 import { clipGradNorm } from "../../../src/nn/clip_grad_norm.ts";
-import { parseSafetensors, saveSafetensors } from "../../../src/nn/safetensors.ts";
+import { saveSafetensors } from "../../../src/nn/safetensors.ts";
 import type { Sequential } from "../../../src/nn/sequential.ts";
 import { createOptimizer, type OptimizerSpec } from "../../../src/nn/optimizer_spec.ts";
 import type { Optimizer } from "../../../src/nn/optimizer.ts";
+import { tensorsOf } from "./_compare.ts";
 import {
   PipelineParallelModel,
   type PipelineParallelModelOptions,
@@ -116,46 +117,4 @@ export async function referenceTraining(
   if (!given) opt.dispose();
   const bytes = await saveSafetensors(model);
   return { losses, gradNorms, bytes, tensors: tensorsOf(bytes) };
-}
-
-export function tensorsOf(bytes: Uint8Array): Map<string, Float32Array> {
-  const out = new Map<string, Float32Array>();
-  for (const [k, e] of parseSafetensors(bytes).tensors) out.set(k, e.data);
-  return out;
-}
-
-/**
- * `worst`: the largest per-tensor relative error max|a − b| / max|b|;
- * `l2`: ‖a − b‖ / ‖b‖ over all parameters together.
- */
-export function paramError(
-  got: Map<string, Float32Array>,
-  want: Map<string, Float32Array>,
-): { worst: number; worstName: string; l2: number } {
-  if (got.size !== want.size) throw new Error(`${got.size} tensors, want ${want.size}`);
-  let worst = 0, worstName = "", dd = 0, nn = 0;
-  for (const [name, w] of want) {
-    const g = got.get(name);
-    if (g === undefined || g.length !== w.length) throw new Error(`tensor ${name} differs in size`);
-    let mx = 0, md = 0;
-    for (let i = 0; i < w.length; i++) {
-      const d = g[i] - w[i];
-      mx = Math.max(mx, Math.abs(w[i]));
-      md = Math.max(md, Math.abs(d));
-      dd += d * d;
-      nn += w[i] * w[i];
-    }
-    const rel = mx === 0 ? md : md / mx;
-    if (rel > worst) {
-      worst = rel;
-      worstName = name;
-    }
-  }
-  return { worst, worstName, l2: Math.sqrt(dd / nn) };
-}
-
-export function maxRelative(a: readonly number[], b: readonly number[]): number {
-  let worst = 0;
-  a.forEach((v, i) => worst = Math.max(worst, Math.abs(v - b[i]) / Math.abs(b[i])));
-  return worst;
 }

@@ -19,17 +19,8 @@ import type {
   PipelineParallelModelOptions,
   TrainingBatch,
 } from "../../../src/pipeline/model/pipeline_parallel_model.ts";
-import {
-  cpu,
-  cpuModel,
-  GPT,
-  gpt,
-  maxRelative,
-  paramError,
-  referenceTraining,
-  tensorsOf,
-  tokenBatches,
-} from "./_reference_training.ts";
+import { cpu, cpuModel, GPT, gpt, referenceTraining, tokenBatches } from "./_reference_training.ts";
+import { maxRelative, paramError, tensorsOf } from "./_compare.ts";
 import { ResidualMLP } from "./_custom_layer.ts";
 import { deadlocked2x2, deferredW } from "../_hand_schedules.ts";
 import { NoSpec } from "../../nn/_no_spec_layer.ts";

@@ -12,16 +12,8 @@ import type {
   PipelineParallelModel,
   PipelineParallelModelOptions,
 } from "../../../src/pipeline/model/pipeline_parallel_model.ts";
-import {
-  cpuModel,
-  GPT,
-  gpt,
-  maxRelative,
-  paramError,
-  referenceTraining,
-  tensorsOf,
-  tokenBatches,
-} from "./_reference_training.ts";
+import { cpuModel, GPT, gpt, referenceTraining, tokenBatches } from "./_reference_training.ts";
+import { maxRelative, paramError, tensorsOf } from "./_compare.ts";
 
 const M = 4; // micro-batches
 const N = 2, K = 2; // steps before and after the checkpoint
