@@ -20,9 +20,13 @@ export interface ActivationDef {
   readonly keeps: "input" | "output";
 }
 
-/** @internal What an activation keeps between its passes. */
+/**
+ * @internal What an activation keeps between its passes: the one tensor its
+ * input gradient reads (the field names are those subclasses' hooks see).
+ */
 export interface ActivationState {
-  kept?: Tensor; // x or y (as the definition says), [...] (view)
+  x?: Tensor; // the input, [...] (view), where the gradient reads it
+  y?: Tensor; // the output, [...] (view), where the gradient reads it
 }
 
 /**
@@ -72,14 +76,15 @@ export abstract class Activation extends LayerBase<ActivationState> {
   ): { y: Tensor; state?: ActivationState } {
     const y = this.#forward(x); // [...]
     if (!save) return { y };
-    return { y, state: { kept: retain(this.#def.keeps === "input" ? x : y) } };
+    return { y, state: this.#def.keeps === "input" ? { x: retain(x) } : { y: retain(y) } };
   }
 
   /** @ignore */
   protected backwardInputImpl(dy: Tensor, state: ActivationState): Tensor {
-    const dx = this.#backward(state.kept!, dy); // [...]
-    state.kept!.dispose();
-    delete state.kept; // W needs nothing
+    const field = this.#def.keeps === "input" ? "x" : "y";
+    const dx = this.#backward(state[field]!, dy); // [...]
+    state[field]!.dispose();
+    delete state[field]; // W needs nothing
     return dx;
   }
 

@@ -10,15 +10,15 @@ import type { ForwardContext, ForwardOptions, Layer, StateKey } from "./layer.ts
 
 /**
  * @internal Base of the blocks made of sublayers: a subclass adds them
- * with `addChild` and implements `forwardBlock` and `backwardInputImpl`.
+ * with `addSublayer` and implements `forwardBlock` and `backwardInputImpl`.
  */
 export abstract class Block extends LayerBase<Record<string, never>> {
   readonly #sublayers: Layer[] = [];
 
-  /** @ignore */
-  protected override addChild<L extends Layer>(name: string, layer: L): L {
+  /** `addChild`, and the block's W runs the sublayer's W (the last added first). */
+  protected addSublayer<L extends Layer>(name: string, layer: L): L {
     this.#sublayers.push(layer);
-    return super.addChild(name, layer);
+    return this.addChild(name, layer);
   }
 
   /** `y` from `x`, passing `o` (key, save, training context) to every sublayer's forward. */

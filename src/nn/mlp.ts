@@ -59,9 +59,9 @@ export class MLP extends Block {
     this.dim = dim;
     this.hidden = hidden;
     const rng = initRng(opts);
-    this.fc = this.addChild("fc", new Linear(backend, dim, hidden, { rng }));
-    this.act = this.addChild("act", new GELU(backend));
-    this.proj = this.addChild("proj", new Linear(backend, hidden, dim, { rng }));
+    this.fc = this.addSublayer("fc", new Linear(backend, dim, hidden, { rng }));
+    this.act = this.addSublayer("act", new GELU(backend));
+    this.proj = this.addSublayer("proj", new Linear(backend, hidden, dim, { rng }));
   }
 
   /** The architecture for `layerFromSpec` (weights are not part of it). */

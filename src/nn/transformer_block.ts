@@ -65,10 +65,10 @@ export class TransformerBlock extends Block {
     }
     this.dim = dim;
     const rng = initRng(opts);
-    this.ln1 = this.addChild("ln1", new LayerNorm(backend, dim));
-    this.attn = this.addChild("attn", new CausalSelfAttention(backend, dim, heads, { rng }));
-    this.ln2 = this.addChild("ln2", new LayerNorm(backend, dim));
-    this.mlp = this.addChild("mlp", new MLP(backend, dim, { hidden: opts?.hidden, rng }));
+    this.ln1 = this.addSublayer("ln1", new LayerNorm(backend, dim));
+    this.attn = this.addSublayer("attn", new CausalSelfAttention(backend, dim, heads, { rng }));
+    this.ln2 = this.addSublayer("ln2", new LayerNorm(backend, dim));
+    this.mlp = this.addSublayer("mlp", new MLP(backend, dim, { hidden: opts?.hidden, rng }));
   }
 
   /** The architecture for `layerFromSpec` (weights are not part of it). */
