@@ -18,8 +18,10 @@ import { type CheckedRun, checkRunOptions } from "./_run_results.ts";
  * @internal Base of the rank groups. A subclass sets `isClosed` when it is
  * disposed or fails and `failedWith` when it fails, and answers the calls
  * that `call` has checked (`answer`). A run begun with `beginRun` sets
- * `running` (the subclass clears it), and calls wait for no run: they are
- * refused while one is in progress.
+ * `running` (the subclass clears it when the run ends); while it is set,
+ * other runs and calls are refused. The groups whose runs happen elsewhere
+ * (workers, a host process) keep their own run state and take calls during
+ * a run.
  */
 export abstract class RankGroupBase<C extends CallMap = NoCalls> implements RankGroup<C> {
   /** Where the ranks live. */
@@ -61,8 +63,8 @@ export abstract class RankGroupBase<C extends CallMap = NoCalls> implements Rank
 
   /**
    * Calls `method` of rank `rank`'s executor (see {@linkcode RankGroup.call}):
-   * checks the rank and the group (not failed, disposed or running), then
-   * resolves with the answer.
+   * checks the rank and the group (not failed or disposed, no `running`
+   * run), then resolves with the answer.
    */
   async call<K extends keyof C & string>(
     rank: number,
