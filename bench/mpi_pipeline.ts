@@ -38,6 +38,7 @@ import { summarizeTimeline } from "../src/pipeline/analysis/timeline_summary.ts"
 import type { ActionCosts } from "../src/pipeline/analysis/simulate.ts";
 import { type LinkModel, messageDelay } from "../src/pipeline/comm/link_model.ts";
 import { REAL_COMPUTE } from "./_real_compute.ts";
+import { mpirunRows } from "./_mpirun.ts";
 
 const RANK = new URL("./_mpi_pipeline_rank.ts", import.meta.url).pathname;
 
@@ -75,36 +76,11 @@ export async function mpiRun(
   warmup: number,
   steps: number,
 ): Promise<MpiRun> {
-  const out = await new Deno.Command("mpirun", {
-    args: [
-      "-n",
-      String(ranks),
-      "--oversubscribe",
-      "--mca",
-      "btl",
-      btl,
-      Deno.execPath(),
-      "run",
-      "-A",
-      RANK,
-      schedule,
-      String(warmup),
-      String(steps),
-    ],
-    env: { OMPI_ALLOW_RUN_AS_ROOT: "1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: "1", NO_COLOR: "1" },
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const text = new TextDecoder().decode(out.stdout);
-  const row = text.split("\n").find((l) => l.startsWith("ROW "));
-  if (!out.success || row === undefined) {
-    throw new Error(
-      `mpirun -n ${ranks} (${btl}) ${schedule} failed:\n${text}${
-        new TextDecoder().decode(out.stderr)
-      }`,
-    );
+  const out = await mpirunRows(ranks, btl, RANK, [schedule, String(warmup), String(steps)]);
+  if (!out.success || out.rows.length === 0) {
+    throw new Error(`mpirun -n ${ranks} (${btl}) ${schedule} failed:\n${out.stdout}${out.stderr}`);
   }
-  const run = JSON.parse(row.slice(4)) as MpiRun;
+  const run = out.rows[0] as unknown as MpiRun;
   // JSON writes an unbounded bandwidth (no slower at 16 MiB than at 4 bytes) as null.
   if (run.link !== null && run.link.bytesPerMs === null) {
     return { ...run, link: { ...run.link, bytesPerMs: Infinity } };

@@ -41,6 +41,7 @@ import { InProcessBackend } from "../src/pipeline/comm/in_process.ts";
 import { ControlPlane } from "../src/pipeline/comm/control_plane.ts";
 import type { Mode } from "./_transport_worker.ts";
 import { linkFromSamples, type LinkModel, messageDelay } from "../src/pipeline/comm/link_model.ts";
+import { type MpirunRows, mpirunRows } from "./_mpirun.ts";
 
 // BroadcastChannel is measured up to this size only (4 s per hop at 16 MiB).
 const BROADCAST_MAX = 1024 * 1024;
@@ -207,36 +208,15 @@ const MPI_RANK = new URL("./_mpi_transport_rank.ts", import.meta.url).pathname;
  * resolves with its `ROW` objects, or null when mpirun is not installed.
  */
 async function mpiJob(btl: string, extra: string[]): Promise<Record<string, unknown>[] | null> {
-  let out: Deno.CommandOutput;
+  let out: MpirunRows;
   try {
-    out = await new Deno.Command("mpirun", {
-      args: [
-        "-n",
-        "2",
-        "--oversubscribe",
-        "--mca",
-        "btl",
-        btl,
-        Deno.execPath(),
-        "run",
-        "-A",
-        MPI_RANK,
-        btl,
-        ...extra,
-      ],
-      env: { OMPI_ALLOW_RUN_AS_ROOT: "1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: "1", NO_COLOR: "1" },
-      stdout: "piped",
-      stderr: "piped",
-    }).output();
+    out = await mpirunRows(2, btl, MPI_RANK, [btl, ...extra]);
   } catch (e) {
     if (e instanceof Deno.errors.NotFound) return null;
     throw e;
   }
-  const text = new TextDecoder().decode(out.stdout);
-  if (!out.success) {
-    throw new Error(`mpirun (${btl}) failed:\n${text}\n${new TextDecoder().decode(out.stderr)}`);
-  }
-  return text.split("\n").filter((l) => l.startsWith("ROW ")).map((l) => JSON.parse(l.slice(4)));
+  if (!out.success) throw new Error(`mpirun (${btl}) failed:\n${out.stdout}\n${out.stderr}`);
+  return out.rows;
 }
 
 function wake(rows: Record<string, unknown>[]): [number, number] {

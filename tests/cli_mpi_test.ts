@@ -7,16 +7,17 @@
 // .ci/run installs Open MPI).
 
 import assert from "node:assert/strict";
-import { main } from "./../cli.ts";
+import { cli } from "./_cli.ts";
 import { SCHEDULE_NAMES } from "../src/pipeline/schedule/generate.ts";
+import { childEnv, mpirun as runMpirun, SHM, TCP } from "./mpi/_mpirun.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 const CLI = `${ROOT}cli.ts`;
 const SCHEDULES = `${ROOT}tests/mpi/_train_schedules.ts`;
 const MODEL_RANK = `${ROOT}tests/mpi/_model_rank.ts`;
-const SHM = "vader,self";
-const TCP = "tcp,self";
 // The same model at every P: 5 blocks (8 layers) hold 4 ranks × 2 chunks.
+// `train` with 1F1B at P = 2 as MPI processes (the rest of the flags per test).
+const MPI_1F1B_P2 = ["train", "--comm", "mpi", "--schedule", "1f1b", "--ranks", "2"];
 const TRAIN = [
   "--microbatches",
   "8",
@@ -30,38 +31,6 @@ const TRAIN = [
   "cpu",
   "--json",
 ];
-
-function childEnv(extra: Record<string, string> = {}): Record<string, string> {
-  const env: Record<string, string> = {};
-  for (const [k, v] of Object.entries(Deno.env.toObject())) {
-    if (!/^(OMPI_|PMIX_|PMI_|CONVEYOR_)/.test(k)) env[k] = v;
-  }
-  return {
-    ...env,
-    NO_COLOR: "1",
-    OMPI_ALLOW_RUN_AS_ROOT: "1",
-    OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: "1",
-    ...extra,
-  };
-}
-
-let mpirunChecked: Promise<void> | null = null;
-function requireMpirun(): Promise<void> {
-  mpirunChecked ??= (async () => {
-    try {
-      const out = await new Deno.Command("mpirun", { args: ["--version"], stdout: "piped" })
-        .output();
-      assert.ok(out.success, "mpirun --version failed");
-    } catch (e) {
-      throw new Error(
-        "mpirun not found on PATH: these tests need Open MPI " +
-          "(apt-get install -y openmpi-bin libopenmpi-dev; .ci/run installs it)",
-        { cause: e },
-      );
-    }
-  })();
-  return mpirunChecked;
-}
 
 interface Job {
   code: number;
@@ -82,90 +51,25 @@ interface JobOptions {
   onOutput?: (job: Job) => void;
 }
 
-function alive(pid: number): boolean {
-  try {
-    const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
-    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
-  } catch {
-    return false;
-  }
-}
-
-// The deno processes mpirun started (its children), to check none remains.
-function childrenOf(pid: number): number[] {
-  const out: number[] = [];
-  for (const e of Deno.readDirSync("/proc")) {
-    if (!/^\d+$/.test(e.name)) continue;
-    try {
-      const stat = Deno.readTextFileSync(`/proc/${e.name}/stat`);
-      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-      if (ppid === pid) out.push(Number(e.name));
-    } catch { /* gone */ }
-  }
-  return out;
-}
-
-async function assertAllEnded(pids: Iterable<number>): Promise<void> {
-  const list = [...pids];
-  for (let i = 0; i < 40 && list.some(alive); i++) await new Promise((r) => setTimeout(r, 50));
-  assert.deepEqual(list.filter(alive), [], "no rank process outlives its job");
-}
-
 // Runs `mpirun -n <n> <program args>`; collects output and every rank's pid.
 async function mpirun(n: number, program: string[], options: JobOptions = {}): Promise<Job> {
-  await requireMpirun();
-  const args = [
-    "-n",
-    String(n),
-    "--oversubscribe",
-    "--mca",
-    "btl",
-    options.btl ?? SHM,
-    ...program,
-  ];
   const job: Job = { code: -1, ms: 0, endedAt: 0, stdout: "", stderr: "", pids: new Map() };
-  const start = performance.now();
-  const child = new Deno.Command("mpirun", {
-    args,
-    env: childEnv(options.env),
-    clearEnv: true,
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  const seen = new Set<number>();
-  const watch = setInterval(() => {
-    for (const p of childrenOf(child.pid)) seen.add(p);
-  }, 50);
-  const timeoutMs = options.timeoutMs ?? 120_000;
-  let timedOut = false;
-  const timer = setTimeout(() => {
-    timedOut = true;
-    for (const p of [...seen, child.pid]) {
-      try {
-        Deno.kill(p, "SIGKILL");
-      } catch { /* ended */ }
+  const grew = (into: "stdout" | "stderr") => (text: string) => {
+    job[into] += text;
+    for (const m of job.stderr.matchAll(/conveyor: rank (\d+) of \d+: host [^,]*, pid (\d+)/g)) {
+      job.pids.set(Number(m[1]), Number(m[2]));
     }
-  }, timeoutMs);
-  const read = async (stream: ReadableStream<Uint8Array>, into: "stdout" | "stderr") => {
-    for await (const chunk of stream.pipeThrough(new TextDecoderStream())) {
-      job[into] += chunk;
-      for (const m of job.stderr.matchAll(/conveyor: rank (\d+) of \d+: host [^,]*, pid (\d+)/g)) {
-        job.pids.set(Number(m[1]), Number(m[2]));
-      }
-      options.onOutput?.(job);
-    }
+    options.onOutput?.(job);
   };
-  const reading = Promise.all([read(child.stdout, "stdout"), read(child.stderr, "stderr")]);
-  const status = await child.status;
-  job.endedAt = performance.now();
-  await reading;
-  clearTimeout(timer);
-  clearInterval(watch);
-  job.code = status.code;
-  job.ms = performance.now() - start;
-  assert.ok(!timedOut, `mpirun did not end within ${timeoutMs} ms:\n${job.stderr}`);
-  await assertAllEnded([...seen, ...job.pids.values()]);
-  return job;
+  const end = await runMpirun(n, program, {
+    btl: options.btl,
+    env: options.env,
+    timeoutMs: options.timeoutMs ?? 120_000,
+    onStdout: grew("stdout"),
+    onStderr: grew("stderr"),
+    rankPids: () => job.pids.values(),
+  });
+  return Object.assign(job, end);
 }
 
 function parseJsonLines(out: string) {
@@ -177,13 +81,9 @@ function parseJsonLines(out: string) {
 // --ranks 1 through the same CLI, in this process: single-device training
 // (tests/cli_train_test.ts checks it against a plain training loop).
 const reference = await (async () => {
-  let out = "";
-  const code = await main(
-    ["train", "--schedule", "1f1b", "--ranks", "1", "--in-process", ...TRAIN],
-    { out: (t) => void (out += t), err: () => {} },
-  );
-  assert.equal(code, 0);
-  return parseJsonLines(out);
+  const r = await cli("train", "--schedule", "1f1b", "--ranks", "1", "--in-process", ...TRAIN);
+  assert.equal(r.code, 0);
+  return parseJsonLines(r.out);
 })();
 
 // Same tolerances as tests/cli_train_test.ts: losses 1e-6, parameter sums 1e-5 (relative).
@@ -274,13 +174,7 @@ for (const [btl, where] of [[SHM, "shared memory"], [TCP, "TCP only"]] as const)
       2,
       deno(
         CLI,
-        "train",
-        "--comm",
-        "mpi",
-        "--schedule",
-        "1f1b",
-        "--ranks",
-        "2",
+        ...MPI_1F1B_P2,
         "--microbatches",
         "4",
         "--steps",
@@ -318,25 +212,15 @@ for (const [btl, where] of [[SHM, "shared memory"], [TCP, "TCP only"]] as const)
 }
 
 Deno.test("bad MPI launches are one clear line each, exit 2", async () => {
-  const flags = [
-    "train",
-    "--comm",
-    "mpi",
-    "--schedule",
-    "1f1b",
-    "--ranks",
-    "2",
-    "--microbatches",
-    "2",
-  ];
+  const flags = [...MPI_1F1B_P2, "--microbatches", "2"];
   // Not under mpirun (this process).
-  let err = "";
-  assert.equal(await main(flags, { out: () => {}, err: (t) => void (err += t) }), 2);
+  const alone = await cli(...flags);
+  assert.equal(alone.code, 2);
   assert.match(
-    err,
+    alone.err,
     /^error: --comm mpi needs one process per rank started by mpirun .*mpirun -n 2 deno run -A cli.ts train --comm mpi --ranks 2/,
   );
-  assert.equal(err.trim().split("\n").length, 1);
+  assert.equal(alone.err.trim().split("\n").length, 1);
   // mpirun not on PATH.
   const noPath = await new Deno.Command(Deno.execPath(), {
     args: ["run", "-A", CLI, ...flags],
@@ -354,21 +238,12 @@ Deno.test("bad MPI launches are one clear line each, exit 2", async () => {
   );
   assert.equal(noPathErr.trim().split("\n").length, 1);
   // --in-process and --comm mpi; an unknown transport.
-  err = "";
-  assert.equal(
-    await main([...flags, "--in-process"], { out: () => {}, err: (t) => void (err += t) }),
-    2,
-  );
-  assert.match(err, /--in-process contradicts --comm mpi/);
-  err = "";
-  assert.equal(
-    await main([...flags.slice(0, 2), "tcp", ...flags.slice(3)], {
-      out: () => {},
-      err: (t) => void (err += t),
-    }),
-    2,
-  );
-  assert.match(err, /--comm must be workers, in-process or mpi .*got "tcp"/);
+  const both = await cli(...flags, "--in-process");
+  assert.equal(both.code, 2);
+  assert.match(both.err, /--in-process contradicts --comm mpi/);
+  const tcp = await cli(...flags.slice(0, 2), "tcp", ...flags.slice(3));
+  assert.equal(tcp.code, 2);
+  assert.match(tcp.err, /--comm must be workers, in-process or mpi .*got "tcp"/);
   // Under mpirun: process count other than --ranks; libmpi not found; no FFI permission.
   const cases: [number, string[], Record<string, string>, RegExp][] = [
     [

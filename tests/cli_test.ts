@@ -1,22 +1,9 @@
 import assert from "node:assert/strict";
-import { main } from "../cli.ts";
+import { cli } from "./_cli.ts";
 import { generateSchedule, SCHEDULE_NAMES } from "../src/pipeline/schedule/generate.ts";
 import { scheduleFromCsv } from "../src/pipeline/schedule/schedule_csv.ts";
 import { simulate } from "../src/pipeline/analysis/simulate.ts";
 import { allElements, parseXml } from "./pipeline/_xml.ts";
-
-interface Run {
-  code: number;
-  out: string;
-  err: string;
-}
-
-async function cli(...args: string[]): Promise<Run> {
-  let out = "";
-  let err = "";
-  const code = await main(args, { out: (t) => void (out += t), err: (t) => void (err += t) });
-  return { code, out, err };
-}
 
 function plain(
   actions: readonly (readonly { kind: string; stage: number; microBatch: number }[])[],

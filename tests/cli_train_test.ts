@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { main } from "../cli.ts";
+import { cli } from "./_cli.ts";
 import { AdamW } from "../src/nn/adamw.ts";
 import { CharTokenizer } from "../src/nn/char_tokenizer.ts";
 import { TINY_CORPUS } from "../src/nn/data/tiny_corpus.ts";
@@ -12,19 +12,6 @@ import { liveWorkerCount } from "../src/pipeline/runtime/worker_rank_group.ts";
 import { lrAt, type LrScheduleSpec } from "../src/nn/lr_schedule.ts";
 import { saveSafetensors } from "../src/nn/safetensors.ts";
 import { parseTrainingCheckpoint, saveTrainingCheckpoint } from "../src/nn/training_checkpoint.ts";
-
-interface Run {
-  code: number;
-  out: string;
-  err: string;
-}
-
-async function cli(...args: string[]): Promise<Run> {
-  let out = "";
-  let err = "";
-  const code = await main(args, { out: (t) => void (out += t), err: (t) => void (err += t) });
-  return { code, out, err };
-}
 
 /**
  * Single-device training with the documented defaults of `train`: the tiny

@@ -5,7 +5,7 @@ import { parseArgs } from "node:util";
 import type { Schedule } from "../pipeline/schedule/schedule.ts";
 import type { ActionCosts } from "../pipeline/analysis/simulate.ts";
 import { generateSchedule, SCHEDULE_NAMES } from "../pipeline/schedule/generate.ts";
-import { UsageError } from "./command.ts";
+import { type CliCommand, type CliIo, UsageError } from "./command.ts";
 
 /** A parseArgs option table: every flag takes a string value or is a boolean. */
 export type FlagTable = Record<string, { type: "string" | "boolean"; short?: string }>;
@@ -48,6 +48,34 @@ export function scheduleFlagsHelp(): string {
   ].join("\n");
 }
 
+/** Flag values as {@linkcode parseFlags} returns them. */
+export type FlagValues = Record<string, string | boolean | undefined>;
+
+/**
+ * A subcommand named `info.name` that parses `flags` (see
+ * {@linkcode parseFlags}), answers `--help` with `info.usage` and otherwise
+ * runs `body` on the values; resolves to the exit code.
+ */
+export function flagCommand(
+  info: { readonly name: string; readonly summary: string; readonly usage: string },
+  flags: FlagTable,
+  body: (values: FlagValues, io: CliIo) => number | Promise<number>,
+): CliCommand {
+  return {
+    name: info.name,
+    summary: info.summary,
+    usage: info.usage,
+    async run(args: string[], io: CliIo): Promise<number> {
+      const values = parseFlags(info.name, args, flags);
+      if (values.help) {
+        io.out(info.usage);
+        return 0;
+      }
+      return await body(values, io);
+    },
+  };
+}
+
 /**
  * parseArgs with errors turned into UsageError naming the flag. A negative
  * number after a string flag (`--comm -1`) is taken as that flag's value so
@@ -57,7 +85,7 @@ export function parseFlags<T extends FlagTable>(
   command: string,
   args: string[],
   options: T,
-): Record<string, string | boolean | undefined> {
+): FlagValues {
   const fixed: string[] = [];
   for (let i = 0; i < args.length; i++) {
     const a = args[i];
@@ -74,7 +102,7 @@ export function parseFlags<T extends FlagTable>(
   }
   try {
     const { values } = parseArgs({ args: fixed, options, strict: true, allowPositionals: false });
-    return values as Record<string, string | boolean | undefined>;
+    return values as FlagValues;
   } catch (err) {
     const e = err as Error & { code?: string };
     const quoted = /'([^']*)'/.exec(e.message)?.[1] ?? "";

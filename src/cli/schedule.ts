@@ -16,8 +16,9 @@ import type { CliCommand, CliIo } from "./command.ts";
 import { UsageError } from "./command.ts";
 import {
   buildSchedule,
+  flagCommand,
+  type FlagValues,
   HELP_LINE,
-  parseFlags,
   readScheduleSpec,
   SCHEDULE_FLAGS,
   scheduleFlagsHelp,
@@ -75,12 +76,7 @@ ${scheduleFlagsHelp()}
 ${HELP_LINE}
 `;
 
-async function run(args: string[], io: CliIo): Promise<number> {
-  const values = parseFlags("schedule", args, FLAGS);
-  if (values.help) {
-    io.out(USAGE);
-    return 0;
-  }
+function run(values: FlagValues, io: CliIo): number {
   const spec = readScheduleSpec(values);
   const format = (values.format ?? "json") as string;
   if (!(FORMATS as readonly string[]).includes(format)) {
@@ -112,7 +108,7 @@ async function run(args: string[], io: CliIo): Promise<number> {
       }
     }
   }
-  return await Promise.resolve(0);
+  return 0;
 }
 
 /**
@@ -127,9 +123,12 @@ async function run(args: string[], io: CliIo): Promise<number> {
  * console.log(JSON.parse(out).ranks); // 2
  * ```
  */
-export const scheduleCommand: CliCommand = {
-  name: "schedule",
-  summary: "print a schedule as JSON, CSV, an ASCII grid, an SVG timeline or a Chrome trace",
-  usage: USAGE,
+export const scheduleCommand: CliCommand = flagCommand(
+  {
+    name: "schedule",
+    summary: "print a schedule as JSON, CSV, an ASCII grid, an SVG timeline or a Chrome trace",
+    usage: USAGE,
+  },
+  FLAGS,
   run,
-};
+);

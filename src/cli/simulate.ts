@@ -12,8 +12,9 @@ import { simulate } from "../pipeline/analysis/simulate.ts";
 import { type CliCommand, type CliIo, UsageError } from "./command.ts";
 import {
   buildSchedule,
+  flagCommand,
+  type FlagValues,
   HELP_LINE,
-  parseFlags,
   positiveInt,
   readScheduleSpec,
   SCHEDULE_FLAGS,
@@ -87,12 +88,7 @@ function pct(v: number): string {
   return `${(v * 100).toFixed(2)}%`;
 }
 
-async function run(args: string[], io: CliIo): Promise<number> {
-  const values = parseFlags("simulate", args, FLAGS);
-  if (values.help) {
-    io.out(USAGE);
-    return 0;
-  }
+function run(values: FlagValues, io: CliIo): number {
   const spec = readScheduleSpec(values);
   const iterations = positiveInt(values, "iterations", false) ?? 1;
   const schedule = buildSchedule(spec);
@@ -157,7 +153,7 @@ async function run(args: string[], io: CliIo): Promise<number> {
     io.out(lines.join("\n") + "\n");
     if (values.grid) io.out("\n" + renderAscii(sim.events, { ranks: schedule.ranks }) + "\n");
   }
-  return await Promise.resolve(0);
+  return 0;
 }
 
 /**
@@ -175,9 +171,12 @@ async function run(args: string[], io: CliIo): Promise<number> {
  * console.log(JSON.parse(out).bubbleFraction.toFixed(3)); // "0.273"
  * ```
  */
-export const simulateCommand: CliCommand = {
-  name: "simulate",
-  summary: "simulate a schedule: makespan, busy/idle per rank, bubble, peak activations",
-  usage: USAGE,
+export const simulateCommand: CliCommand = flagCommand(
+  {
+    name: "simulate",
+    summary: "simulate a schedule: makespan, busy/idle per rank, bubble, peak activations",
+    usage: USAGE,
+  },
+  FLAGS,
   run,
-};
+);

@@ -54,10 +54,11 @@ import {
 } from "./_mpi_launch.ts";
 import {
   buildSchedule,
+  flagCommand,
+  type FlagValues,
   HELP_LINE,
   integer,
   nonNegative,
-  parseFlags,
   positiveInt,
   positiveNumber,
   readScheduleSpec,
@@ -235,12 +236,7 @@ async function readResume(path: string): Promise<Uint8Array> {
   }
 }
 
-async function run(args: string[], io: CliIo): Promise<number> {
-  const parsed = parseFlags("train", args, FLAGS);
-  if (parsed.help) {
-    io.out(USAGE);
-    return 0;
-  }
+async function run(parsed: FlagValues, io: CliIo): Promise<number> {
   const { comm, values } = readTrainComm(parsed);
   if (comm !== "mpi") return await train(values, comm, null, io);
   // Under mpirun every process checks the launch the same way: rank 0
@@ -509,9 +505,12 @@ async function train(
  * console.log(out.trim().split("\n").length); // 2: one step, then the parameter sums
  * ```
  */
-export const trainCommand: CliCommand = {
-  name: "train",
-  summary: "train the tiny GPT across pipeline ranks: loss, bubble, makespan per step",
-  usage: USAGE,
+export const trainCommand: CliCommand = flagCommand(
+  {
+    name: "train",
+    summary: "train the tiny GPT across pipeline ranks: loss, bubble, makespan per step",
+    usage: USAGE,
+  },
+  FLAGS,
   run,
-};
+);

@@ -4,16 +4,9 @@
  * @module
  */
 
-import type { Backend, Shape, Tensor } from "../tensor/mod.ts";
+import type { Backend } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
-import { retain } from "./_util.ts";
-import { LayerBase } from "./layer_base.ts";
-import type { LayerCost, LayerSpec } from "./layer.ts";
-
-/** @internal What the layer keeps between its passes. */
-interface GELUState {
-  x?: Tensor; // the input, [...] (view)
-}
+import { Activation } from "./_activation.ts";
 
 /**
  * GELU activation, elementwise over any shape. No parameters; the forward
@@ -31,46 +24,17 @@ interface GELUState {
  * y.dispose();
  * ```
  */
-export class GELU extends LayerBase<GELUState> {
+export class GELU extends Activation {
   /** Always `"GELU"`. */
   readonly kind: string = "GELU";
 
   /** Creates the activation on `backend`. */
   constructor(backend: Backend) {
-    super(backend);
+    super(
+      backend,
+      { kind: "GELU", flopsPerElement: 8, keeps: "input" },
+      ops.gelu,
+      ops.geluBackward,
+    );
   }
-
-  /** The architecture for `layerFromSpec` (weights are not part of it). */
-  override spec(): LayerSpec {
-    return { kind: "GELU", args: {} };
-  }
-
-  /** @ignore */
-  protected outputShapeOf(s: Shape): Shape {
-    return [...s];
-  }
-
-  /** @ignore */
-  protected costOf(s: Shape): LayerCost {
-    let n = 1;
-    for (const d of s) n *= d;
-    return { params: 0, flops: 8 * n };
-  }
-
-  /** @ignore */
-  protected forwardImpl(x: Tensor, _key: unknown, save: boolean): { y: Tensor; state?: GELUState } {
-    const y = ops.gelu(x); // [...]
-    return save ? { y, state: { x: retain(x) } } : { y };
-  }
-
-  /** @ignore */
-  protected backwardInputImpl(dy: Tensor, state: GELUState): Tensor {
-    const dx = ops.geluBackward(state.x!, dy); // [...]
-    state.x!.dispose();
-    delete state.x; // W needs nothing
-    return dx;
-  }
-
-  /** @ignore */
-  protected backwardWeightImpl(): void {}
 }

@@ -37,30 +37,31 @@ export type LayerFactory = (
   build: (spec: LayerSpec) => Layer,
 ) => Layer;
 
-function num(kind: string, args: Readonly<Record<string, unknown>>, key: string): number {
-  const v = args[key];
-  if (typeof v !== "number") {
-    throw new TypeError(
-      `layerFromSpec: ${kind}.args.${key} must be a number, got ${describeValue(v)}`,
-    );
-  }
-  return v;
+/** A spec's `args`, read with errors naming the kind and the argument. */
+interface Args {
+  /** The argument `key`, which must be a number. */
+  num(key: string): number;
+  /** The argument `key`: undefined, or a number. */
+  optNum(key: string): number | undefined;
+  /** The arguments as given. */
+  readonly raw: Readonly<Record<string, unknown>>;
 }
 
-function optNum(
-  kind: string,
-  args: Readonly<Record<string, unknown>>,
-  key: string,
-): number | undefined {
-  return args[key] === undefined ? undefined : num(kind, args, key);
+function argsOf(kind: string, raw: Readonly<Record<string, unknown>>): Args {
+  const num = (key: string): number => {
+    const v = raw[key];
+    if (typeof v !== "number") {
+      throw new TypeError(
+        `layerFromSpec: ${kind}.args.${key} must be a number, got ${describeValue(v)}`,
+      );
+    }
+    return v;
+  };
+  return { num, optNum: (key) => raw[key] === undefined ? undefined : num(key), raw };
 }
 
-function sequentialFromSpec(
-  args: Readonly<Record<string, unknown>>,
-  _backend: Backend,
-  build: (spec: LayerSpec) => Layer,
-): Layer {
-  const { layers, names } = args;
+function sequentialFromSpec(a: Args, _backend: Backend, build: (spec: LayerSpec) => Layer): Layer {
+  const { layers, names } = a.raw;
   if (!Array.isArray(layers)) {
     throw new TypeError(`layerFromSpec: Sequential.args.layers must be an array of specs`);
   }
@@ -77,73 +78,46 @@ function sequentialFromSpec(
   }
 }
 
-const BUILT_IN: ReadonlyMap<string, LayerFactory> = new Map<string, LayerFactory>([
-  [
-    "Linear",
-    (a, be) => {
-      if (a.bias !== undefined && typeof a.bias !== "boolean") {
-        throw new TypeError(`layerFromSpec: Linear.args.bias must be a boolean, got ${a.bias}`);
-      }
-      return new Linear(be, num("Linear", a, "inFeatures"), num("Linear", a, "outFeatures"), {
-        bias: a.bias as boolean | undefined,
-      });
-    },
-  ],
+/** A built-in kind's factory, reading its args through {@linkcode Args}. */
+type BuiltInFactory = (a: Args, be: Backend, build: (spec: LayerSpec) => Layer) => Layer;
+
+const BUILT_IN_FACTORIES: [string, BuiltInFactory][] = [
+  ["Linear", (a, be) => {
+    if (a.raw.bias !== undefined && typeof a.raw.bias !== "boolean") {
+      throw new TypeError(`layerFromSpec: Linear.args.bias must be a boolean, got ${a.raw.bias}`);
+    }
+    return new Linear(be, a.num("inFeatures"), a.num("outFeatures"), {
+      bias: a.raw.bias as boolean | undefined,
+    });
+  }],
   ["ReLU", (_a, be) => new ReLU(be)],
   ["GELU", (_a, be) => new GELU(be)],
   ["Tanh", (_a, be) => new Tanh(be)],
   ["SiLU", (_a, be) => new SiLU(be)],
-  [
-    "RMSNorm",
-    (a, be) => new RMSNorm(be, num("RMSNorm", a, "dim"), { eps: optNum("RMSNorm", a, "eps") }),
-  ],
-  [
-    "Dropout",
-    (a, be) => new Dropout(be, num("Dropout", a, "p"), { seed: optNum("Dropout", a, "seed") }),
-  ],
-  [
-    "LayerNorm",
-    (a, be) =>
-      new LayerNorm(be, num("LayerNorm", a, "dim"), { eps: optNum("LayerNorm", a, "eps") }),
-  ],
-  [
-    "Embedding",
-    (a, be) => new Embedding(be, num("Embedding", a, "numEmbeddings"), num("Embedding", a, "dim")),
-  ],
+  ["RMSNorm", (a, be) => new RMSNorm(be, a.num("dim"), { eps: a.optNum("eps") })],
+  ["Dropout", (a, be) => new Dropout(be, a.num("p"), { seed: a.optNum("seed") })],
+  ["LayerNorm", (a, be) => new LayerNorm(be, a.num("dim"), { eps: a.optNum("eps") })],
+  ["Embedding", (a, be) => new Embedding(be, a.num("numEmbeddings"), a.num("dim"))],
   [
     "TokenPositionEmbedding",
-    (a, be) => {
-      const k = "TokenPositionEmbedding";
-      return new TokenPositionEmbedding(
-        be,
-        num(k, a, "vocabSize"),
-        num(k, a, "maxLen"),
-        num(k, a, "dim"),
-      );
-    },
+    (a, be) => new TokenPositionEmbedding(be, a.num("vocabSize"), a.num("maxLen"), a.num("dim")),
   ],
-  [
-    "CausalSelfAttention",
-    (a, be) =>
-      new CausalSelfAttention(
-        be,
-        num("CausalSelfAttention", a, "dim"),
-        num("CausalSelfAttention", a, "heads"),
-      ),
-  ],
-  ["MLP", (a, be) => new MLP(be, num("MLP", a, "dim"), { hidden: optNum("MLP", a, "hidden") })],
+  ["CausalSelfAttention", (a, be) => new CausalSelfAttention(be, a.num("dim"), a.num("heads"))],
+  ["MLP", (a, be) => new MLP(be, a.num("dim"), { hidden: a.optNum("hidden") })],
   [
     "TransformerBlock",
     (a, be) =>
-      new TransformerBlock(
-        be,
-        num("TransformerBlock", a, "dim"),
-        num("TransformerBlock", a, "heads"),
-        { hidden: optNum("TransformerBlock", a, "hidden") },
-      ),
+      new TransformerBlock(be, a.num("dim"), a.num("heads"), { hidden: a.optNum("hidden") }),
   ],
   ["Sequential", sequentialFromSpec],
-]);
+];
+
+const BUILT_IN: ReadonlyMap<string, LayerFactory> = new Map<string, LayerFactory>(
+  BUILT_IN_FACTORIES.map(([kind, f]): [string, LayerFactory] => [
+    kind,
+    (raw, be, build) => f(argsOf(kind, raw), be, build),
+  ]),
+);
 
 const custom = new Map<string, LayerFactory>();
 

@@ -5,10 +5,10 @@
  */
 
 import type { Backend, Shape, Tensor } from "../tensor/mod.ts";
-import { checkPositiveInt, fmtShape, initRng, subOptions } from "./_util.ts";
-import { LayerBase } from "./layer_base.ts";
+import { checkPositiveInt, fmtShape, initRng } from "./_util.ts";
+import { Block } from "./_block.ts";
 import { GELU } from "./gelu.ts";
-import type { ForwardContext, InitOptions, LayerCost, LayerSpec, StateKey } from "./layer.ts";
+import type { ForwardOptions, InitOptions, LayerCost, LayerSpec, StateKey } from "./layer.ts";
 import { Linear } from "./linear.ts";
 
 /** Options of {@linkcode MLP}. */
@@ -36,7 +36,7 @@ export interface MLPOptions extends InitOptions {
  * mlp.dispose();
  * ```
  */
-export class MLP extends LayerBase<Record<string, never>> {
+export class MLP extends Block {
   /** Always `"MLP"`. */
   readonly kind: string = "MLP";
   /** Input and output width. */
@@ -59,9 +59,9 @@ export class MLP extends LayerBase<Record<string, never>> {
     this.dim = dim;
     this.hidden = hidden;
     const rng = initRng(opts);
-    this.fc = this.addChild("fc", new Linear(backend, dim, hidden, { rng }));
-    this.act = this.addChild("act", new GELU(backend));
-    this.proj = this.addChild("proj", new Linear(backend, hidden, dim, { rng }));
+    this.fc = this.addSublayer("fc", new Linear(backend, dim, hidden, { rng }));
+    this.act = this.addSublayer("act", new GELU(backend));
+    this.proj = this.addSublayer("proj", new Linear(backend, hidden, dim, { rng }));
   }
 
   /** The architecture for `layerFromSpec` (weights are not part of it). */
@@ -85,19 +85,13 @@ export class MLP extends LayerBase<Record<string, never>> {
   }
 
   /** @ignore */
-  protected forwardImpl(
-    x: Tensor,
-    key: StateKey,
-    save: boolean,
-    ctx: ForwardContext,
-  ): { y: Tensor } {
-    const o = subOptions(key, save, ctx);
+  protected forwardBlock(x: Tensor, o: ForwardOptions): Tensor {
     const h = this.fc.forward(x, o); // [..., hidden]
     const g = this.act.forward(h, o); // [..., hidden]
     h.dispose();
     const y = this.proj.forward(g, o); // [..., dim]
     g.dispose();
-    return { y };
+    return y;
   }
 
   /** @ignore */
@@ -108,12 +102,5 @@ export class MLP extends LayerBase<Record<string, never>> {
     const dx = this.fc.backwardInput(dh, key); // [..., dim]
     dh.dispose();
     return dx;
-  }
-
-  /** @ignore */
-  protected backwardWeightImpl(_s: unknown, key: StateKey): void {
-    this.proj.backwardWeight(key);
-    this.act.backwardWeight(key);
-    this.fc.backwardWeight(key);
   }
 }

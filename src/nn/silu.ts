@@ -4,16 +4,9 @@
  * @module
  */
 
-import type { Backend, Shape, Tensor } from "../tensor/mod.ts";
+import type { Backend } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
-import { retain } from "./_util.ts";
-import { LayerBase } from "./layer_base.ts";
-import type { LayerCost, LayerSpec } from "./layer.ts";
-
-/** @internal What the layer keeps between its passes. */
-interface SiLUState {
-  x?: Tensor; // the input, [...] (view)
-}
+import { Activation } from "./_activation.ts";
 
 /**
  * SiLU activation `x · sigmoid(x)`, elementwise over any shape. No parameters; the forward
@@ -31,46 +24,17 @@ interface SiLUState {
  * assert.ok(Math.abs(y[1] - 2 / (1 + Math.exp(-2))) < 1e-6);
  * ```
  */
-export class SiLU extends LayerBase<SiLUState> {
+export class SiLU extends Activation {
   /** Always `"SiLU"`. */
   readonly kind: string = "SiLU";
 
   /** Creates the activation on `backend`. */
   constructor(backend: Backend) {
-    super(backend);
+    super(
+      backend,
+      { kind: "SiLU", flopsPerElement: 8, keeps: "input" },
+      ops.silu,
+      ops.siluBackward,
+    );
   }
-
-  /** The architecture for `layerFromSpec` (weights are not part of it). */
-  override spec(): LayerSpec {
-    return { kind: "SiLU", args: {} };
-  }
-
-  /** @ignore */
-  protected outputShapeOf(s: Shape): Shape {
-    return [...s];
-  }
-
-  /** @ignore */
-  protected costOf(s: Shape): LayerCost {
-    let n = 1;
-    for (const d of s) n *= d;
-    return { params: 0, flops: 8 * n };
-  }
-
-  /** @ignore */
-  protected forwardImpl(x: Tensor, _key: unknown, save: boolean): { y: Tensor; state?: SiLUState } {
-    const y = ops.silu(x); // [...]
-    return save ? { y, state: { x: retain(x) } } : { y };
-  }
-
-  /** @ignore */
-  protected backwardInputImpl(dy: Tensor, state: SiLUState): Tensor {
-    const dx = ops.siluBackward(state.x!, dy); // [...]
-    state.x!.dispose();
-    delete state.x; // W needs nothing
-    return dx;
-  }
-
-  /** @ignore */
-  protected backwardWeightImpl(): void {}
 }

@@ -6,10 +6,10 @@
 
 import type { Backend, Shape, Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
-import { checkPositiveInt, fmtShape, initRng, subOptions } from "./_util.ts";
-import { LayerBase } from "./layer_base.ts";
+import { checkPositiveInt, fmtShape, initRng } from "./_util.ts";
+import { Block } from "./_block.ts";
 import { CausalSelfAttention } from "./causal_self_attention.ts";
-import type { ForwardContext, InitOptions, LayerCost, LayerSpec, StateKey } from "./layer.ts";
+import type { ForwardOptions, InitOptions, LayerCost, LayerSpec, StateKey } from "./layer.ts";
 import { LayerNorm } from "./layer_norm.ts";
 import { MLP } from "./mlp.ts";
 
@@ -39,7 +39,7 @@ export interface TransformerBlockOptions extends InitOptions {
  * block.dispose();
  * ```
  */
-export class TransformerBlock extends LayerBase<Record<string, never>> {
+export class TransformerBlock extends Block {
   /** Always `"TransformerBlock"`. */
   readonly kind: string = "TransformerBlock";
   /** Model width. */
@@ -65,10 +65,10 @@ export class TransformerBlock extends LayerBase<Record<string, never>> {
     }
     this.dim = dim;
     const rng = initRng(opts);
-    this.ln1 = this.addChild("ln1", new LayerNorm(backend, dim));
-    this.attn = this.addChild("attn", new CausalSelfAttention(backend, dim, heads, { rng }));
-    this.ln2 = this.addChild("ln2", new LayerNorm(backend, dim));
-    this.mlp = this.addChild("mlp", new MLP(backend, dim, { hidden: opts?.hidden, rng }));
+    this.ln1 = this.addSublayer("ln1", new LayerNorm(backend, dim));
+    this.attn = this.addSublayer("attn", new CausalSelfAttention(backend, dim, heads, { rng }));
+    this.ln2 = this.addSublayer("ln2", new LayerNorm(backend, dim));
+    this.mlp = this.addSublayer("mlp", new MLP(backend, dim, { hidden: opts?.hidden, rng }));
   }
 
   /** The architecture for `layerFromSpec` (weights are not part of it). */
@@ -101,13 +101,7 @@ export class TransformerBlock extends LayerBase<Record<string, never>> {
   }
 
   /** @ignore */
-  protected forwardImpl(
-    x: Tensor,
-    key: StateKey,
-    save: boolean,
-    ctx: ForwardContext,
-  ): { y: Tensor } {
-    const o = subOptions(key, save, ctx);
+  protected forwardBlock(x: Tensor, o: ForwardOptions): Tensor {
     const a = this.ln1.forward(x, o); // [B, T, C]
     const att = this.attn.forward(a, o); // [B, T, C]
     a.dispose();
@@ -119,7 +113,7 @@ export class TransformerBlock extends LayerBase<Record<string, never>> {
     const y = ops.add(h, m); // [B, T, C] residual
     h.dispose();
     m.dispose();
-    return { y };
+    return y;
   }
 
   /** @ignore */
@@ -138,13 +132,5 @@ export class TransformerBlock extends LayerBase<Record<string, never>> {
     dh.dispose();
     dxBranch.dispose();
     return dx;
-  }
-
-  /** @ignore */
-  protected backwardWeightImpl(_s: unknown, key: StateKey): void {
-    this.mlp.backwardWeight(key);
-    this.ln2.backwardWeight(key);
-    this.attn.backwardWeight(key);
-    this.ln1.backwardWeight(key);
   }
 }

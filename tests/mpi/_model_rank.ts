@@ -9,12 +9,10 @@ import { PipelineParallelModel } from "../../src/pipeline/model/pipeline_paralle
 import {
   cpu,
   gpt,
-  maxRelative,
-  paramError,
   referenceTraining,
-  tensorsOf,
   tokenBatches,
 } from "../pipeline/model/_reference_training.ts";
+import { maxRelative, paramError, tensorsOf } from "../pipeline/model/_compare.ts";
 
 const SGD = { kind: "sgd", lr: 0.1, momentum: 0.9, weightDecay: 0.01 } as const;
 const schedule = Deno.args[0] ?? "1f1b";

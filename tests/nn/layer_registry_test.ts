@@ -22,6 +22,7 @@ import { TokenPositionEmbedding } from "../../src/nn/token_position_embedding.ts
 import { TransformerBlock } from "../../src/nn/transformer_block.ts";
 import { loadSafetensors, saveSafetensors } from "../../src/nn/safetensors.ts";
 import { layerFromSpec, registeredLayerKinds, registerLayer } from "../../src/nn/layer_registry.ts";
+import { NoSpec } from "./_no_spec_layer.ts";
 
 const be = new CpuBackend();
 
@@ -193,23 +194,6 @@ class Shift extends LayerBase {
     const y = ops.add(x, ones);
     ones.dispose();
     return { y };
-  }
-  protected backwardInputImpl(dy: Tensor): Tensor {
-    return ops.copy(dy);
-  }
-  protected backwardWeightImpl(): void {}
-}
-
-class NoSpec extends LayerBase {
-  readonly kind = "NoSpec";
-  protected outputShapeOf(s: Shape): Shape {
-    return s;
-  }
-  protected costOf(): LayerCost {
-    return { params: 0, flops: 0 };
-  }
-  protected forwardImpl(x: Tensor): { y: Tensor } {
-    return { y: ops.copy(x) };
   }
   protected backwardInputImpl(dy: Tensor): Tensor {
     return ops.copy(dy);

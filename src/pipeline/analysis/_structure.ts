@@ -94,37 +94,25 @@ export function checkStructure(s: Schedule): ScheduleProblem[] {
         return;
       }
       const text = `actions[${r}][${i}] (${a.kind} stage ${a.stage} micro-batch ${a.microBatch})`;
+      // A problem of this action (the first one ends its checks).
+      const problem = (kind: "range" | "placement", message: string): void =>
+        void out.push({ kind, rank: r, index: i, action: a, message });
       if (!Number.isInteger(a.stage) || a.stage < 0 || a.stage >= S) {
-        out.push({
-          kind: "range",
-          rank: r,
-          index: i,
-          action: a,
-          message: `${text}: stage must be an integer in 0..${S - 1}, got ${a.stage}`,
-        });
-        return;
+        return problem("range", `${text}: stage must be an integer in 0..${S - 1}, got ${a.stage}`);
       }
       if (!Number.isInteger(a.microBatch) || a.microBatch < 0 || a.microBatch >= m) {
-        out.push({
-          kind: "range",
-          rank: r,
-          index: i,
-          action: a,
-          message: `${text}: microBatch must be an integer in 0..${m - 1}, got ${a.microBatch}`,
-        });
-        return;
+        return problem(
+          "range",
+          `${text}: microBatch must be an integer in 0..${m - 1}, got ${a.microBatch}`,
+        );
       }
       if (s.stageToRank[a.stage] !== r) {
-        out.push({
-          kind: "placement",
-          rank: r,
-          index: i,
-          action: a,
-          message: `${formatAction(a)} is on rank ${r}, but stage ${a.stage} is held by rank ${
+        return problem(
+          "placement",
+          `${formatAction(a)} is on rank ${r}, but stage ${a.stage} is held by rank ${
             s.stageToRank[a.stage]
           }`,
-        });
-        return;
+        );
       }
       count[a.kind][a.stage * m + a.microBatch]++;
     });

@@ -1,8 +1,5 @@
-// Argument checks, buffer preparation and the checked fronts of send, recv
-// and onControl, shared by the backends. Not exported from the package.
-
-import type { ControlHandler, SendOptions } from "./backend.ts";
-import type { Mailbox } from "./_mailbox.ts";
+// Argument checks and buffer preparation shared by the backends. Not
+// exported from the package.
 
 /** Throws a RangeError unless `peer` is a rank of a group of `size`. */
 export function checkPeer(peer: unknown, size: number): number {
@@ -64,60 +61,4 @@ export function checkSize(size: unknown, what = "size"): number {
 export function isThenable(value: unknown): value is PromiseLike<unknown> {
   return value !== null && typeof value === "object" &&
     typeof (value as { then?: unknown }).then === "function";
-}
-
-/**
- * The shared front of `send`: checks `peer` and `tag`, then runs `sendNow`
- * on a ready array before returning (so a caller that blocks its thread next
- * does not hold the message back), or on a promised one once it resolves.
- * Every error comes back as a rejected promise.
- */
-export function checkedSend(
-  size: number,
-  peer: number,
-  tag: string,
-  data: Float32Array | PromiseLike<Float32Array>,
-  options: SendOptions,
-  sendNow: (peer: number, tag: string, data: unknown, transfer: boolean) => void,
-): Promise<void> {
-  try {
-    checkPeer(peer, size);
-    checkTag(tag);
-    const transfer = options.transfer === true;
-    if (isThenable(data)) {
-      return Promise.resolve(data).then((d) => sendNow(peer, tag, d, transfer));
-    }
-    sendNow(peer, tag, data, transfer);
-    return Promise.resolve();
-  } catch (e) {
-    return Promise.reject(e);
-  }
-}
-
-/** The shared `recv`: checks `peer` and `tag`, then takes from `mailbox`. */
-export function checkedRecv(
-  mailbox: Mailbox,
-  size: number,
-  peer: number,
-  tag: string,
-): Promise<Float32Array> {
-  try {
-    checkPeer(peer, size);
-    checkTag(tag);
-  } catch (e) {
-    return Promise.reject(e);
-  }
-  return mailbox.take(peer, tag);
-}
-
-/** The shared `onControl`: adds a checked handler; returns its remover. */
-export function addControlHandler(
-  handlers: Set<ControlHandler>,
-  handler: ControlHandler,
-): () => void {
-  if (typeof handler !== "function") {
-    throw new TypeError(`control handler must be a function, got ${typeof handler}`);
-  }
-  handlers.add(handler);
-  return () => handlers.delete(handler);
 }

@@ -6,22 +6,9 @@
  * @module
  */
 
-import {
-  CommAbortedError,
-  type CommBackend,
-  type ControlHandler,
-  type ControlMessage,
-  type SendOptions,
-} from "./backend.ts";
-import {
-  addControlHandler,
-  checkData,
-  checkedRecv,
-  checkedSend,
-  checkSize,
-  movedArray,
-} from "./_checks.ts";
-import { Mailbox } from "./_mailbox.ts";
+import type { CommAbortedError, CommBackend, ControlMessage } from "./backend.ts";
+import { checkSize, movedArray } from "./_checks.ts";
+import { RankBackend } from "./_rank_backend.ts";
 
 interface BarrierWait {
   resolve(): void;
@@ -57,16 +44,16 @@ let abortFrom: (target: InProcessBackend, reason: string) => void;
  * r1.close();
  * ```
  */
-export class InProcessBackend implements CommBackend {
+export class InProcessBackend extends RankBackend implements CommBackend {
   static {
     deliverTo = (t, from, tag, data) => {
-      if (!t.#closed) t.#mailbox.deliver(from, tag, data);
+      if (!t.closed) t.mailbox.deliver(from, tag, data);
     };
     controlTo = (t, message, from) => {
-      if (t.#closed) return;
-      for (const h of [...t.#handlers]) h(structuredClone(message), from);
+      if (t.closed) return;
+      for (const h of [...t.handlers]) h(structuredClone(message), from);
     };
-    abortFrom = (t, reason) => t.#abortLocal(reason);
+    abortFrom = (t, reason) => t.abortLocal(reason);
   }
 
   /**
@@ -92,52 +79,24 @@ export class InProcessBackend implements CommBackend {
   /** Ranks in the group. */
   readonly size: number;
   #group: Group;
-  #mailbox = new Mailbox();
-  #handlers = new Set<ControlHandler>();
   #barrierCount = 0;
-  #closed = false;
-  #aborted = false;
 
   private constructor(group: Group, rank: number, size: number) {
+    super();
     this.#group = group;
     this.rank = rank;
     this.size = size;
   }
 
-  /** Whether this rank was aborted (here or by a peer). */
-  get aborted(): boolean {
-    return this.#aborted;
-  }
-
-  /** See {@linkcode CommBackend.send}; a ready array is delivered before this returns. */
-  send(
-    peer: number,
-    tag: string,
-    data: Float32Array | PromiseLike<Float32Array>,
-    options: SendOptions = {},
-  ): Promise<void> {
-    return checkedSend(this.size, peer, tag, data, options, this.#sendNow.bind(this));
-  }
-
-  #sendNow(peer: number, tag: string, data: unknown, transfer: boolean): void {
-    const array = checkData(data);
-    this.#mailbox.throwIfFailed();
+  // A ready array is delivered before send returns.
+  /** @ignore */
+  protected sendArray(peer: number, tag: string, array: Float32Array, transfer: boolean): void {
     deliverTo(this.#group.members[peer], this.rank, tag, movedArray(array, transfer));
-  }
-
-  /** See {@linkcode CommBackend.discard}. */
-  discard(match: (tag: string) => boolean): number {
-    return this.#mailbox.discard(match);
-  }
-
-  /** See {@linkcode CommBackend.recv}. */
-  recv(peer: number, tag: string): Promise<Float32Array> {
-    return checkedRecv(this.#mailbox, this.size, peer, tag);
   }
 
   /** See {@linkcode CommBackend.barrier}. */
   barrier(): Promise<void> {
-    if (this.#mailbox.error !== null) return Promise.reject(this.#mailbox.error);
+    if (this.mailbox.error !== null) return Promise.reject(this.mailbox.error);
     const g = this.#group;
     const gen = ++this.#barrierCount;
     const arrived = (g.arrivals.get(gen) ?? 0) + 1;
@@ -158,22 +117,17 @@ export class InProcessBackend implements CommBackend {
 
   /** See {@linkcode CommBackend.broadcastControl}. */
   broadcastControl(message: ControlMessage): void {
-    this.#mailbox.throwIfFailed();
+    this.mailbox.throwIfFailed();
     const copy = structuredClone(message);
     for (const m of this.#group.members) {
       if (m !== this) queueMicrotask(() => controlTo(m, copy, this.rank));
     }
   }
 
-  /** See {@linkcode CommBackend.onControl}. */
-  onControl(handler: ControlHandler): () => void {
-    return addControlHandler(this.#handlers, handler);
-  }
-
   /** See {@linkcode CommBackend.abort}; peers abort with `rank <r>: <reason>`. */
   abort(reason: string): void {
-    if (this.#aborted || this.#closed) return;
-    this.#abortLocal(String(reason));
+    if (this.aborted || this.closed) return;
+    this.abortLocal(String(reason));
     for (const m of this.#group.members) {
       if (m !== this) abortFrom(m, `rank ${this.rank}: ${reason}`);
     }
@@ -181,20 +135,12 @@ export class InProcessBackend implements CommBackend {
 
   /** See {@linkcode CommBackend.close}. */
   close(): void {
-    if (this.#closed) return;
-    this.#fail(new CommAbortedError("closed"));
-    this.#closed = true;
-    this.#handlers.clear();
+    this.markClosed();
   }
 
-  #abortLocal(reason: string): void {
-    if (this.#aborted || this.#closed) return;
-    this.#aborted = true;
-    this.#fail(new CommAbortedError(reason));
-  }
-
-  #fail(error: CommAbortedError): void {
-    this.#mailbox.fail(error);
+  /** @ignore */
+  protected override fail(error: CommAbortedError): void {
+    super.fail(error);
     // Barrier waits are shared by the group: each rank rejects only its own,
     // which are the ones whose generation it has reached.
     const g = this.#group;

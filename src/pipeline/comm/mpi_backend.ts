@@ -33,22 +33,9 @@
  * @module
  */
 
-import {
-  CommAbortedError,
-  type CommBackend,
-  type ControlHandler,
-  type ControlMessage,
-  type SendOptions,
-} from "./backend.ts";
-import {
-  addControlHandler,
-  checkData,
-  checkedSend,
-  checkPeer,
-  checkTag,
-  movedArray,
-} from "./_checks.ts";
-import { Mailbox } from "./_mailbox.ts";
+import { CommAbortedError, type CommBackend, type ControlMessage } from "./backend.ts";
+import { movedArray } from "./_checks.ts";
+import { RankBackend } from "./_rank_backend.ts";
 import { checkFfiPermission, errorString, hostname, MpiSetupError } from "./_mpi_ffi.ts";
 import {
   type ControlEnvelope,
@@ -76,7 +63,8 @@ let mpiStarted = false;
  * process of `mpirun -n <ranks> deno run --allow-ffi script.ts`; rank and size
  * come from MPI_COMM_WORLD. `close()` finalises MPI once every peer has
  * closed (or `closeTimeoutMs` passed), after which the process exits by
- * itself with status 0.
+ * itself with status 0. A receive rejects if its peer has closed and sent
+ * nothing more.
  *
  * @example
  * ```ts ignore
@@ -91,7 +79,7 @@ let mpiStarted = false;
  * }
  * ```
  */
-export class MpiBackend implements CommBackend {
+export class MpiBackend extends RankBackend implements CommBackend {
   /**
    * Loads libmpi, initialises MPI (MPI_THREAD_SERIALIZED), duplicates
    * MPI_COMM_WORLD for this backend's traffic and resolves once every rank
@@ -148,16 +136,13 @@ export class MpiBackend implements CommBackend {
   #peers: PeerTable;
   #engine: MpiEngine;
   #barriers: Barriers;
-  #mailbox = new Mailbox();
-  #handlers = new Set<ControlHandler>();
   #recvWaiting = 0;
   #helloWait: (() => void) | null = null;
-  #closed = false;
-  #aborted = false;
   #noFinalize = false;
   #heartbeat: ReturnType<typeof setInterval> | undefined;
 
   private constructor(session: MpiSession, settings: Settings) {
+    super();
     this.#session = session;
     this.rank = session.rank;
     this.size = session.size;
@@ -186,33 +171,12 @@ export class MpiBackend implements CommBackend {
     });
   }
 
-  /** Whether this rank was aborted (here or by a peer, or a peer was lost). */
-  get aborted(): boolean {
-    return this.#aborted;
-  }
-
-  /**
-   * See {@linkcode CommBackend.send}. A ready array is handed to MPI before
-   * this returns (MPI_Isend of an envelope, then of the array). With
-   * `transfer: true` MPI sends the caller's own buffer, which is detached
-   * (no copy); otherwise a copy is sent and the caller keeps its array.
-   */
-  send(
-    peer: number,
-    tag: string,
-    data: Float32Array | PromiseLike<Float32Array>,
-    options: SendOptions = {},
-  ): Promise<void> {
-    return checkedSend(this.size, peer, tag, data, options, this.#sendNow.bind(this));
-  }
-
-  #sendNow(peer: number, tag: string, data: unknown, transfer: boolean): void {
-    const array = checkData(data);
-    this.#mailbox.throwIfFailed();
-    if (peer === this.rank) {
-      this.#mailbox.deliver(peer, tag, movedArray(array, transfer));
-      return;
-    }
+  // A ready array is handed to MPI before send returns (MPI_Isend of an
+  // envelope, then of the array). With `transfer: true` MPI sends the
+  // caller's own buffer, which is detached (no copy); otherwise a copy is
+  // sent and the caller keeps its array.
+  /** @ignore */
+  protected sendArray(peer: number, tag: string, array: Float32Array, transfer: boolean): void {
     if (this.#peers.peers[peer].closed) throw new CommAbortedError(`rank ${peer} closed`);
     if (array.length > 0x7fffffff) {
       throw new RangeError(`data must hold at most 2147483647 floats, got ${array.length}`);
@@ -225,20 +189,10 @@ export class MpiBackend implements CommBackend {
     this.#engine.kick();
   }
 
-  /** See {@linkcode CommBackend.discard}. */
-  discard(match: (tag: string) => boolean): number {
-    return this.#mailbox.discard(match);
-  }
-
-  /** See {@linkcode CommBackend.recv}. Rejects if `peer` has closed and sent nothing more. */
-  recv(peer: number, tag: string): Promise<Float32Array> {
-    try {
-      checkPeer(peer, this.size);
-      checkTag(tag);
-    } catch (e) {
-      return Promise.reject(e);
-    }
-    const taken = this.#mailbox.take(peer, tag);
+  // A receive rejects if `peer` has closed and sent nothing more.
+  /** @ignore */
+  protected override take(peer: number, tag: string): Promise<Float32Array> {
+    const taken = super.take(peer, tag);
     if (peer === this.rank) return taken;
     // A message already kept wins the race (it settled first).
     const result = Promise.race([taken, this.#peers.peers[peer].gone.promise]);
@@ -251,7 +205,7 @@ export class MpiBackend implements CommBackend {
 
   /** See {@linkcode CommBackend.barrier}; point-to-point messages, not MPI_Barrier. */
   barrier(): Promise<void> {
-    if (this.#mailbox.error !== null) return Promise.reject(this.#mailbox.error);
+    if (this.mailbox.error !== null) return Promise.reject(this.mailbox.error);
     const gen = this.#barriers.next();
     const closed = this.#peers.peers.findIndex((p, q) =>
       p.closed && !this.#barriers.arrived(gen, q)
@@ -273,20 +227,15 @@ export class MpiBackend implements CommBackend {
    * that cannot be cloned throws a TypeError.
    */
   broadcastControl(message: ControlMessage): void {
-    this.#mailbox.throwIfFailed();
+    this.mailbox.throwIfFailed();
     this.#broadcast({ c: "user", message });
-  }
-
-  /** See {@linkcode CommBackend.onControl}. */
-  onControl(handler: ControlHandler): () => void {
-    return addControlHandler(this.#handlers, handler);
   }
 
   /** See {@linkcode CommBackend.abort}; peers abort with `rank <r>: <reason>`. */
   abort(reason: string): void {
-    if (this.#aborted || this.#closed) return;
+    if (this.aborted || this.closed) return;
     this.#broadcast({ c: "abort", reason: String(reason) }, true);
-    this.#abortLocal(String(reason));
+    this.abortLocal(String(reason));
   }
 
   /**
@@ -304,9 +253,9 @@ export class MpiBackend implements CommBackend {
    * ```
    */
   reportError(report: ControlMessage): void {
-    if (this.#aborted || this.#closed) return;
+    if (this.aborted || this.closed) return;
     this.#broadcast({ c: "error", report }, true);
-    this.#abortLocal(`rank ${this.rank} failed`);
+    this.abortLocal(`rank ${this.rank} failed`);
   }
 
   /**
@@ -319,10 +268,7 @@ export class MpiBackend implements CommBackend {
    * on the process's `unload` event.
    */
   close(): void {
-    if (this.#closed) return;
-    this.#fail(new CommAbortedError("closed"));
-    this.#closed = true;
-    this.#handlers.clear();
+    if (!this.markClosed()) return;
     clearInterval(this.#heartbeat);
     this.#removeListeners();
     this.#engine.kick();
@@ -468,7 +414,7 @@ export class MpiBackend implements CommBackend {
   }
 
   #deliver(src: number, tag: string, data: Float32Array): void {
-    if (!this.#closed) this.#mailbox.deliver(src, tag, data);
+    if (!this.closed) this.mailbox.deliver(src, tag, data);
   }
 
   #onControlEnvelope(src: number, body: ControlEnvelope): void {
@@ -483,11 +429,11 @@ export class MpiBackend implements CommBackend {
         this.#barriers.arrive(body.gen, src);
         break;
       case "abort":
-        this.#abortLocal(`rank ${src}: ${body.reason}`);
+        this.abortLocal(`rank ${src}: ${body.reason}`);
         break;
       case "error": {
         const message = body.report?.message;
-        this.#abortLocal(`rank ${src} failed${typeof message === "string" ? `: ${message}` : ""}`);
+        this.abortLocal(`rank ${src} failed${typeof message === "string" ? `: ${message}` : ""}`);
         break;
       }
       case "lost": {
@@ -498,13 +444,13 @@ export class MpiBackend implements CommBackend {
         console.error(
           `conveyor: rank ${this.rank}: lost rank ${body.rank} (${body.why}; seen by rank ${src})`,
         );
-        this.#abortLocal(`rank ${body.rank} lost: ${body.why}`);
+        this.abortLocal(`rank ${body.rank} lost: ${body.why}`);
         this.#engine.stopped = true; // no more MPI calls: see beforePoll
         break;
       }
       case "user":
-        if (this.#closed) break;
-        for (const h of [...this.#handlers]) {
+        if (this.closed) break;
+        for (const h of [...this.handlers]) {
           try {
             h(body.message, src);
           } catch (e) {
@@ -522,7 +468,7 @@ export class MpiBackend implements CommBackend {
   // --- failure -----------------------------------------------------------
 
   #beat(): void {
-    if (this.#closed || this.#engine.stopped) return;
+    if (this.closed || this.#engine.stopped) return;
     try {
       this.#engine.progress(); // hear what arrived while this thread was busy before judging
       this.#broadcast({ c: "hb" }, true);
@@ -544,7 +490,7 @@ export class MpiBackend implements CommBackend {
     } catch {
       // The others find out by themselves.
     }
-    this.#abortLocal(`rank ${q} lost: ${why}`);
+    this.abortLocal(`rank ${q} lost: ${why}`);
     this.#engine.stopped = true;
   }
 
@@ -554,20 +500,15 @@ export class MpiBackend implements CommBackend {
     for (const [q, why] of this.#peers.findLost(false)) this.#peerLost(q, why);
     this.#noFinalize = true;
     this.#engine.stopped = true;
-    if (!this.#aborted) {
+    if (!this.aborted) {
       console.error(`conveyor: rank ${this.rank}: ${e.message}`);
-      this.#abortLocal(`rank ${this.rank}: ${e.message}`);
+      this.abortLocal(`rank ${this.rank}: ${e.message}`);
     }
   }
 
-  #abortLocal(reason: string): void {
-    if (this.#aborted || this.#closed) return;
-    this.#aborted = true;
-    this.#fail(new CommAbortedError(reason));
-  }
-
-  #fail(error: CommAbortedError): void {
-    this.#mailbox.fail(error);
+  /** @ignore */
+  protected override fail(error: CommAbortedError): void {
+    super.fail(error);
     this.#barriers.fail(error);
   }
 }

@@ -12,25 +12,10 @@
  * @module
  */
 
-import {
-  CommAbortedError,
-  type CommBackend,
-  type ControlHandler,
-  type ControlMessage,
-  type SendOptions,
-} from "./backend.ts";
-import {
-  addControlHandler,
-  checkData,
-  checkedRecv,
-  checkedSend,
-  checkPeer,
-  checkSize,
-  movedArray,
-  ownedArray,
-} from "./_checks.ts";
+import type { CommAbortedError, CommBackend, ControlMessage } from "./backend.ts";
+import { checkPeer, checkSize, ownedArray } from "./_checks.ts";
 import { CHANNEL_PREFIX, type DataMessage, type Envelope, isEnvelope, MAIN } from "./_envelope.ts";
-import { Mailbox } from "./_mailbox.ts";
+import { RankBackend } from "./_rank_backend.ts";
 
 /** What a worker needs to join its group. */
 export interface WorkerBackendInit {
@@ -95,7 +80,7 @@ export function createPortMesh(size: number): (MessagePort | null)[][] {
  * await comm.send(rank + 1, "x", new Float32Array(4), { transfer: true });
  * ```
  */
-export class WorkerBackend implements CommBackend {
+export class WorkerBackend extends RankBackend implements CommBackend {
   /**
    * Opens the control plane, says hello and resolves once the main thread
    * answers go (after it has heard every rank), so that no control message
@@ -124,8 +109,6 @@ export class WorkerBackend implements CommBackend {
   readonly size: number;
   #channel: BroadcastChannel;
   #ports: (MessagePort | null)[];
-  #mailbox = new Mailbox();
-  #handlers = new Set<ControlHandler>();
   #barrierCount = 0;
   #barrierArrivals = new Map<number, Set<number>>();
   #barrierWaits = new Map<number, { resolve(): void; reject(e: Error): void }>();
@@ -133,10 +116,9 @@ export class WorkerBackend implements CommBackend {
   #heartbeat: ReturnType<typeof setInterval> | undefined;
   #heartbeatMs: number;
   #seq = 0;
-  #closed = false;
-  #aborted = false;
 
   private constructor(init: WorkerBackendInit) {
+    super();
     if (init === null || typeof init !== "object") {
       throw new TypeError(`init must be an object { rank, size, runId, ports }, got ${init}`);
     }
@@ -157,57 +139,25 @@ export class WorkerBackend implements CommBackend {
         throw new TypeError(`ports[${q}] must be a MessagePort, got ${port}`);
       }
       port.onmessage = (e: MessageEvent<DataMessage>) =>
-        this.#mailbox.deliver(q, e.data.tag, e.data.data);
+        this.mailbox.deliver(q, e.data.tag, e.data.data);
       return port;
     });
     this.#channel = new BroadcastChannel(CHANNEL_PREFIX + init.runId);
     this.#channel.onmessage = (e: MessageEvent) => this.#onEnvelope(e.data);
   }
 
-  /** Whether this rank was aborted (here, by a peer or by the main thread). */
-  get aborted(): boolean {
-    return this.#aborted;
-  }
-
-  /**
-   * See {@linkcode CommBackend.send}. A ready array is posted before this
-   * returns, so a caller that blocks its thread next (synchronous compute)
-   * does not hold the message back.
-   */
-  send(
-    peer: number,
-    tag: string,
-    data: Float32Array | PromiseLike<Float32Array>,
-    options: SendOptions = {},
-  ): Promise<void> {
-    return checkedSend(this.size, peer, tag, data, options, this.#sendNow.bind(this));
-  }
-
-  #sendNow(peer: number, tag: string, data: unknown, transfer: boolean): void {
-    const array = checkData(data);
-    this.#mailbox.throwIfFailed();
-    if (peer === this.rank) {
-      this.#mailbox.deliver(peer, tag, movedArray(array, transfer));
-      return;
-    }
+  // A ready array is posted before send returns, so a caller that blocks its
+  // thread next (synchronous compute) does not hold the message back.
+  /** @ignore */
+  protected sendArray(peer: number, tag: string, array: Float32Array, transfer: boolean): void {
     const owned = ownedArray(array, transfer);
     const message: DataMessage = { tag, data: owned };
     this.#ports[peer]!.postMessage(message, [owned.buffer as ArrayBuffer]);
   }
 
-  /** See {@linkcode CommBackend.discard}. */
-  discard(match: (tag: string) => boolean): number {
-    return this.#mailbox.discard(match);
-  }
-
-  /** See {@linkcode CommBackend.recv}. */
-  recv(peer: number, tag: string): Promise<Float32Array> {
-    return checkedRecv(this.#mailbox, this.size, peer, tag);
-  }
-
   /** See {@linkcode CommBackend.barrier}; runs on the control plane. */
   barrier(): Promise<void> {
-    if (this.#mailbox.error !== null) return Promise.reject(this.#mailbox.error);
+    if (this.mailbox.error !== null) return Promise.reject(this.mailbox.error);
     const gen = ++this.#barrierCount;
     this.#post({ c: "barrier", from: this.rank, gen });
     if (this.size === 1 || (this.#barrierArrivals.get(gen)?.size ?? 0) === this.size - 1) {
@@ -219,13 +169,8 @@ export class WorkerBackend implements CommBackend {
 
   /** See {@linkcode CommBackend.broadcastControl}; the main thread hears it too. */
   broadcastControl(message: ControlMessage): void {
-    this.#mailbox.throwIfFailed();
+    this.mailbox.throwIfFailed();
     this.#post({ c: "user", from: this.rank, message });
-  }
-
-  /** See {@linkcode CommBackend.onControl}. */
-  onControl(handler: ControlHandler): () => void {
-    return addControlHandler(this.#handlers, handler);
   }
 
   /**
@@ -233,25 +178,22 @@ export class WorkerBackend implements CommBackend {
    * this rank and its peers. `report` should name what failed.
    */
   reportError(report: ControlMessage): void {
-    if (this.#closed) return;
+    if (this.closed) return;
     this.#post({ c: "error", from: this.rank, report });
-    this.#abortLocal(`rank ${this.rank} failed`);
+    this.abortLocal(`rank ${this.rank} failed`);
   }
 
   /** See {@linkcode CommBackend.abort}; peers abort with `rank <r>: <reason>`. */
   abort(reason: string): void {
-    if (this.#aborted || this.#closed) return;
+    if (this.aborted || this.closed) return;
     this.#post({ c: "abort", from: this.rank, reason: String(reason) });
-    this.#abortLocal(String(reason));
+    this.abortLocal(String(reason));
   }
 
   /** Stops the heartbeat, closes the ports and the channel; pending receives reject. */
   close(): void {
-    if (this.#closed) return;
-    this.#fail(new CommAbortedError("closed"));
-    this.#closed = true;
+    if (!this.markClosed()) return;
     clearInterval(this.#heartbeat);
-    this.#handlers.clear();
     for (const p of this.#ports) p?.close();
     this.#channel.close();
   }
@@ -267,11 +209,11 @@ export class WorkerBackend implements CommBackend {
   }
 
   #post(envelope: Envelope): void {
-    if (!this.#closed) this.#channel.postMessage(envelope);
+    if (!this.closed) this.#channel.postMessage(envelope);
   }
 
   #onEnvelope(e: unknown): void {
-    if (!isEnvelope(e) || this.#closed || e.from === this.rank) return;
+    if (!isEnvelope(e) || this.closed || e.from === this.rank) return;
     switch (e.c) {
       case "go":
         if (e.from === MAIN) this.#onGo?.();
@@ -291,25 +233,20 @@ export class WorkerBackend implements CommBackend {
         break;
       }
       case "abort":
-        this.#abortLocal(e.from === MAIN ? e.reason : `rank ${e.from}: ${e.reason}`);
+        this.abortLocal(e.from === MAIN ? e.reason : `rank ${e.from}: ${e.reason}`);
         break;
       case "error":
-        this.#abortLocal(`rank ${e.from} failed`);
+        this.abortLocal(`rank ${e.from} failed`);
         break;
       case "user":
-        for (const h of [...this.#handlers]) h(e.message, e.from);
+        for (const h of [...this.handlers]) h(e.message, e.from);
         break;
     }
   }
 
-  #abortLocal(reason: string): void {
-    if (this.#aborted || this.#closed) return;
-    this.#aborted = true;
-    this.#fail(new CommAbortedError(reason));
-  }
-
-  #fail(error: CommAbortedError): void {
-    this.#mailbox.fail(error);
+  /** @ignore */
+  protected override fail(error: CommAbortedError): void {
+    super.fail(error);
     for (const w of this.#barrierWaits.values()) w.reject(error);
     this.#barrierWaits.clear();
   }

@@ -52,18 +52,20 @@ import { ModelLock } from "./_model_lock.ts";
 import { callEveryRank } from "./_every_rank.ts";
 import { gatherWeights, weightsFile, weightStats } from "./_weights.ts";
 
-export type { PipelineParallelModelOptions } from "./options.ts";
-export type { TrainingBatch } from "./batch.ts";
+// The types of the model's methods, for those who import this module alone.
 export type {
+  BatchSource,
   EvaluateResult,
   ParameterStats,
+  PipelineParallelModelOptions,
   Prediction,
+  RankInfo,
+  SaveCheckpointOptions,
   StepResult,
+  TrainingBatch,
+  TrainOptions,
   TrainResult,
-} from "./results.ts";
-export type { RankInfo } from "./stage_calls.ts";
-export type { BatchSource, TrainOptions } from "./train_loop.ts";
-export type { SaveCheckpointOptions } from "./checkpoint_file.ts";
+};
 
 /**
  * A `Sequential` trained across pipeline ranks: one Deno worker per rank

@@ -1,22 +1,14 @@
 // Errors as plain fields and back, for errors that cross a process
 // boundary (subprocess rank groups). Not exported from the package.
 
-import type { Action } from "../schedule/action.ts";
-import { type PipelineFailureKind, PipelineWorkerError } from "./pipeline_worker_error.ts";
+import { type PipelineFailure, PipelineWorkerError } from "./pipeline_worker_error.ts";
 
 /** An error's fields. */
 export interface ErrorFields {
   readonly name: string;
   readonly message: string;
   readonly stack?: string;
-  readonly pipeline?: {
-    readonly rank: number;
-    readonly kind: PipelineFailureKind;
-    readonly action?: Action;
-    readonly iteration?: number;
-    readonly between?: boolean;
-    readonly detail: string;
-  };
+  readonly pipeline?: Omit<PipelineFailure, "workerStack">;
 }
 
 /** `e` as plain fields. */

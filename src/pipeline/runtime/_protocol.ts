@@ -24,6 +24,26 @@ export function boardLength(ranks: number): number {
   return SLOT_BASE + ranks * SLOT_SIZE;
 }
 
+/** Rank `rank`'s cell `field` (STATE, INDEX, ITERATION or PROGRESS) on the board. */
+export function readSlot(board: Int32Array, rank: number, field: number): number {
+  return Atomics.load(board, SLOT_BASE + rank * SLOT_SIZE + field);
+}
+
+/** Publishes what rank `rank` does now (state, action index, iteration) and counts progress. */
+export function writeSlot(
+  board: Int32Array,
+  rank: number,
+  state: keyof typeof STATE_CODES,
+  index: number,
+  iteration: number,
+): void {
+  const base = SLOT_BASE + rank * SLOT_SIZE;
+  Atomics.store(board, base + STATE, STATE_CODES[state]);
+  Atomics.store(board, base + INDEX, index);
+  Atomics.store(board, base + ITERATION, iteration);
+  Atomics.add(board, base + PROGRESS, 1);
+}
+
 export interface ExecutorSpec {
   /** Module URL exporting `createStageExecutor`. */
   readonly module: string;

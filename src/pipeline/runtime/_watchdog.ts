@@ -5,15 +5,7 @@
 import { formatAction } from "../schedule/action.ts";
 import type { Schedule } from "../schedule/schedule.ts";
 import { type PipelineFailureKind, PipelineWorkerError } from "./pipeline_worker_error.ts";
-import {
-  INDEX,
-  ITERATION,
-  PROGRESS,
-  SLOT_BASE,
-  SLOT_SIZE,
-  STATE,
-  STATE_CODES,
-} from "./_protocol.ts";
+import { INDEX, ITERATION, PROGRESS, readSlot, STATE, STATE_CODES } from "./_protocol.ts";
 import { threadAlive, threadCpuTicks } from "./_threads.ts";
 
 /** Limits of the watchdog, ms. */
@@ -160,7 +152,7 @@ export class Watchdog {
   }
 
   #slot(rank: number, field: number): number {
-    return Atomics.load(this.#board, SLOT_BASE + rank * SLOT_SIZE + field);
+    return readSlot(this.#board, rank, field);
   }
 
   #stall(now: number): PipelineWorkerError | null {

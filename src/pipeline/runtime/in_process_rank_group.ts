@@ -11,16 +11,11 @@ import type { Schedule } from "../schedule/schedule.ts";
 import { validateSchedule } from "../analysis/validate.ts";
 import { InProcessBackend } from "../comm/in_process.ts";
 import type { CallMap, NoCalls, StageExecutor, StageExecutorFactory } from "./stage_executor.ts";
-import type {
-  RankGroup,
-  RankGroupKind,
-  RankGroupRunOptions,
-  RankGroupRunResult,
-} from "./rank_group.ts";
+import type { RankGroupKind, RankGroupRunOptions, RankGroupRunResult } from "./rank_group.ts";
 import { runRank } from "./stage_runner.ts";
-import { assembleRun, checkRunOptions } from "./_run_results.ts";
-import { stagesOf } from "./_placement.ts";
-import { checkValidateSteps } from "./_run_results.ts";
+import { assembleRun, checkValidateSteps } from "./_run_results.ts";
+import { executorInit, optionsFor } from "./_placement.ts";
+import { raiseAbort, RankGroupBase } from "./_rank_group_base.ts";
 import { PipelineWorkerError } from "./pipeline_worker_error.ts";
 import { type CheckedFault, checkFaultInjection, type FaultInjection } from "./fault_injection.ts";
 
@@ -60,7 +55,7 @@ export interface InProcessRankGroupOptions<C extends CallMap = NoCalls> {
  * }
  * ```
  */
-export class InProcessRankGroup<C extends CallMap = NoCalls> implements RankGroup<C> {
+export class InProcessRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<C> {
   /**
    * Validates the schedule, creates the transport and every rank's executor.
    * When one rank's creation fails, the others' executors are disposed and
@@ -89,21 +84,12 @@ export class InProcessRankGroup<C extends CallMap = NoCalls> implements RankGrou
     // Settle every rank's creation, so that none is left undisposed when another fails.
     const created = await Promise.allSettled(
       comms.map(async (comm) =>
-        await options.createExecutor({
-          rank: comm.rank,
-          ranks: p,
-          stages: stagesOf(schedule, comm.rank),
-          numStages: schedule.stageToRank.length,
-          microBatches: schedule.microBatches,
-          options: structuredClone(
-            typeof options.executorOptions === "function"
-              ? options.executorOptions(comm.rank)
-              : options.executorOptions,
-          ),
+        await options.createExecutor(executorInit(schedule, comm.rank, {
+          options: structuredClone(optionsFor(options.executorOptions, comm.rank)),
           abortFlag,
           signal: controller.signal,
           comm,
-        })
+        }))
       ),
     );
     const executors = created.flatMap((c) => c.status === "fulfilled" ? [c.value] : []);
@@ -121,18 +107,12 @@ export class InProcessRankGroup<C extends CallMap = NoCalls> implements RankGrou
 
   /** Every rank runs in this thread. */
   readonly kind: RankGroupKind = "in-process";
-  /** The schedule every run follows. */
-  readonly schedule: Schedule;
   readonly #comms: InProcessBackend[];
   readonly #executors: StageExecutor<C>[];
   readonly #abortFlag: Int32Array;
   readonly #controller: AbortController;
   readonly #fault: CheckedFault | undefined;
   readonly #validateSteps: "off" | "skip" | "stop";
-  #nextIteration = 0;
-  #running = false;
-  #closed = false;
-  #failure: Error | null = null;
   #disposed: Promise<void> | null = null;
 
   private constructor(
@@ -143,7 +123,7 @@ export class InProcessRankGroup<C extends CallMap = NoCalls> implements RankGrou
     controller: AbortController,
     checks: { fault: CheckedFault | undefined; validateSteps: "off" | "skip" | "stop" },
   ) {
-    this.schedule = schedule;
+    super(schedule);
     this.#fault = checks.fault;
     this.#validateSteps = checks.validateSteps;
     this.#comms = comms;
@@ -152,32 +132,13 @@ export class InProcessRankGroup<C extends CallMap = NoCalls> implements RankGrou
     this.#controller = controller;
   }
 
-  /** Number of ranks. */
-  get ranks(): number {
-    return this.schedule.ranks;
-  }
-
-  /** Whether the group was disposed or brought down by a failure. */
-  get closed(): boolean {
-    return this.#closed;
-  }
-
-  /** The failure that brought the group down, or null. */
-  get failure(): Error | null {
-    return this.#failure;
-  }
-
   /**
    * Runs every rank's list in this thread. The first rank to fail aborts
    * the others; its error is thrown and the group is closed (its executors
    * disposed).
    */
   async run(options?: RankGroupRunOptions): Promise<RankGroupRunResult> {
-    const run = checkRunOptions(options);
-    this.#throwIfUnusable();
-    this.#running = true;
-    const first = this.#nextIteration;
-    this.#nextIteration += run.iterations;
+    const { run, first } = this.beginRun(options);
     let firstError: unknown = null;
     // One thread runs every rank: a promise rejected with nobody to handle
     // it is charged to the action that started last.
@@ -220,10 +181,7 @@ export class InProcessRankGroup<C extends CallMap = NoCalls> implements RankGrou
         }).catch((e) => {
           if (firstError === null) {
             firstError = e;
-            Atomics.store(this.#abortFlag, 0, 1);
-            Atomics.notify(this.#abortFlag, 0);
-            this.#controller.abort(e);
-            comm.abort(e instanceof Error ? e.message : String(e));
+            raiseAbort(this.#abortFlag, this.#controller, comm, e);
           }
           return { events: [], reports: [] };
         })
@@ -233,25 +191,17 @@ export class InProcessRankGroup<C extends CallMap = NoCalls> implements RankGrou
       if (firstError !== null) throw firstError;
       return assembleRun(this.ranks, first, shares);
     } catch (e) {
-      this.#failure = e instanceof Error ? e : new Error(String(e));
+      this.failedWith = e instanceof Error ? e : new Error(String(e));
       await this.#release();
       throw e;
     } finally {
       globalThis.removeEventListener("unhandledrejection", onRejection);
-      this.#running = false;
+      this.running = false;
     }
   }
 
-  /** Calls `method` of rank `rank`'s executor (see {@linkcode RankGroup.call}). */
-  async call<K extends keyof C & string>(
-    rank: number,
-    method: K,
-    args: C[K]["args"],
-  ): Promise<C[K]["result"]> {
-    if (!Number.isInteger(rank) || rank < 0 || rank >= this.ranks) {
-      throw new RangeError(`rank must be in [0, ${this.ranks - 1}], got ${rank}`);
-    }
-    this.#throwIfUnusable();
+  /** @ignore */
+  protected async answer(rank: number, method: keyof C & string, args: unknown): Promise<unknown> {
     const handler = this.#executors[rank].calls?.[method];
     if (typeof handler !== "function") {
       throw new TypeError(`the executor of rank ${rank} answers no call "${method}"`);
@@ -264,19 +214,9 @@ export class InProcessRankGroup<C extends CallMap = NoCalls> implements RankGrou
     await this.#release();
   }
 
-  #throwIfUnusable(): void {
-    if (this.#failure !== null) {
-      throw new Error(`the rank group failed and is closed: ${this.#failure.message}`, {
-        cause: this.#failure,
-      });
-    }
-    if (this.#closed) throw new Error("the rank group was disposed");
-    if (this.#running) throw new Error("a run is already in progress on this rank group");
-  }
-
   // Disposes every executor (a failed dispose is thrown once all have run) and closes the comms.
   #release(): Promise<void> {
-    this.#closed = true;
+    this.isClosed = true;
     this.#disposed ??= (async () => {
       const results = await Promise.allSettled(this.#executors.map((ex) => ex.dispose?.()));
       for (const c of this.#comms) c.close();

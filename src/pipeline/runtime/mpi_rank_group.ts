@@ -34,20 +34,16 @@ import type { Schedule } from "../schedule/schedule.ts";
 import { validateSchedule } from "../analysis/validate.ts";
 import { CommAbortedError, type CommBackend } from "../comm/backend.ts";
 import type { CallMap, NoCalls, StageExecutor, StageExecutorFactory } from "./stage_executor.ts";
-import type {
-  RankGroup,
-  RankGroupKind,
-  RankGroupRunOptions,
-  RankGroupRunResult,
-} from "./rank_group.ts";
+import type { RankGroupKind, RankGroupRunOptions, RankGroupRunResult } from "./rank_group.ts";
 import { runRank } from "./stage_runner.ts";
 import {
   assembleRun,
-  checkRunOptions,
+  type CheckedRun,
   checkValidateSteps,
   type RankShare,
 } from "./_run_results.ts";
-import { stagesOf } from "./_placement.ts";
+import { executorInit, optionsFor } from "./_placement.ts";
+import { raiseAbort, RankGroupBase } from "./_rank_group_base.ts";
 import { type CheckedFault, checkFaultInjection, type FaultInjection } from "./fault_injection.ts";
 import { allGather, broadcastValue, digest, recvValue, sendValue } from "./_spmd.ts";
 
@@ -107,6 +103,7 @@ function scheduleFingerprint(s: Schedule): string {
 
 /**
  * This process's rank of an SPMD pipeline (see the module documentation).
+ * Every process must make the same runs and calls in the same order.
  *
  * @example
  * ```ts ignore
@@ -126,7 +123,7 @@ function scheduleFingerprint(s: Schedule): string {
  * await group.dispose();
  * ```
  */
-export class MpiRankGroup<C extends CallMap = NoCalls> implements RankGroup<C> {
+export class MpiRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<C> {
   /**
    * Validates the schedule against the transport, builds this rank's
    * executor and meets the other ranks: resolves on every rank once all
@@ -178,21 +175,12 @@ export class MpiRankGroup<C extends CallMap = NoCalls> implements RankGroup<C> {
     let executor: StageExecutor<C> | null = null;
     let error: string | null = null;
     try {
-      executor = await options.createExecutor({
-        rank,
-        ranks: schedule.ranks,
-        stages: stagesOf(schedule, rank),
-        numStages: schedule.stageToRank.length,
-        microBatches: schedule.microBatches,
-        options: structuredClone(
-          typeof options.executorOptions === "function"
-            ? options.executorOptions(rank)
-            : options.executorOptions,
-        ),
+      executor = await options.createExecutor(executorInit(schedule, rank, {
+        options: structuredClone(optionsFor(options.executorOptions, rank)),
         abortFlag,
         signal: controller.signal,
         comm,
-      });
+      }));
     } catch (e) {
       error = e instanceof Error ? e.message : String(e);
     }
@@ -234,8 +222,6 @@ export class MpiRankGroup<C extends CallMap = NoCalls> implements RankGroup<C> {
 
   /** The ranks are processes (one here), as under MPI. */
   readonly kind: RankGroupKind = "mpi";
-  /** The schedule every run follows. */
-  readonly schedule: Schedule;
   /** The rank this process runs. */
   readonly localRank: number;
   readonly #comm: CommBackend;
@@ -248,12 +234,8 @@ export class MpiRankGroup<C extends CallMap = NoCalls> implements RankGroup<C> {
   readonly #closeComm: boolean;
   // performance.now() here + offset = rank 0's performance.now().
   readonly #clockOffset: number;
-  #nextIteration = 0;
   #runs = 0;
   #calls = 0;
-  #running = false;
-  #closed = false;
-  #failure: Error | null = null;
   #disposed: Promise<void> | null = null;
 
   private constructor(
@@ -270,7 +252,7 @@ export class MpiRankGroup<C extends CallMap = NoCalls> implements RankGroup<C> {
       clockOffset: number;
     },
   ) {
-    this.schedule = schedule;
+    super(schedule);
     this.localRank = comm.rank;
     this.#comm = comm;
     this.#executor = executor;
@@ -283,32 +265,13 @@ export class MpiRankGroup<C extends CallMap = NoCalls> implements RankGroup<C> {
     this.#clockOffset = o.clockOffset;
   }
 
-  /** Number of ranks (processes). */
-  get ranks(): number {
-    return this.schedule.ranks;
-  }
-
-  /** Whether the group was disposed or brought down by a failure. */
-  get closed(): boolean {
-    return this.#closed;
-  }
-
-  /** The failure that brought the group down, or null. */
-  get failure(): Error | null {
-    return this.#failure;
-  }
-
   /**
    * Runs this rank's list; resolves on every rank with every rank's events
    * and reports. A failure here aborts the transport (every rank's run
    * rejects); the group is then closed.
    */
   async run(options?: RankGroupRunOptions): Promise<RankGroupRunResult> {
-    const run = checkRunOptions(options);
-    this.#throwIfUnusable();
-    this.#running = true;
-    const first = this.#nextIteration;
-    this.#nextIteration += run.iterations;
+    const { run, first } = this.beginRun(options);
     const base = `spmd${this.#group}/run${++this.#runs}`;
     const comm = this.#comm;
     const rank = comm.rank;
@@ -364,23 +327,20 @@ export class MpiRankGroup<C extends CallMap = NoCalls> implements RankGroup<C> {
     } catch (caught) {
       const e = refusal ?? caught;
       if (!(e instanceof CommAbortedError) && refusal === null) {
-        Atomics.store(this.#abortFlag, 0, 1);
-        Atomics.notify(this.#abortFlag, 0);
-        this.#controller.abort(e);
-        comm.abort(e instanceof Error ? e.message : String(e));
+        raiseAbort(this.#abortFlag, this.#controller, comm, e);
       }
-      this.#failure = e instanceof Error ? e : new Error(String(e));
+      this.failedWith = e instanceof Error ? e : new Error(String(e));
       await this.#release();
       throw e;
     } finally {
-      this.#running = false;
+      this.running = false;
     }
   }
 
   // Rank 0: hears every other rank's ask for this run, checks that they run
   // the same iterations, and sends their payloads to those without (none
   // where rank 0 has none either).
-  async #servePayloads(base: string, run: ReturnType<typeof checkRunOptions>): Promise<void> {
+  async #servePayloads(base: string, run: CheckedRun): Promise<void> {
     const comm = this.#comm;
     await Promise.all(Array.from({ length: comm.size - 1 }, async (_, i) => {
       const r = i + 1;
@@ -398,25 +358,16 @@ export class MpiRankGroup<C extends CallMap = NoCalls> implements RankGroup<C> {
     }));
   }
 
-  /**
-   * Rank `rank` runs `method` with its own `args`; every rank resolves with
-   * its result, or rejects with its error (see the module documentation).
-   * Every process must make the same calls in the same order.
-   */
-  async call<K extends keyof C & string>(
-    rank: number,
-    method: K,
-    args: C[K]["args"],
-  ): Promise<C[K]["result"]> {
-    if (!Number.isInteger(rank) || rank < 0 || rank >= this.ranks) {
-      throw new RangeError(`rank must be in [0, ${this.ranks - 1}], got ${rank}`);
-    }
-    this.#throwIfUnusable();
+  // Rank `rank` runs `method` with its own `args`; every rank resolves with
+  // its result, or rejects with its error (see the module documentation).
+  // Every process must make the same calls in the same order.
+  /** @ignore */
+  protected async answer(rank: number, method: keyof C & string, args: unknown): Promise<unknown> {
     const tag = `spmd${this.#group}/call${++this.#calls}`;
     const comm = this.#comm;
     if (rank !== comm.rank) {
       const reply = await recvValue(comm, rank, tag) as CallReply;
-      if (reply.ok) return reply.value as C[K]["result"];
+      if (reply.ok) return reply.value;
       throw new Error(`rank ${rank}: ${method} failed: ${reply.message}`);
     }
     let reply: CallReply;
@@ -433,7 +384,7 @@ export class MpiRankGroup<C extends CallMap = NoCalls> implements RankGroup<C> {
     }
     await broadcastValue(comm, rank, tag, reply);
     if (error !== null) throw error;
-    return (reply as { value: unknown }).value as C[K]["result"];
+    return (reply as { value: unknown }).value;
   }
 
   /** Disposes this rank's executor (and closes the transport with `closeComm`). Idempotent. */
@@ -441,18 +392,8 @@ export class MpiRankGroup<C extends CallMap = NoCalls> implements RankGroup<C> {
     await this.#release();
   }
 
-  #throwIfUnusable(): void {
-    if (this.#failure !== null) {
-      throw new Error(`the rank group failed and is closed: ${this.#failure.message}`, {
-        cause: this.#failure,
-      });
-    }
-    if (this.#closed) throw new Error("the rank group was disposed");
-    if (this.#running) throw new Error("a run is already in progress on this rank group");
-  }
-
   #release(): Promise<void> {
-    this.#closed = true;
+    this.isClosed = true;
     this.#disposed ??= (async () => {
       try {
         await this.#executor.dispose?.();

@@ -19,20 +19,15 @@ import type { Schedule } from "../schedule/schedule.ts";
 import { PipelineWorkerError } from "./pipeline_worker_error.ts";
 import type { CallMap, StageExecutor, StageExecutorFactory } from "./stage_executor.ts";
 import { runRank } from "./stage_runner.ts";
-import { stagesOf } from "./_placement.ts";
+import { executorInit } from "./_placement.ts";
 import { type CheckedFault, checkFaultInjection } from "./fault_injection.ts";
 import {
   ABORT_INDEX,
   type ErrorReport,
   type FromWorker,
-  INDEX,
-  ITERATION,
-  PROGRESS,
-  SLOT_BASE,
-  SLOT_SIZE,
-  STATE,
-  STATE_CODES,
+  type STATE_CODES,
   type ToWorker,
+  writeSlot,
 } from "./_protocol.ts";
 
 interface WorkerScope {
@@ -99,12 +94,7 @@ function setState(state: keyof typeof STATE_CODES, index: number, iteration: num
   if (state === "compute" || state === "step" || state === "recv") {
     current = { state, index, iteration };
   }
-  if (board === null) return;
-  const base = SLOT_BASE + rank * SLOT_SIZE;
-  Atomics.store(board, base + STATE, STATE_CODES[state]);
-  Atomics.store(board, base + INDEX, index);
-  Atomics.store(board, base + ITERATION, iteration);
-  Atomics.add(board, base + PROGRESS, 1);
+  if (board !== null) writeSlot(board, rank, state, index, iteration);
 }
 
 async function handle(msg: ToWorker): Promise<void> {
@@ -133,17 +123,12 @@ async function handle(msg: ToWorker): Promise<void> {
             `executor module ${msg.executor.module} must export a function createStageExecutor`,
           );
         }
-        executor = await factory({
-          rank,
-          ranks: schedule.ranks,
-          stages: stagesOf(schedule, rank),
-          numStages: schedule.stageToRank.length,
-          microBatches: schedule.microBatches,
+        executor = await factory(executorInit(schedule, rank, {
           options: msg.executor.options,
           abortFlag: board.subarray(ABORT_INDEX, ABORT_INDEX + 1),
           signal: controller.signal,
           comm,
-        });
+        }));
         scope.postMessage({ type: "ready", thread: osThreadId() });
       } catch (e) {
         scope.postMessage({ type: "failed", report: report(e) });

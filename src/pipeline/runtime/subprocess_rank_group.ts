@@ -13,16 +13,13 @@
 
 import type { Schedule } from "../schedule/schedule.ts";
 import type { CallMap, NoCalls } from "./stage_executor.ts";
-import type {
-  RankGroup,
-  RankGroupKind,
-  RankGroupRunOptions,
-  RankGroupRunResult,
-} from "./rank_group.ts";
+import type { RankGroupKind, RankGroupRunOptions, RankGroupRunResult } from "./rank_group.ts";
 import { checkWorkerGroupOptions, type WorkerRankGroupOptions } from "./worker_rank_group.ts";
 import { PipelineWorkerError } from "./pipeline_worker_error.ts";
 import { checkRunOptions, checkValidateSteps } from "./_run_results.ts";
 import { readFrames, writeFrame } from "./_frames.ts";
+import { optionsFor } from "./_placement.ts";
+import { RankGroupBase } from "./_rank_group_base.ts";
 import { fromErrorFields } from "./_error_fields.ts";
 import type { FromHost, ToHost } from "./_subprocess_protocol.ts";
 
@@ -84,7 +81,7 @@ function permissionFlags(): string[] {
  * }
  * ```
  */
-export class SubprocessRankGroup<C extends CallMap = NoCalls> implements RankGroup<C> {
+export class SubprocessRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<C> {
   /**
    * Checks the options as a worker group does, starts the host process and
    * waits until its ranks are ready.
@@ -95,10 +92,7 @@ export class SubprocessRankGroup<C extends CallMap = NoCalls> implements RankGro
     const t = checkWorkerGroupOptions(options);
     const schedule = options.schedule;
     const ex = options.executor;
-    const perRank = Array.from(
-      { length: schedule.ranks },
-      (_, r) => typeof ex.options === "function" ? ex.options(r) : ex.options,
-    );
+    const perRank = Array.from({ length: schedule.ranks }, (_, r) => optionsFor(ex.options, r));
     const dir = await Deno.makeTempDir({ prefix: "conveyor-ranks-" });
     const path = `${dir}/host.sock`;
     const listener = Deno.listen({ transport: "unix", path });
@@ -151,27 +145,23 @@ export class SubprocessRankGroup<C extends CallMap = NoCalls> implements RankGro
 
   /** The ranks live in a child process. */
   readonly kind: RankGroupKind = "subprocess";
-  /** The schedule every run follows. */
-  readonly schedule: Schedule;
   readonly #child: Deno.ChildProcess;
   readonly #dir: string;
   #conn: Deno.Conn | null = null;
   #pending = new Map<number, Pending>();
   #nextId = 1;
   #running = false;
-  #closed = false;
-  #failure: Error | null = null;
   #stuck: readonly number[] = [];
   #ended: Promise<void> | null = null;
   #refs = 0;
 
   private constructor(schedule: Schedule, child: Deno.ChildProcess, dir: string) {
-    this.schedule = schedule;
+    super(schedule);
     this.#child = child;
     this.#dir = dir;
     // The host exiting on its own fails whatever waits for it.
     child.status.then((s) => {
-      if (this.#closed) return;
+      if (this.isClosed) return;
       this.#fail(
         new PipelineWorkerError({
           rank: 0,
@@ -184,21 +174,6 @@ export class SubprocessRankGroup<C extends CallMap = NoCalls> implements RankGro
     });
   }
 
-  /** Number of ranks. */
-  get ranks(): number {
-    return this.schedule.ranks;
-  }
-
-  /** Whether the group was disposed or brought down by a failure. */
-  get closed(): boolean {
-    return this.#closed;
-  }
-
-  /** The failure that brought the group down, or null. */
-  get failure(): Error | null {
-    return this.#failure;
-  }
-
   /** Ranks whose thread the host could not end (it was then ended with its process). */
   get stuckRanks(): readonly number[] {
     return this.#stuck;
@@ -207,7 +182,7 @@ export class SubprocessRankGroup<C extends CallMap = NoCalls> implements RankGro
   /** Runs the schedule in the host (see {@linkcode RankGroup.run}). */
   async run(options?: RankGroupRunOptions): Promise<RankGroupRunResult> {
     const run = checkRunOptions(options);
-    this.#throwIfUnusable();
+    this.throwIfUnusable();
     if (this.#running) throw new Error("a run is already in progress on this rank group");
     this.#running = true;
     try {
@@ -223,17 +198,10 @@ export class SubprocessRankGroup<C extends CallMap = NoCalls> implements RankGro
     }
   }
 
-  /** Calls `method` of rank `rank`'s executor in the host (see {@linkcode RankGroup.call}). */
-  async call<K extends keyof C & string>(
-    rank: number,
-    method: K,
-    args: C[K]["args"],
-  ): Promise<C[K]["result"]> {
-    if (!Number.isInteger(rank) || rank < 0 || rank >= this.ranks) {
-      throw new RangeError(`rank must be in [0, ${this.ranks - 1}], got ${rank}`);
-    }
-    this.#throwIfUnusable();
-    return await this.#request({ type: "call", id: 0, rank, method, args }) as C[K]["result"];
+  // Calls run in the host, also while a run is in progress there.
+  /** @ignore */
+  protected answer(rank: number, method: keyof C & string, args: unknown): Promise<unknown> {
+    return this.#request({ type: "call", id: 0, rank, method, args });
   }
 
   /**
@@ -243,8 +211,8 @@ export class SubprocessRankGroup<C extends CallMap = NoCalls> implements RankGro
    * Idempotent.
    */
   async dispose(): Promise<void> {
-    if (this.#closed) return await this.#end();
-    this.#closed = true;
+    if (this.isClosed) return await this.#end();
+    this.isClosed = true;
     if (this.#conn !== null) {
       try {
         const r = await within(
@@ -258,15 +226,6 @@ export class SubprocessRankGroup<C extends CallMap = NoCalls> implements RankGro
       }
     }
     await this.#end();
-  }
-
-  #throwIfUnusable(): void {
-    if (this.#failure !== null) {
-      throw new Error(`the rank group failed and is closed: ${this.#failure.message}`, {
-        cause: this.#failure,
-      });
-    }
-    if (this.#closed) throw new Error("the rank group was disposed");
   }
 
   #attach(conn: Deno.Conn): void {
@@ -304,7 +263,7 @@ export class SubprocessRankGroup<C extends CallMap = NoCalls> implements RankGro
   }
 
   #request(msg: ToHost, evenIfClosed = false): Promise<unknown> {
-    if (!evenIfClosed) this.#throwIfUnusable();
+    if (!evenIfClosed) this.throwIfUnusable();
     const id = msg.type === "init" ? 0 : this.#nextId++;
     const sent = msg.type === "init" ? msg : { ...msg, id };
     const reply = new Promise<unknown>((resolve, reject) => {
@@ -339,9 +298,9 @@ export class SubprocessRankGroup<C extends CallMap = NoCalls> implements RankGro
   }
 
   #fail(error: Error): void {
-    if (this.#failure !== null) return;
-    this.#failure = error;
-    this.#closed = true;
+    if (this.failedWith !== null) return;
+    this.failedWith = error;
+    this.isClosed = true;
     for (const p of this.#pending.values()) p.reject(error);
     this.#pending.clear();
     // A failed group is spent: its host (and any thread it could not end) goes now.
@@ -356,7 +315,7 @@ export class SubprocessRankGroup<C extends CallMap = NoCalls> implements RankGro
       this.#setRef();
       const exited = await within(
         this.#child.status.then(() => true),
-        this.#failure === null ? HOST_EXIT_GRACE_MS : 0,
+        this.failedWith === null ? HOST_EXIT_GRACE_MS : 0,
         () => false,
       );
       if (!exited) await this.#kill();

@@ -13,7 +13,6 @@
  * @module
  */
 
-import type { Schedule } from "../schedule/schedule.ts";
 import { checkWorkerGroupOptions, type WorkerRankGroupOptions } from "./worker_group_options.ts";
 
 export type { ExecutorChoice, WorkerRankGroupOptions } from "./worker_group_options.ts";
@@ -22,12 +21,7 @@ import { createPortMesh } from "../comm/worker_backend.ts";
 import { ControlPlane, controlPlaneSettled } from "../comm/control_plane.ts";
 import { PipelineWorkerError } from "./pipeline_worker_error.ts";
 import type { CallMap, NoCalls } from "./stage_executor.ts";
-import type {
-  RankGroup,
-  RankGroupKind,
-  RankGroupRunOptions,
-  RankGroupRunResult,
-} from "./rank_group.ts";
+import type { RankGroupKind, RankGroupRunOptions, RankGroupRunResult } from "./rank_group.ts";
 import { liveCount, startWorker, type TrackedWorker } from "./_worker_registry.ts";
 import { threadAlive, waitForThreadsToExit } from "./_threads.ts";
 import { Watchdog } from "./_watchdog.ts";
@@ -37,6 +31,8 @@ import {
   checkValidateSteps,
   type RankShare,
 } from "./_run_results.ts";
+import { optionsFor } from "./_placement.ts";
+import { RankGroupBase } from "./_rank_group_base.ts";
 import {
   ABORT_INDEX,
   boardLength,
@@ -66,6 +62,7 @@ const THREAD_EXIT_TIMEOUT_MS = 2000;
 const UNWATCHED_TEARDOWN_GRACE_MS = 200;
 
 const WORKER_URL = new URL("./stage_worker.ts", import.meta.url).href;
+const DISPOSED = "the worker rank group was disposed";
 
 /**
  * Workers currently alive (started by a worker group and not yet
@@ -104,7 +101,7 @@ export function liveWorkerCount(): number {
  * }
  * ```
  */
-export class WorkerRankGroup<C extends CallMap = NoCalls> implements RankGroup<C> {
+export class WorkerRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<C> {
   /**
    * Validates the schedule and options, starts the workers, wires the
    * ports and waits until every executor is built.
@@ -126,8 +123,6 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> implements RankGroup<C
 
   /** Every rank runs in its own worker. */
   readonly kind: RankGroupKind = "workers";
-  /** The schedule the group runs. */
-  readonly schedule: Schedule;
   /** Names this group's control channel. */
   readonly runId: string = crypto.randomUUID();
   #workers: TrackedWorker[] = [];
@@ -140,10 +135,7 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> implements RankGroup<C
   #ready = 0;
   #startResolve!: () => void;
   #startReject!: (e: Error) => void;
-  #failure: Error | null = null;
-  #closed = false;
   #nextId = 1;
-  #nextIteration = 0;
   #run: PendingRun | null = null;
   #calls = new Map<number, PendingCall>();
   #disposed = new Set<number>();
@@ -155,8 +147,8 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> implements RankGroup<C
   #holds = 0;
 
   private constructor(options: WorkerRankGroupOptions) {
+    super(options.schedule, DISPOSED);
     const schedule = options.schedule;
-    this.schedule = schedule;
     const p = schedule.ranks;
     const t = checkWorkerGroupOptions(options);
     const hbInterval = t.heartbeatIntervalMs;
@@ -203,7 +195,7 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> implements RankGroup<C
         schedule,
         executor: {
           module,
-          options: typeof ex.options === "function" ? ex.options(r) : ex.options,
+          options: optionsFor(ex.options, r),
         },
         timeOrigin: performance.timeOrigin,
         board: this.#board.buffer as SharedArrayBuffer,
@@ -229,7 +221,7 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> implements RankGroup<C
       );
     }, startupMs);
     this.#watchTimer = setInterval(() => {
-      if (this.#closed || this.#ready < this.ranks) return;
+      if (this.isClosed || this.#ready < this.ranks) return;
       const failure = this.#watchdog.check(performance.now(), this.#run !== null);
       if (failure !== null) this.#fail(failure);
     }, watchMs);
@@ -261,21 +253,6 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> implements RankGroup<C
     else this.#control.unref();
   }
 
-  /** Number of ranks (workers). */
-  get ranks(): number {
-    return this.schedule.ranks;
-  }
-
-  /** Whether the group was disposed or brought down by a failure. */
-  get closed(): boolean {
-    return this.#closed;
-  }
-
-  /** The failure that brought the group down, or null. */
-  get failure(): Error | null {
-    return this.#failure;
-  }
-
   /**
    * Runs the schedule for `iterations` iterations back to back: each rank
    * starts its next iteration right after its own last action (each stage
@@ -289,14 +266,13 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> implements RankGroup<C
     } catch (e) {
       return Promise.reject(e);
     }
-    const unusable = this.#unusable();
+    const unusable = this.unusable();
     if (unusable !== null) return Promise.reject(unusable);
     if (this.#run !== null) {
       return Promise.reject(new Error("a run is already in progress on this rank group"));
     }
     const id = this.#nextId++;
-    const firstIteration = this.#nextIteration;
-    this.#nextIteration += checked.iterations;
+    const firstIteration = this.takeIterations(checked.iterations);
     return this.#hold(
       new Promise<RankGroupRunResult>((resolve, reject) => {
         this.#run = {
@@ -322,21 +298,13 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> implements RankGroup<C
     );
   }
 
-  /** Sends `method` to rank `rank`'s executor (see {@linkcode RankGroup.call}). */
-  call<K extends keyof C & string>(
-    rank: number,
-    method: K,
-    args: C[K]["args"],
-  ): Promise<C[K]["result"]> {
-    if (!Number.isInteger(rank) || rank < 0 || rank >= this.ranks) {
-      return Promise.reject(new RangeError(`rank must be in [0, ${this.ranks - 1}], got ${rank}`));
-    }
-    const unusable = this.#unusable();
-    if (unusable !== null) return Promise.reject(unusable);
+  // Sends the call to the rank's worker (also while a run is in progress).
+  /** @ignore */
+  protected answer(rank: number, method: keyof C & string, args: unknown): Promise<unknown> {
     const id = this.#nextId++;
     return this.#hold(
-      new Promise<C[K]["result"]>((resolve, reject) => {
-        this.#calls.set(id, { method, resolve: resolve as (v: unknown) => void, reject });
+      new Promise<unknown>((resolve, reject) => {
+        this.#calls.set(id, { method, resolve, reject });
         const msg: ToWorker = { type: "call", id, method, args };
         this.#workers[rank].worker.postMessage(msg);
       }),
@@ -350,7 +318,7 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> implements RankGroup<C
    * pending runs and calls reject.
    */
   async dispose(graceMs = 2000): Promise<void> {
-    if (this.#closed) return await this.#shutdownDone;
+    if (this.isClosed) return await this.#shutdownDone;
     let release!: () => void;
     this.#hold(new Promise<void>((resolve) => release = resolve));
     try {
@@ -361,7 +329,7 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> implements RankGroup<C
   }
 
   async #dispose(graceMs: number): Promise<void> {
-    this.#closed = true;
+    this.isClosed = true;
     clearTimeout(this.#startupTimer);
     clearInterval(this.#watchTimer);
     const live = this.#workers.filter((w) => !w.closed);
@@ -376,7 +344,7 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> implements RankGroup<C
       });
       clearTimeout(timer);
     }
-    this.#shutdownDone = this.#shutdown(new Error("the worker rank group was disposed"));
+    this.#shutdownDone = this.#shutdown(new Error(DISPOSED));
     await this.#shutdownDone;
   }
 
@@ -388,16 +356,6 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> implements RankGroup<C
    */
   get stuckRanks(): readonly number[] {
     return this.#stuck;
-  }
-
-  #unusable(): Error | null {
-    if (this.#failure !== null) {
-      return new Error(`the rank group failed and is closed: ${this.#failure.message}`, {
-        cause: this.#failure,
-      });
-    }
-    if (this.#closed) return new Error("the worker rank group was disposed");
-    return null;
   }
 
   #onMessage(rank: number, msg: FromWorker): void {
@@ -473,9 +431,9 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> implements RankGroup<C
   }
 
   #fail(error: Error): void {
-    if (this.#failure !== null || this.#closed) return;
-    this.#failure = error;
-    this.#closed = true;
+    if (this.failedWith !== null || this.isClosed) return;
+    this.failedWith = error;
+    this.isClosed = true;
     this.#shutdownDone = this.#shutdown(error);
   }
 
@@ -504,7 +462,7 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> implements RankGroup<C
     // A thread held by a synchronous loop or a blocking wait in user code
     // survives terminate(): the failure names its rank.
     this.#stuck = this.#threadOf.flatMap((t, r) => t !== undefined && threadAlive(t) ? [r] : []);
-    if (this.#stuck.length > 0 && error === this.#failure) {
+    if (this.#stuck.length > 0 && error === this.failedWith) {
       error.message += `; ${
         this.#stuck.length === 1
           ? `rank ${this.#stuck[0]}'s worker thread`

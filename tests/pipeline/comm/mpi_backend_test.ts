@@ -8,43 +8,9 @@ import { digest, pattern, SIZES } from "./_mpi_rank.ts";
 import { makeTag } from "../../../src/pipeline/comm/tag.ts";
 import { MpiBackend, MpiSetupError } from "../../../src/pipeline/comm/mpi_backend.ts";
 import { LIBMPI_ENV, openLibmpi } from "../../../src/pipeline/comm/_mpi_ffi.ts";
+import { childEnv, mpirun as runMpirun, SHM, TCP } from "../../mpi/_mpirun.ts";
 
 const RANK_SCRIPT = new URL("./_mpi_rank.ts", import.meta.url).pathname;
-const SHM = "vader,self";
-const TCP = "tcp,self";
-
-// Environment of every child: no inherited MPI or Conveyor settings.
-function childEnv(extra: Record<string, string> = {}): Record<string, string> {
-  const env: Record<string, string> = {};
-  for (const [k, v] of Object.entries(Deno.env.toObject())) {
-    if (!/^(OMPI_|PMIX_|PMI_|CONVEYOR_)/.test(k)) env[k] = v;
-  }
-  return {
-    ...env,
-    NO_COLOR: "1",
-    OMPI_ALLOW_RUN_AS_ROOT: "1",
-    OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: "1",
-    ...extra,
-  };
-}
-
-let mpirunChecked: Promise<void> | null = null;
-function requireMpirun(): Promise<void> {
-  mpirunChecked ??= (async () => {
-    try {
-      const out = await new Deno.Command("mpirun", { args: ["--version"], stdout: "piped" })
-        .output();
-      assert.ok(out.success, "mpirun --version failed");
-    } catch (e) {
-      throw new Error(
-        "mpirun not found on PATH: the MPI backend tests need Open MPI " +
-          "(apt-get install -y openmpi-bin libopenmpi-dev; .ci/run installs it)",
-        { cause: e },
-      );
-    }
-  })();
-  return mpirunChecked;
-}
 
 interface Job {
   code: number;
@@ -63,38 +29,8 @@ interface JobOptions {
   onLine?: (line: string, job: Job) => void;
 }
 
-function alive(pid: number): boolean {
-  try {
-    const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
-    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
-  } catch {
-    return false;
-  }
-}
-
-async function assertAllEnded(pids: Iterable<number>): Promise<void> {
-  const list = [...pids];
-  for (let i = 0; i < 40 && list.some(alive); i++) await new Promise((r) => setTimeout(r, 50));
-  assert.deepEqual(list.filter(alive), [], "no rank process outlives its job");
-}
-
 // Runs `mpirun -n <n> deno run --allow-ffi _mpi_rank.ts <scenario>`.
 async function mpirun(n: number, scenario: string, options: JobOptions = {}): Promise<Job> {
-  await requireMpirun();
-  const args = [
-    "-n",
-    String(n),
-    "--oversubscribe",
-    "--mca",
-    "btl",
-    options.btl ?? SHM,
-    ...(options.mpirunArgs ?? []),
-    Deno.execPath(),
-    "run",
-    "--allow-ffi",
-    RANK_SCRIPT,
-    scenario,
-  ];
   const job: Job = {
     code: -1,
     ms: 0,
@@ -103,30 +39,12 @@ async function mpirun(n: number, scenario: string, options: JobOptions = {}): Pr
     pids: new Map(),
     results: new Map(),
   };
-  const start = performance.now();
-  const child = new Deno.Command("mpirun", {
-    args,
-    env: childEnv(),
-    clearEnv: true,
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  const timeoutMs = options.timeoutMs ?? 60_000;
-  let timedOut = false;
-  const timer = setTimeout(() => {
-    timedOut = true;
-    try {
-      child.kill("SIGKILL");
-    } catch { /* ended */ }
-    for (const pid of job.pids.values()) {
-      try {
-        Deno.kill(pid, "SIGKILL");
-      } catch { /* ended */ }
-    }
-  }, timeoutMs);
-  const readOut = (async () => {
-    let pending = "";
-    for await (const chunk of child.stdout.pipeThrough(new TextDecoderStream())) {
+  let pending = "";
+  const end = await runMpirun(n, [Deno.execPath(), "run", "--allow-ffi", RANK_SCRIPT, scenario], {
+    btl: options.btl,
+    mpirunArgs: options.mpirunArgs,
+    timeoutMs: options.timeoutMs ?? 60_000,
+    onStdout: (chunk) => {
       job.stdout += chunk;
       pending += chunk;
       let nl: number;
@@ -141,21 +59,13 @@ async function mpirun(n: number, scenario: string, options: JobOptions = {}): Pr
         }
         options.onLine?.(line, job);
       }
-    }
-  })();
-  const readErr = (async () => {
-    for await (const chunk of child.stderr.pipeThrough(new TextDecoderStream())) {
-      job.stderr += chunk;
-    }
-  })();
-  const status = await child.status;
-  await Promise.all([readOut, readErr]);
-  clearTimeout(timer);
-  job.code = status.code;
-  job.ms = performance.now() - start;
-  assert.ok(!timedOut, `mpirun ${scenario} did not end within ${timeoutMs} ms:\n${job.stderr}`);
+    },
+    onStderr: (chunk) => void (job.stderr += chunk),
+    rankPids: () => job.pids.values(),
+  });
+  job.code = end.code;
+  job.ms = end.ms;
   assert.equal(job.pids.size, n, `every rank started:\n${job.stdout}\n${job.stderr}`);
-  await assertAllEnded(job.pids.values());
   return job;
 }
 

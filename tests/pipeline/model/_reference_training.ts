@@ -1,6 +1,7 @@
 /**
  * Single-device training for the pipeline tests: a plain `Sequential` and
- * the same optimizer on the whole batch, and comparisons of parameter files.
+ * the same optimizer on the whole batch; and the tests' tiny GPT, its
+ * batches, and its pipeline model in this thread. `_compare.ts` compares.
  *
  * @module
  */
@@ -13,10 +14,16 @@ import { createTinyGPT, type TinyGPTConfig } from "../../../src/nn/gpt.ts";
 import { sampleBatch } from "../../../src/nn/sample_batch.ts";
 import { crossEntropyLoss, mseLoss } from "../../../src/nn/losses.ts";
 import { clipGradNorm } from "../../../src/nn/clip_grad_norm.ts";
-import { parseSafetensors, saveSafetensors } from "../../../src/nn/safetensors.ts";
+import { saveSafetensors } from "../../../src/nn/safetensors.ts";
 import type { Sequential } from "../../../src/nn/sequential.ts";
 import { createOptimizer, type OptimizerSpec } from "../../../src/nn/optimizer_spec.ts";
-import type { TrainingBatch } from "../../../src/pipeline/model/pipeline_parallel_model.ts";
+import type { Optimizer } from "../../../src/nn/optimizer.ts";
+import { tensorsOf } from "./_compare.ts";
+import {
+  PipelineParallelModel,
+  type PipelineParallelModelOptions,
+  type TrainingBatch,
+} from "../../../src/pipeline/model/pipeline_parallel_model.ts";
 
 export const cpu = new CpuBackend();
 const tok = CharTokenizer.fromText(TINY_CORPUS);
@@ -36,6 +43,30 @@ export function gpt(config: TinyGPTConfig = GPT): Sequential {
   return createTinyGPT(config, cpu);
 }
 
+/**
+ * A pipeline model on the CPU with every rank in this thread: 2 ranks,
+ * cross-entropy, then `options`; of `options.model`, or else of `newNet()`
+ * (default {@linkcode gpt}), which is disposed once the model has copied it.
+ */
+export async function cpuModel(
+  options: Partial<PipelineParallelModelOptions>,
+  newNet: () => Sequential = gpt,
+): Promise<PipelineParallelModel> {
+  const net = options.model ?? newNet();
+  try {
+    return await PipelineParallelModel.create({
+      model: net,
+      ranks: 2,
+      loss: "cross-entropy",
+      backend: "cpu",
+      workers: false,
+      ...options,
+    } as PipelineParallelModelOptions);
+  } finally {
+    if (options.model === undefined) net.dispose();
+  }
+}
+
 /** `n` token batches of `rows` sequences (seeded). */
 export function tokenBatches(n: number, rows: number, seed = 7): TrainingBatch[] {
   const rng = new Rng(seed);
@@ -52,15 +83,22 @@ export interface Reference {
   readonly tensors: Map<string, Float32Array>;
 }
 
-/** Trains `model` in place on the whole batches, one step each; returns what it saw. */
+/**
+ * Trains `model` in place on the whole batches, one step each, with a new
+ * optimizer of `optimizer`'s spec or with `optimizer` itself (which it
+ * then leaves open); returns what it saw.
+ */
 export async function referenceTraining(
   model: Sequential,
-  optimizer: OptimizerSpec,
+  optimizer: OptimizerSpec | Optimizer,
   batches: readonly TrainingBatch[],
   loss: "cross-entropy" | "mse" = "cross-entropy",
   clip?: number,
 ): Promise<Reference> {
-  const opt = createOptimizer(optimizer, model.parameters());
+  const given = typeof (optimizer as Optimizer).step === "function";
+  const opt = given
+    ? optimizer as Optimizer
+    : createOptimizer(optimizer as OptimizerSpec, model.parameters());
   const losses: number[] = [], gradNorms: number[] = [];
   for (const [step, b] of batches.entries()) {
     const x = cpu.fromData(b.inputs, b.shape);
@@ -76,49 +114,7 @@ export async function referenceTraining(
     losses.push((await r.loss.toArray())[0]);
     for (const z of [x, y, t, r.loss, r.grad]) z.dispose();
   }
-  opt.dispose();
+  if (!given) opt.dispose();
   const bytes = await saveSafetensors(model);
   return { losses, gradNorms, bytes, tensors: tensorsOf(bytes) };
-}
-
-export function tensorsOf(bytes: Uint8Array): Map<string, Float32Array> {
-  const out = new Map<string, Float32Array>();
-  for (const [k, e] of parseSafetensors(bytes).tensors) out.set(k, e.data);
-  return out;
-}
-
-/**
- * `worst`: the largest per-tensor relative error max|a − b| / max|b|;
- * `l2`: ‖a − b‖ / ‖b‖ over all parameters together.
- */
-export function paramError(
-  got: Map<string, Float32Array>,
-  want: Map<string, Float32Array>,
-): { worst: number; worstName: string; l2: number } {
-  if (got.size !== want.size) throw new Error(`${got.size} tensors, want ${want.size}`);
-  let worst = 0, worstName = "", dd = 0, nn = 0;
-  for (const [name, w] of want) {
-    const g = got.get(name);
-    if (g === undefined || g.length !== w.length) throw new Error(`tensor ${name} differs in size`);
-    let mx = 0, md = 0;
-    for (let i = 0; i < w.length; i++) {
-      const d = g[i] - w[i];
-      mx = Math.max(mx, Math.abs(w[i]));
-      md = Math.max(md, Math.abs(d));
-      dd += d * d;
-      nn += w[i] * w[i];
-    }
-    const rel = mx === 0 ? md : md / mx;
-    if (rel > worst) {
-      worst = rel;
-      worstName = name;
-    }
-  }
-  return { worst, worstName, l2: Math.sqrt(dd / nn) };
-}
-
-export function maxRelative(a: readonly number[], b: readonly number[]): number {
-  let worst = 0;
-  a.forEach((v, i) => worst = Math.max(worst, Math.abs(v - b[i]) / Math.abs(b[i])));
-  return worst;
 }

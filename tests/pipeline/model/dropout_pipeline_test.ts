@@ -10,7 +10,8 @@ import { Sequential } from "../../../src/nn/sequential.ts";
 import { Rng } from "../../../src/tensor/random.ts";
 import { PipelineParallelModel } from "../../../src/pipeline/model/pipeline_parallel_model.ts";
 import { liveWorkerCount } from "../../../src/pipeline/runtime/worker_rank_group.ts";
-import { cpu, paramError, referenceTraining, tensorsOf } from "./_reference_training.ts";
+import { cpu, referenceTraining } from "./_reference_training.ts";
+import { paramError, tensorsOf } from "./_compare.ts";
 
 function net(): Sequential {
   return new Sequential([

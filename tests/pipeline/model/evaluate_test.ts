@@ -4,33 +4,22 @@ import { Linear } from "../../../src/nn/linear.ts";
 import { Tanh } from "../../../src/nn/tanh.ts";
 import { Sequential } from "../../../src/nn/sequential.ts";
 import { loadSafetensors } from "../../../src/nn/safetensors.ts";
-import {
-  PipelineParallelModel,
-  type PipelineParallelModelOptions,
+import type {
+  PipelineParallelModelOptions,
 } from "../../../src/pipeline/model/pipeline_parallel_model.ts";
 import { liveWorkerCount } from "../../../src/pipeline/runtime/worker_rank_group.ts";
-import { cpu, gpt, tokenBatches } from "./_reference_training.ts";
+import { cpu, cpuModel, gpt, tokenBatches } from "./_reference_training.ts";
 
 const batches = tokenBatches(4, 9, 31);
 const evalBatch = tokenBatches(1, 10, 99)[0];
 
-async function build(options: Partial<PipelineParallelModelOptions> = {}) {
-  const net = options.model ?? gpt();
-  try {
-    return await PipelineParallelModel.create({
-      model: net,
-      schedule: "zb-v",
-      ranks: 2,
-      microBatches: 4,
-      optimizer: { kind: "adamw", lr: 1e-2 },
-      loss: "cross-entropy",
-      backend: "cpu",
-      workers: false,
-      ...options,
-    } as PipelineParallelModelOptions);
-  } finally {
-    if (options.model === undefined) net.dispose();
-  }
+function build(options: Partial<PipelineParallelModelOptions> = {}) {
+  return cpuModel({
+    schedule: "zb-v",
+    microBatches: 4,
+    optimizer: { kind: "adamw", lr: 1e-2 },
+    ...options,
+  });
 }
 
 /** Single-device loss and correct rows (first maximal logit) of `net` on the batch. */

@@ -1,7 +1,5 @@
 import assert from "node:assert/strict";
 import { GELU } from "../../../src/nn/gelu.ts";
-import type { LayerCost } from "../../../src/nn/layer.ts";
-import { LayerBase } from "../../../src/nn/layer_base.ts";
 import { LayerNorm } from "../../../src/nn/layer_norm.ts";
 import { Linear } from "../../../src/nn/linear.ts";
 import { saveSafetensors } from "../../../src/nn/safetensors.ts";
@@ -9,8 +7,6 @@ import { Sequential } from "../../../src/nn/sequential.ts";
 import { Tanh } from "../../../src/nn/tanh.ts";
 import { TokenPositionEmbedding } from "../../../src/nn/token_position_embedding.ts";
 import { Rng } from "../../../src/tensor/random.ts";
-import type { Shape, Tensor } from "../../../src/tensor/mod.ts";
-import * as ops from "../../../src/tensor/ops.ts";
 import type { Action } from "../../../src/pipeline/schedule/action.ts";
 import { generateSchedule, SCHEDULE_NAMES } from "../../../src/pipeline/schedule/generate.ts";
 import type { Schedule } from "../../../src/pipeline/schedule/schedule.ts";
@@ -18,22 +14,16 @@ import { ScheduleDeadlockError } from "../../../src/pipeline/analysis/validate.t
 import type { OptimizerSpec } from "../../../src/nn/optimizer_spec.ts";
 import { PipelineWorkerError } from "../../../src/pipeline/runtime/pipeline_worker_error.ts";
 import { liveWorkerCount } from "../../../src/pipeline/runtime/worker_rank_group.ts";
-import {
+import type {
   PipelineParallelModel,
-  type PipelineParallelModelOptions,
-  type TrainingBatch,
+  PipelineParallelModelOptions,
+  TrainingBatch,
 } from "../../../src/pipeline/model/pipeline_parallel_model.ts";
-import {
-  cpu,
-  GPT,
-  gpt,
-  maxRelative,
-  paramError,
-  referenceTraining,
-  tensorsOf,
-  tokenBatches,
-} from "./_reference_training.ts";
+import { cpu, cpuModel, GPT, gpt, referenceTraining, tokenBatches } from "./_reference_training.ts";
+import { maxRelative, paramError, tensorsOf } from "./_compare.ts";
 import { ResidualMLP } from "./_custom_layer.ts";
+import { deadlocked2x2, deferredW } from "../_hand_schedules.ts";
+import { NoSpec } from "../../nn/_no_spec_layer.ts";
 
 // Tolerances. With SGD (momentum, weight decay) every tensor of the pipeline
 // equals single-device training within 1e-5 relative to its largest entry
@@ -56,23 +46,8 @@ const refAdamW = await referenceTraining(gpt(), ADAMW_SPEC, batches);
 
 type Options = Partial<PipelineParallelModelOptions>;
 
-async function build(options: Options): Promise<PipelineParallelModel> {
-  const net = options.model ?? gpt();
-  try {
-    return await PipelineParallelModel.create({
-      model: net,
-      schedule: "1f1b",
-      ranks: 2,
-      microBatches: M,
-      optimizer: SGD_SPEC,
-      loss: "cross-entropy",
-      backend: "cpu",
-      workers: false,
-      ...options,
-    } as PipelineParallelModelOptions);
-  } finally {
-    if (options.model === undefined) net.dispose();
-  }
+function build(options: Options): Promise<PipelineParallelModel> {
+  return cpuModel({ schedule: "1f1b", microBatches: M, optimizer: SGD_SPEC, ...options });
 }
 
 /** Builds, runs `body`, disposes, and checks that every worker ended. */
@@ -295,28 +270,6 @@ Deno.test("activation checkpointing gives the same parameters bitwise (GPipe and
     (m) => expectSame(m, "zb-v workers with checkpointing"),
   );
 });
-
-// Two ranks, two micro-batches; rank 1 splits its backward and defers both W
-// passes, so stage 1 holds micro-batches 0 and 1 at once (0 is freed only by
-// its W, after 1's forward) while stage 0 never holds more than one.
-function deferredW(): Schedule {
-  const a = (text: string): Action => ({
-    kind: text[1] as Action["kind"],
-    stage: Number(text[0]),
-    microBatch: Number(text[2]),
-  });
-  return {
-    name: "deferred-w",
-    ranks: 2,
-    microBatches: 2,
-    stagesPerRank: 1,
-    stageToRank: [0, 1],
-    actions: [
-      ["0F0", "0B0", "0F1", "0B1"].map(a),
-      ["1F0", "1I0", "1F1", "1I1", "1W0", "1W1"].map(a),
-    ],
-  };
-}
 
 Deno.test("a maxActivationsInMemory cap below the schedule's in-flight peak is refused before any worker starts", async () => {
   const given = (schedule: Schedule): Options => ({
@@ -598,50 +551,13 @@ Deno.test("a worker that hangs is caught by the heartbeat timeout within 10 s; n
   await m.dispose();
 });
 
-class NoSpec extends LayerBase {
-  readonly kind = "NoSpecLayer";
-  protected outputShapeOf(s: Shape): Shape {
-    return s;
-  }
-  protected costOf(): LayerCost {
-    return { params: 0, flops: 1 };
-  }
-  protected forwardImpl(x: Tensor): { y: Tensor } {
-    return { y: ops.copy(x) };
-  }
-  protected backwardInputImpl(dy: Tensor): Tensor {
-    return ops.copy(dy);
-  }
-  protected backwardWeightImpl(): void {}
-}
-
 Deno.test("every option is checked before any worker starts", async () => {
   const base = generateSchedule("1f1b", { ranks: 2, microBatches: 4 });
   const withAction = (rank: number, index: number, a: Action): Schedule => ({
     ...base,
     actions: base.actions.map((l, r) => r === rank ? l.map((x, i) => i === index ? a : x) : l),
   });
-  const deadlock: Schedule = {
-    name: "hand-made",
-    ranks: 2,
-    microBatches: 2,
-    stagesPerRank: 1,
-    stageToRank: [0, 1],
-    actions: [
-      [
-        { kind: "F", stage: 0, microBatch: 0 },
-        { kind: "B", stage: 0, microBatch: 0 },
-        { kind: "F", stage: 0, microBatch: 1 },
-        { kind: "B", stage: 0, microBatch: 1 },
-      ],
-      [
-        { kind: "F", stage: 1, microBatch: 0 },
-        { kind: "F", stage: 1, microBatch: 1 },
-        { kind: "B", stage: 1, microBatch: 1 },
-        { kind: "B", stage: 1, microBatch: 0 },
-      ],
-    ],
-  };
+  const deadlock = deadlocked2x2();
   const small = gpt({ ...GPT, layers: 1 }); // 4 layers
   const noSpec = new Sequential([new Linear(cpu, 2, 2), new NoSpec(cpu)], { names: ["a", "b"] });
   const cases: [string, Options, RegExp | (new (...a: never[]) => Error)][] = [
@@ -738,7 +654,7 @@ Deno.test("every option is checked before any worker starts", async () => {
     [
       "no spec",
       { model: noSpec, loss: "mse", inputShape: [1, 2] },
-      /layer b: NoSpecLayer: this layer has no spec\(\)/,
+      /layer b: NoSpec: this layer has no spec\(\)/,
     ],
     [
       "not a Sequential",

@@ -2,27 +2,18 @@ import assert from "node:assert/strict";
 import { SCHEDULE_NAMES } from "../../../src/pipeline/schedule/generate.ts";
 import type { OptimizerSpec } from "../../../src/nn/optimizer_spec.ts";
 import { createOptimizer } from "../../../src/nn/optimizer_spec.ts";
-import { saveSafetensors } from "../../../src/nn/safetensors.ts";
-import { crossEntropyLoss } from "../../../src/nn/losses.ts";
 import {
   loadTrainingCheckpoint,
   parseTrainingCheckpoint,
   saveTrainingCheckpoint,
 } from "../../../src/nn/training_checkpoint.ts";
 import { liveWorkerCount } from "../../../src/pipeline/runtime/worker_rank_group.ts";
-import {
+import type {
   PipelineParallelModel,
-  type PipelineParallelModelOptions,
+  PipelineParallelModelOptions,
 } from "../../../src/pipeline/model/pipeline_parallel_model.ts";
-import {
-  cpu,
-  GPT,
-  gpt,
-  maxRelative,
-  paramError,
-  tensorsOf,
-  tokenBatches,
-} from "./_reference_training.ts";
+import { cpuModel, GPT, gpt, referenceTraining, tokenBatches } from "./_reference_training.ts";
+import { maxRelative, paramError, tensorsOf } from "./_compare.ts";
 
 const M = 4; // micro-batches
 const N = 2, K = 2; // steps before and after the checkpoint
@@ -34,26 +25,14 @@ const SPEC: OptimizerSpec = {
   lrSchedule: { kind: "warmup-cosine", warmupSteps: 1, decaySteps: 3, minLr: 1e-3 },
 };
 
-async function build(
+function build(
   options: Partial<PipelineParallelModelOptions>,
   seed = GPT.seed,
 ): Promise<PipelineParallelModel> {
-  const net = gpt({ ...GPT, seed });
-  try {
-    return await PipelineParallelModel.create({
-      model: net,
-      schedule: "1f1b",
-      ranks: 2,
-      microBatches: M,
-      optimizer: SPEC,
-      loss: "cross-entropy",
-      backend: "cpu",
-      workers: false,
-      ...options,
-    } as PipelineParallelModelOptions);
-  } finally {
-    net.dispose();
-  }
+  return cpuModel(
+    { schedule: "1f1b", microBatches: M, optimizer: SPEC, ...options },
+    () => gpt({ ...GPT, seed }),
+  );
 }
 
 /** N + K steps in one call: the checkpoint bytes, losses and lrs. */
@@ -137,22 +116,12 @@ Deno.test("a pipeline checkpoint loads into the single-device model (loadTrainin
   const info = loadTrainingCheckpoint(net, opt, mid);
   assert.equal(info.step, N);
   assert.deepEqual(await saveTrainingCheckpoint(net, opt, { data: info.data }), mid);
-  const losses: number[] = [];
-  for (const b of batches.slice(N)) {
-    const x = cpu.fromData(b.inputs, b.shape), t = cpu.fromData(b.targets, b.shape);
-    const y = net.forward(x);
-    const r = crossEntropyLoss(y, t);
-    net.backward(r.grad).dispose();
-    opt.step();
-    net.zeroGrad();
-    losses.push((await r.loss.toArray())[0]);
-    for (const z of [x, t, y, r.loss, r.grad]) z.dispose();
-  }
-  assert.ok(maxRelative(losses, want.losses.slice(N)) <= 1e-6);
+  const rest = await referenceTraining(net, opt, batches.slice(N));
+  assert.ok(maxRelative(rest.losses, want.losses.slice(N)) <= 1e-6);
   const wantWeights = new Map(
     [...parseTrainingCheckpoint(want.bytes).weights].map(([k, e]) => [k, e.data]),
   );
-  const err = paramError(tensorsOf(await saveSafetensors(net)), wantWeights);
+  const err = paramError(rest.tensors, wantWeights);
   assert.ok(err.l2 <= 1e-5, `weights off by ${err.l2}`);
   // And back: the single-device checkpoint resumes a pipeline.
   const single = await saveTrainingCheckpoint(net, opt);

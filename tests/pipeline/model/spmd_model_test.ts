@@ -12,15 +12,8 @@ import {
   PipelineParallelModel,
   type PipelineParallelModelOptions,
 } from "../../../src/pipeline/model/pipeline_parallel_model.ts";
-import {
-  cpu,
-  gpt,
-  maxRelative,
-  paramError,
-  referenceTraining,
-  tensorsOf,
-  tokenBatches,
-} from "./_reference_training.ts";
+import { cpu, gpt, referenceTraining, tokenBatches } from "./_reference_training.ts";
+import { maxRelative, paramError, tensorsOf } from "./_compare.ts";
 
 const SGD: OptimizerSpec = { kind: "sgd", lr: 0.1, momentum: 0.9, weightDecay: 0.01 };
 const M = 4;

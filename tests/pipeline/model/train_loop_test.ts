@@ -2,14 +2,13 @@ import assert from "node:assert/strict";
 import { summarizeTimeline } from "../../../src/pipeline/analysis/timeline_summary.ts";
 import type { OptimizerSpec } from "../../../src/nn/optimizer_spec.ts";
 import { lrAt, type LrScheduleSpec } from "../../../src/nn/lr_schedule.ts";
-import {
-  PipelineParallelModel,
-  type PipelineParallelModelOptions,
-  type StepResult,
-  type TrainingBatch,
+import type {
+  PipelineParallelModelOptions,
+  StepResult,
+  TrainingBatch,
 } from "../../../src/pipeline/model/pipeline_parallel_model.ts";
 import { liveWorkerCount } from "../../../src/pipeline/runtime/worker_rank_group.ts";
-import { gpt, tokenBatches } from "./_reference_training.ts";
+import { cpuModel, tokenBatches } from "./_reference_training.ts";
 
 const STEPS = 6;
 const batches = tokenBatches(STEPS, 8, 21);
@@ -21,23 +20,8 @@ const SCHEDULE: LrScheduleSpec = {
 };
 const SPEC: OptimizerSpec = { kind: "adamw", lr: 1e-2, lrSchedule: SCHEDULE };
 
-async function build(options: Partial<PipelineParallelModelOptions> = {}) {
-  const net = gpt();
-  try {
-    return await PipelineParallelModel.create({
-      model: net,
-      schedule: "zb-h1",
-      ranks: 2,
-      microBatches: 4,
-      optimizer: SPEC,
-      loss: "cross-entropy",
-      backend: "cpu",
-      workers: false,
-      ...options,
-    } as PipelineParallelModelOptions);
-  } finally {
-    net.dispose();
-  }
+function build(options: Partial<PipelineParallelModelOptions> = {}) {
+  return cpuModel({ schedule: "zb-h1", microBatches: 4, optimizer: SPEC, ...options });
 }
 
 function* syncSource(list: readonly TrainingBatch[], log?: { pulled: number; returned: boolean }) {

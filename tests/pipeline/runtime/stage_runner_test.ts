@@ -21,6 +21,7 @@ import {
   createStageExecutor as affine,
   referenceTraining,
 } from "./_affine_executor.ts";
+import { deadlocked2x2 } from "../_hand_schedules.ts";
 
 function schedulesFor(p: number, m: number): Schedule[] {
   const out: Schedule[] = [];
@@ -127,18 +128,7 @@ Deno.test("runPipelineInProcess: an executor error names rank, action and iterat
 });
 
 Deno.test("runPipelineInProcess: a deadlocking schedule is refused before any work", async () => {
-  const F = (stage: number, microBatch: number) => ({ kind: "F" as const, stage, microBatch });
-  const B = (stage: number, microBatch: number) => ({ kind: "B" as const, stage, microBatch });
-  const schedule: Schedule = {
-    name: "bad",
-    ranks: 2,
-    microBatches: 2,
-    stagesPerRank: 1,
-    stageToRank: [0, 1],
-    // Rank 1 wants micro-batch 1 first; rank 0 sends it only after the
-    // backward of micro-batch 0, which needs rank 1.
-    actions: [[F(0, 0), B(0, 0), F(0, 1), B(0, 1)], [F(1, 1), F(1, 0), B(1, 0), B(1, 1)]],
-  };
+  const schedule = deadlocked2x2();
   let built = 0;
   await assert.rejects(
     runPipelineInProcess(schedule, {

@@ -1,6 +1,5 @@
 import assert from "node:assert/strict";
 import { generateSchedule, SCHEDULE_NAMES } from "../../../src/pipeline/schedule/generate.ts";
-import type { Schedule } from "../../../src/pipeline/schedule/schedule.ts";
 import { simulate } from "../../../src/pipeline/analysis/simulate.ts";
 import { ScheduleDeadlockError } from "../../../src/pipeline/analysis/validate.ts";
 import {
@@ -16,6 +15,7 @@ import {
 import { assertFollowsSchedule, CROSS_THREAD_CLOCK_MS as SLACK } from "./_timeline_checks.ts";
 import { type AffineCalls, referenceTraining } from "./_affine_executor.ts";
 import type { CallMap, NoCalls } from "../../../src/pipeline/runtime/stage_executor.ts";
+import { deadlocked2x2 } from "../_hand_schedules.ts";
 
 const AFFINE = new URL("./_affine_executor.ts", import.meta.url).href;
 const SPIN = new URL("./_spin_executor.ts", import.meta.url).href;
@@ -284,16 +284,7 @@ Deno.test("worker group: an executor that cannot be built fails create, leaving 
 });
 
 Deno.test("worker group: bad schedules and options are refused before any worker starts", async () => {
-  const F = (stage: number, microBatch: number) => ({ kind: "F" as const, stage, microBatch });
-  const B = (stage: number, microBatch: number) => ({ kind: "B" as const, stage, microBatch });
-  const deadlock: Schedule = {
-    name: "bad",
-    ranks: 2,
-    microBatches: 2,
-    stagesPerRank: 1,
-    stageToRank: [0, 1],
-    actions: [[F(0, 0), B(0, 0), F(0, 1), B(0, 1)], [F(1, 1), F(1, 0), B(1, 0), B(1, 1)]],
-  };
+  const deadlock = deadlocked2x2();
   await assert.rejects(
     WorkerRankGroup.create({ schedule: deadlock, executor: { module: SYNTH } }),
     ScheduleDeadlockError,
