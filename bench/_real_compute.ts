@@ -27,9 +27,16 @@ export interface RealComputeConfig {
   readonly microBatches: number;
   readonly backend: "cpu" | "webgpu";
   readonly seed: number;
+  /** How the blocks are layered (see `TinyGPTConfig.split`). */
+  readonly split: "blocks" | "halves";
 }
 
-/** Issue 10's model: dim 128, 6 blocks, a 16 × 64 batch in 8 micro-batches, CPU. */
+/**
+ * Issue 10's model: dim 128, 6 blocks, a 16 × 64 batch in 8 micro-batches,
+ * CPU. Each block is two layers (attention half, MLP half), so that ZB-V's
+ * and the interleaved schedules' 4 chunks can be balanced (6 whole blocks
+ * cannot: 2 + 2 + 1 + 1 put 4 blocks on one rank).
+ */
 export const REAL_COMPUTE: RealComputeConfig = {
   dim: 128,
   layers: 6,
@@ -39,6 +46,7 @@ export const REAL_COMPUTE: RealComputeConfig = {
   microBatches: 8,
   backend: "cpu",
   seed: 1,
+  split: "halves",
 };
 
 const tokenizer = CharTokenizer.fromText(TINY_CORPUS);
@@ -59,6 +67,7 @@ export async function createRealPipeline(
     heads: cfg.heads,
     layers: cfg.layers,
     seed: cfg.seed,
+    split: cfg.split,
   }, cpu);
   try {
     return await PipelineParallelModel.create({

@@ -14,6 +14,9 @@ import { Linear } from "./linear.ts";
 import { Sequential } from "./sequential.ts";
 import { TokenPositionEmbedding } from "./token_position_embedding.ts";
 import { TransformerBlock } from "./transformer_block.ts";
+import { CausalSelfAttention } from "./causal_self_attention.ts";
+import { MLP } from "./mlp.ts";
+import { Residual } from "./residual.ts";
 import { describeValue } from "../tensor/describe.ts";
 
 /** Sizes of {@linkcode createTinyGPT}. */
@@ -30,6 +33,14 @@ export interface TinyGPTConfig {
   readonly layers: number;
   /** Seed of the initialisation (default 0). */
   readonly seed?: number;
+  /**
+   * `"blocks"` (default): one `TransformerBlock` layer per block.
+   * `"halves"`: each block as two layers, `Residual([LayerNorm,
+   * CausalSelfAttention])` and `Residual([LayerNorm, MLP])`, with the same
+   * weights and the same outputs: a pipeline can then cut inside a block,
+   * which balances more chunks than blocks (6 blocks in ZB-V's 4 chunks).
+   */
+  readonly split?: "blocks" | "halves";
 }
 
 /**
@@ -64,9 +75,27 @@ export function createTinyGPT(config: TinyGPTConfig, backend: Backend): Sequenti
       `createTinyGPT: heads must divide dim, got heads = ${heads} and dim = ${dim}`,
     );
   }
+  const split = config.split ?? "blocks";
+  if (split !== "blocks" && split !== "halves") {
+    throw new RangeError(
+      `createTinyGPT: split must be "blocks" or "halves", got ${describeValue(split)}`,
+    );
+  }
   const rng = new Rng(config.seed ?? 0);
   const list: Layer[] = [new TokenPositionEmbedding(backend, vocabSize, seqLen, dim, { rng })];
-  for (let i = 0; i < layers; i++) list.push(new TransformerBlock(backend, dim, heads, { rng }));
+  for (let i = 0; i < layers; i++) {
+    if (split === "blocks") {
+      list.push(new TransformerBlock(backend, dim, heads, { rng }));
+      continue;
+    }
+    // TransformerBlock's sublayers, drawn from the rng in the same order.
+    const ln1 = new LayerNorm(backend, dim);
+    const attn = new CausalSelfAttention(backend, dim, heads, { rng });
+    list.push(new Residual(backend, new Sequential([ln1, attn], { names: ["ln1", "attn"] })));
+    const ln2 = new LayerNorm(backend, dim);
+    const mlp = new MLP(backend, dim, { rng });
+    list.push(new Residual(backend, new Sequential([ln2, mlp], { names: ["ln2", "mlp"] })));
+  }
   list.push(new LayerNorm(backend, dim));
   list.push(new Linear(backend, dim, vocabSize, { rng, initScale: 0.02 }));
   return new Sequential(list, { inputShape: [1, seqLen] });

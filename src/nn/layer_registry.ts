@@ -21,6 +21,7 @@ import { MLP } from "./mlp.ts";
 import { ReLU } from "./relu.ts";
 import { RMSNorm } from "./rms_norm.ts";
 import { Sequential } from "./sequential.ts";
+import { Residual } from "./residual.ts";
 import { SiLU } from "./silu.ts";
 import { Tanh } from "./tanh.ts";
 import { TokenPositionEmbedding } from "./token_position_embedding.ts";
@@ -58,6 +59,20 @@ function argsOf(kind: string, raw: Readonly<Record<string, unknown>>): Args {
     return v;
   };
   return { num, optNum: (key) => raw[key] === undefined ? undefined : num(key), raw };
+}
+
+function residualFromSpec(a: Args, backend: Backend, build: (spec: LayerSpec) => Layer): Layer {
+  const inner = a.raw.inner;
+  if (inner === null || typeof inner !== "object" || Array.isArray(inner)) {
+    throw new TypeError(`layerFromSpec: Residual.args.inner must be a layer spec`);
+  }
+  const layer = build(inner as LayerSpec);
+  try {
+    return new Residual(backend, layer);
+  } catch (e) {
+    layer.dispose();
+    throw e;
+  }
 }
 
 function sequentialFromSpec(a: Args, _backend: Backend, build: (spec: LayerSpec) => Layer): Layer {
@@ -110,6 +125,7 @@ const BUILT_IN_FACTORIES: [string, BuiltInFactory][] = [
       new TransformerBlock(be, a.num("dim"), a.num("heads"), { hidden: a.optNum("hidden") }),
   ],
   ["Sequential", sequentialFromSpec],
+  ["Residual", residualFromSpec],
 ];
 
 const BUILT_IN: ReadonlyMap<string, LayerFactory> = new Map<string, LayerFactory>(

@@ -32,6 +32,7 @@ export { CausalSelfAttention } from "./causal_self_attention.ts";
 export { MLP, type MLPOptions } from "./mlp.ts";
 export { TransformerBlock, type TransformerBlockOptions } from "./transformer_block.ts";
 export { Sequential, type SequentialOptions } from "./sequential.ts";
+export { Residual } from "./residual.ts";
 export { crossEntropyLoss, type LossOptions, type LossResult, mseLoss } from "./losses.ts";
 export type { Optimizer, ParamGroup, ParamGroupSpec } from "./optimizer.ts";
 export { SGD, type SGDOptions } from "./sgd.ts";

@@ -118,3 +118,54 @@ Deno.test("createTinyGPT: bad configs name the values", () => {
   long.dispose();
   g.dispose();
 });
+
+Deno.test('createTinyGPT split "halves": the same weights, logits and gradients as "blocks"', async () => {
+  const be = new CpuBackend();
+  const blocks = createTinyGPT(small, be);
+  const halves = createTinyGPT({ ...small, split: "halves" }, be);
+  assert.deepEqual(halves.layers.map((l) => l.kind), [
+    "TokenPositionEmbedding",
+    "Residual",
+    "Residual",
+    "Residual",
+    "Residual",
+    "LayerNorm",
+    "Linear",
+  ]);
+  // Block i's `ln1.`/`attn.` go to layer 1 + 2i, its `ln2.`/`mlp.` to layer 2 + 2i.
+  const rename = (n: string) =>
+    n.replace(
+      /^(\d+)\.(ln1|attn|ln2|mlp)\./,
+      (_, i, part) =>
+        `${2 * Number(i) - 1 + (part === "ln2" || part === "mlp" ? 1 : 0)}.inner.${part}.`,
+    ).replace(/^([34])\.(weight|bias)$/, (_, i, w) => `${Number(i) + 2}.${w}`);
+  const bp = blocks.parameters(), hp = halves.parameters();
+  assert.deepEqual(bp.map((p) => rename(p.name)), hp.map((p) => p.name));
+  for (let i = 0; i < bp.length; i++) {
+    assert.deepEqual(await bp[i].value.toArray(), await hp[i].value.toArray(), bp[i].name);
+  }
+  const tok = ids(be, [2, 5], small.vocabSize, 3);
+  const targets = ids(be, [2, 5], small.vocabSize, 4);
+  const run = async (m: typeof blocks) => {
+    const logits = m.forward(tok, { key: "k" });
+    const { loss, grad } = crossEntropyLoss(logits, targets);
+    m.backward(grad, "k").dispose();
+    const out = { loss: await loss.toArray(), logits: await logits.toArray() };
+    for (const t of [logits, loss, grad]) t.dispose();
+    return out;
+  };
+  const ob = await run(blocks), oh = await run(halves);
+  assert.deepEqual(oh.loss, ob.loss);
+  assert.deepEqual(oh.logits, ob.logits);
+  for (let i = 0; i < bp.length; i++) {
+    assert.deepEqual(await hp[i].grad.toArray(), await bp[i].grad.toArray(), `grad ${bp[i].name}`);
+  }
+  assertThrowsWith(
+    () => createTinyGPT({ ...small, split: "thirds" as never }, be),
+    RangeError,
+    ["split", "thirds"],
+  );
+  for (const t of [tok, targets]) t.dispose();
+  blocks.dispose();
+  halves.dispose();
+});
