@@ -64,15 +64,23 @@ export function promptOf(p: Problem): string {
   return `${pad(p.a)}+${pad(p.b)}=`;
 }
 
-/** The answer as the model writes it: `sum` as 4 digits, least significant first (168 → "8610"). */
-export function answerOf(p: Problem): string {
-  return [...String(p.a + p.b).padStart(ANSWER_DIGITS, "0")].reverse().join("");
+/**
+ * The order of the answer digits: `"reversed"`, least significant first
+ * (168 → "8610", the default), or `"plain"`, as people write it
+ * (168 → "0168").
+ */
+export type AnswerOrder = "reversed" | "plain";
+
+/** The answer as the model writes it: the sum as 4 digits in `order` (168 → "8610"). */
+export function answerOf(p: Problem, order: AnswerOrder = "reversed"): string {
+  const digits = String(p.a + p.b).padStart(ANSWER_DIGITS, "0");
+  return order === "reversed" ? [...digits].reverse().join("") : digits;
 }
 
 /** The number an answer string means ("8610" → 168), or null unless it is 4 digits. */
-export function readAnswer(reversed: string): number | null {
-  if (!new RegExp(`^[0-9]{${ANSWER_DIGITS}}$`).test(reversed)) return null;
-  return Number([...reversed].reverse().join(""));
+export function readAnswer(answer: string, order: AnswerOrder = "reversed"): number | null {
+  if (!new RegExp(`^[0-9]{${ANSWER_DIGITS}}$`).test(answer)) return null;
+  return Number(order === "reversed" ? [...answer].reverse().join("") : answer);
 }
 
 /** The key of a problem in the held-out set. */
@@ -142,13 +150,14 @@ export class ProblemStream {
  */
 export function encodeBatch(
   problems: readonly Problem[],
+  order: AnswerOrder = "reversed",
 ): { inputs: Float32Array; targets: Float32Array; shape: [number, number] } {
   const rows = problems.length;
   const inputs = new Float32Array(rows * SEQ_LEN);
   const targets = new Float32Array(rows * SEQ_LEN);
   const pad = TOKENIZER.encode(PAD)[0];
   problems.forEach((p, r) => {
-    const seq = TOKENIZER.encode(promptOf(p) + answerOf(p)); // SEQ_LEN + 1 tokens
+    const seq = TOKENIZER.encode(promptOf(p) + answerOf(p, order)); // SEQ_LEN + 1 tokens
     for (let t = 0; t < SEQ_LEN; t++) {
       inputs[r * SEQ_LEN + t] = seq[t];
       targets[r * SEQ_LEN + t] = t + 1 < PROMPT_LENGTH ? pad : seq[t + 1];
@@ -165,7 +174,7 @@ export type LogitsFn = (inputs: Float32Array, shape: [number, number]) => Promis
  * likely token at the last known position is appended, 4 times (one batched
  * forward pass per answer digit). Positions after the known ones hold the
  * pad; the model is causal, so they do not change what it predicts.
- * Returns the answers as written (reversed digits; any token the model
+ * Returns the answers as written (in the trained order; any token the model
  * picks, so it may not be a number).
  */
 export async function greedyAnswers(
@@ -191,11 +200,15 @@ export async function greedyAnswers(
   return out.map((o) => TOKENIZER.decode(o));
 }
 
-/** Fraction of `problems` whose answer reads as their sum. */
-export function exactMatch(problems: readonly Problem[], answers: readonly string[]): number {
+/** Fraction of `problems` whose answer, written in `order`, reads as their sum. */
+export function exactMatch(
+  problems: readonly Problem[],
+  answers: readonly string[],
+  order: AnswerOrder = "reversed",
+): number {
   let ok = 0;
   problems.forEach((p, i) => {
-    if (readAnswer(answers[i]) === p.a + p.b) ok++;
+    if (readAnswer(answers[i], order) === p.a + p.b) ok++;
   });
   return ok / problems.length;
 }

@@ -34,6 +34,7 @@ import {
 } from "../mod.ts";
 import {
   answerOf,
+  type AnswerOrder,
   encodeBatch,
   exactMatch,
   greedyAnswers,
@@ -63,6 +64,7 @@ const DEFAULTS = {
   evalSize: 200,
   heldOut: 1000,
   backend: "cpu",
+  answerOrder: "reversed",
   seed: 1,
   show: 8,
   svg: "addition.svg",
@@ -83,6 +85,7 @@ const USAGE = `Usage: deno run -A examples/learn_addition.ts [options]
   --eval-size N      held-out problems used for the curve (default ${DEFAULTS.evalSize})
   --held-out N       held-out problems, all measured at the end (default ${DEFAULTS.heldOut})
   --backend KIND     cpu | webgpu | auto (default ${DEFAULTS.backend})
+  --answer-order O   reversed (least significant digit first) | plain (default ${DEFAULTS.answerOrder})
   --seed S           seed of the problems and the weights (default ${DEFAULTS.seed})
   --show N           held-out problems printed with the model's answers (default ${DEFAULTS.show})
   --svg PATH         loss and accuracy curves (default ${DEFAULTS.svg})
@@ -124,6 +127,7 @@ function parse() {
         "eval-size": { type: "string" },
         "held-out": { type: "string" },
         backend: { type: "string" },
+        "answer-order": { type: "string" },
         seed: { type: "string" },
         show: { type: "string" },
         svg: { type: "string" },
@@ -148,6 +152,10 @@ function parse() {
   if (backend !== "cpu" && backend !== "webgpu" && backend !== "auto") {
     fail(`--backend must be cpu, webgpu or auto, got ${JSON.stringify(backend)}`);
   }
+  const answerOrder = o["answer-order"] ?? DEFAULTS.answerOrder;
+  if (answerOrder !== "reversed" && answerOrder !== "plain") {
+    fail(`--answer-order must be reversed or plain, got ${JSON.stringify(answerOrder)}`);
+  }
   const lr = o.lr === undefined ? DEFAULTS.lr : Number(o.lr);
   if (!Number.isFinite(lr) || lr <= 0) {
     fail(`--lr must be a positive number, got ${JSON.stringify(o.lr)}`);
@@ -166,6 +174,7 @@ function parse() {
     evalSize: intArg("eval-size", o["eval-size"], DEFAULTS.evalSize),
     heldOut: intArg("held-out", o["held-out"], DEFAULTS.heldOut),
     backend: backend as "cpu" | "webgpu" | "auto",
+    answerOrder: answerOrder as AnswerOrder,
     seed: intArg("seed", o.seed, DEFAULTS.seed, 0),
     show: intArg("show", o.show, DEFAULTS.show, 0),
     svg: o.svg ?? DEFAULTS.svg,
@@ -236,13 +245,16 @@ async function main(): Promise<void> {
 
   try {
     const info = await model.rankInfo();
+    const example = { a: 123, b: 45 };
     console.log(
-      `task: a + b for a, b in [0, 999]; prompt "123+045=", answer "8610" ` +
-        `(the sum 168 as 4 digits, least significant first)`,
+      `task: a + b for a, b in [0, 999]; prompt ${JSON.stringify(promptOf(example))}, answer ` +
+        `${JSON.stringify(answerOf(example, cfg.answerOrder))} (the sum 168 as 4 digits, ` +
+        (cfg.answerOrder === "reversed" ? "least significant first)" : "as people write it)"),
     );
     console.log(
-      `data: ${cfg.batch} fresh problems per step from seed ${cfg.seed + 1}; ` +
-        `${cfg.heldOut} held-out problems (seed ${cfg.seed}) never trained on`,
+      `data: ${cfg.batch} fresh problems per step from seed ${cfg.seed + 1}, each operand ` +
+        `1–3 digits; ${cfg.heldOut} held-out problems (seed ${cfg.seed}), operands uniform in ` +
+        `[0, 999], never trained on`,
     );
     console.log(
       `model: GPT, ${cfg.layers} blocks, dim ${cfg.dim}, ${cfg.heads} heads, ` +
@@ -256,7 +268,7 @@ async function main(): Promise<void> {
     const logits = async (inputs: Float32Array, shape: [number, number]) =>
       (await model.predict({ inputs, shape })).data;
     const measure = async (set: readonly Problem[]) =>
-      exactMatch(set, await greedyAnswers(set, logits));
+      exactMatch(set, await greedyAnswers(set, logits), cfg.answerOrder);
 
     const loss: [number, number][] = [];
     const accuracy: [number, number][] = [[0, await measure(evalSet)]];
@@ -275,7 +287,10 @@ async function main(): Promise<void> {
       );
       const batches: TrainingBatch[] = [];
       for (let s = done; s < next; s++) {
-        const b = encodeBatch(Array.from({ length: cfg.batch }, () => stream.next()));
+        const b = encodeBatch(
+          Array.from({ length: cfg.batch }, () => stream.next()),
+          cfg.answerOrder,
+        );
         batches.push({ inputs: b.inputs, shape: b.shape, targets: b.targets });
       }
       const run = await model.train(batches);
@@ -290,7 +305,7 @@ async function main(): Promise<void> {
     }
     // The final accuracy: every held-out problem.
     const answers = await greedyAnswers(held, logits);
-    const acc = exactMatch(held, answers);
+    const acc = exactMatch(held, answers, cfg.answerOrder);
     accuracy.push([cfg.steps, acc]);
     progress.done();
     const secs = seconds();
@@ -301,15 +316,15 @@ async function main(): Promise<void> {
     );
     if (cfg.show > 0) {
       console.log(
-        `held-out problems (the model writes ${JSON.stringify(answerOf(held[0]))} ` +
-          `for ${held[0].a + held[0].b}: digits reversed):`,
+        `held-out problems: prompt, the model's answer as written, read as a number` +
+          (cfg.answerOrder === "reversed" ? " (its digits reversed):" : ":"),
       );
       // Show the first problems, and a wrong one when there is one.
       const shown = held.slice(0, cfg.show).map((_, i) => i);
-      const wrong = held.findIndex((p, i) => readAnswer(answers[i]) !== p.a + p.b);
+      const wrong = held.findIndex((p, i) => readAnswer(answers[i], cfg.answerOrder) !== p.a + p.b);
       if (wrong >= cfg.show) shown[shown.length - 1] = wrong;
       for (const i of shown) {
-        const p = held[i], got = readAnswer(answers[i]);
+        const p = held[i], got = readAnswer(answers[i], cfg.answerOrder);
         const ok = got === p.a + p.b;
         console.log(
           `  ${promptOf(p)}${answers[i]}   ${human(p, got ?? "?")}   ` +
