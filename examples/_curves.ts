@@ -23,6 +23,8 @@ export interface CurvesInput {
   readonly lossLabel?: string;
   /** A line under the title (e.g. the configuration). */
   readonly subtitle?: string;
+  /** Steps marked with a dashed vertical line and a label (e.g. an lr change). */
+  readonly marks?: readonly { readonly step: number; readonly label: string }[];
 }
 
 const W = 720, H = 400;
@@ -114,6 +116,16 @@ export function curvesSvg(input: CurvesInput): string {
     `<rect x="${PAD.left}" y="${PAD.top}" width="${pw}" height="${ph}" fill="none" stroke="#999"/>`,
     `<text x="${PAD.left + pw / 2}" y="${H - 10}" text-anchor="middle">step</text>`,
   );
+  for (const m of input.marks ?? []) {
+    const mx = fmt(x(m.step));
+    out.push(
+      `<line x1="${mx}" x2="${mx}" y1="${PAD.top}" y2="${H - PAD.bottom}" stroke="#888" ` +
+        `stroke-dasharray="4 3"/>`,
+      `<text x="${mx}" y="${PAD.top + 14}" dx="-4" text-anchor="end" fill="#555">${
+        esc(m.label)
+      }</text>`,
+    );
+  }
   const poly = (pts: string[], color: string) =>
     `<polyline fill="none" stroke="${color}" stroke-width="1.6" points="${pts.join(" ")}"/>`;
   out.push(poly(loss.map(([s, v]) => `${fmt(x(s))},${fmt(yLoss(v))}`), LOSS_COLOR));

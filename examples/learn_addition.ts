@@ -42,6 +42,7 @@ import {
   keyOf,
   type Problem,
   ProblemStream,
+  PROMPT_LENGTH,
   promptOf,
   readAnswer,
   SEQ_LEN,
@@ -57,7 +58,9 @@ const DEFAULTS = {
   steps: 1000,
   batch: 64,
   lr: 3e-3,
-  dim: 32,
+  finalLr: 3e-4,
+  finalSteps: 250,
+  dim: 48,
   layers: 2,
   heads: 4,
   evalEvery: 50,
@@ -77,7 +80,9 @@ const USAGE = `Usage: deno run -A examples/learn_addition.ts [options]
   --microbatches M   micro-batches per step (default ${DEFAULTS.microbatches})
   --steps N          training steps (default ${DEFAULTS.steps})
   --batch B          problems per step (default ${DEFAULTS.batch})
-  --lr X             AdamW learning rate, constant (default ${DEFAULTS.lr})
+  --lr X             AdamW learning rate (default ${DEFAULTS.lr})
+  --final-lr X       learning rate of the last --final-steps steps (default ${DEFAULTS.finalLr})
+  --final-steps N    steps at --final-lr; 0 keeps --lr throughout (default ${DEFAULTS.finalSteps})
   --dim D            model width (default ${DEFAULTS.dim})
   --layers L         Transformer blocks (default ${DEFAULTS.layers})
   --heads H          attention heads, dividing D (default ${DEFAULTS.heads})
@@ -120,6 +125,8 @@ function parse() {
         steps: { type: "string" },
         batch: { type: "string" },
         lr: { type: "string" },
+        "final-lr": { type: "string" },
+        "final-steps": { type: "string" },
         dim: { type: "string" },
         layers: { type: "string" },
         heads: { type: "string" },
@@ -156,10 +163,15 @@ function parse() {
   if (answerOrder !== "reversed" && answerOrder !== "plain") {
     fail(`--answer-order must be reversed or plain, got ${JSON.stringify(answerOrder)}`);
   }
-  const lr = o.lr === undefined ? DEFAULTS.lr : Number(o.lr);
-  if (!Number.isFinite(lr) || lr <= 0) {
-    fail(`--lr must be a positive number, got ${JSON.stringify(o.lr)}`);
-  }
+  const rate = (flag: string, value: string | undefined, fallback: number) => {
+    const x = value === undefined ? fallback : Number(value);
+    if (!Number.isFinite(x) || x <= 0) {
+      fail(`--${flag} must be a positive number, got ${JSON.stringify(value)}`);
+    }
+    return x;
+  };
+  const lr = rate("lr", o.lr, DEFAULTS.lr);
+  const finalLr = rate("final-lr", o["final-lr"], DEFAULTS.finalLr);
   const cfg = {
     ranks: intArg("ranks", o.ranks, DEFAULTS.ranks),
     schedule,
@@ -167,6 +179,8 @@ function parse() {
     steps: intArg("steps", o.steps, DEFAULTS.steps),
     batch: intArg("batch", o.batch, DEFAULTS.batch),
     lr,
+    finalLr,
+    finalSteps: intArg("final-steps", o["final-steps"], DEFAULTS.finalSteps, 0),
     dim: intArg("dim", o.dim, DEFAULTS.dim),
     layers: intArg("layers", o.layers, DEFAULTS.layers),
     heads: intArg("heads", o.heads, DEFAULTS.heads),
@@ -186,6 +200,9 @@ function parse() {
   if (cfg.heldOut > 100_000) fail(`--held-out must be at most 100000, got ${cfg.heldOut}`);
   if (cfg.batch < cfg.microBatches) {
     fail(`--batch must be at least --microbatches (${cfg.microBatches}), got ${cfg.batch}`);
+  }
+  if (cfg.finalSteps >= cfg.steps) {
+    fail(`--final-steps must be less than --steps (${cfg.steps}), got ${cfg.finalSteps}`);
   }
   cfg.evalSize = Math.min(cfg.evalSize, cfg.heldOut);
   return cfg;
@@ -228,20 +245,24 @@ async function main(): Promise<void> {
     new CpuBackend(),
   );
   const nParams = net.parameters().reduce((s, p) => s + p.value.size, 0);
-  let model: PipelineParallelModel;
-  try {
-    model = await PipelineParallelModel.create({
+  // The model is built once on the CPU; its layer specs and weights travel
+  // to the workers, which rebuild their stages on their own backends.
+  const build = (lr: number) =>
+    PipelineParallelModel.create({
       model: net,
       schedule,
-      optimizer: { kind: "adamw", lr: cfg.lr, weightDecay: 0 },
+      optimizer: { kind: "adamw", lr, weightDecay: 0 },
       loss: "cross-entropy",
       backend: cfg.backend,
     });
+  let model: PipelineParallelModel;
+  try {
+    model = await build(cfg.lr);
   } catch (e) {
     net.dispose();
     fail((e as Error).message);
   }
-  net.dispose();
+  const dropAt = cfg.finalSteps > 0 ? cfg.steps - cfg.finalSteps : Infinity;
 
   try {
     const info = await model.rankInfo();
@@ -258,11 +279,25 @@ async function main(): Promise<void> {
     );
     console.log(
       `model: GPT, ${cfg.layers} blocks, dim ${cfg.dim}, ${cfg.heads} heads, ` +
-        `${nParams} parameters; AdamW lr ${cfg.lr} (constant)`,
+        `${nParams} parameters; AdamW lr ${cfg.lr}` +
+        (cfg.finalSteps > 0
+          ? `, ${cfg.finalLr} for the last ${cfg.finalSteps} step${cfg.finalSteps > 1 ? "s" : ""}`
+          : ""),
     );
+    const perMicroBatch = cfg.batch % cfg.microBatches === 0
+      ? `${cfg.batch / cfg.microBatches}`
+      : `~${Math.round(cfg.batch / cfg.microBatches)}`;
     console.log(
       `pipeline: ${schedule.name}, ${cfg.ranks} ranks in workers, ${cfg.microBatches} ` +
-        `micro-batches of ${cfg.batch / cfg.microBatches} problems, backend ${info[0].backend}`,
+        `micro-batches of ${perMicroBatch} problems, backend ${info[0].backend}`,
+    );
+    console.log(
+      `loss: mean cross-entropy over the ${SEQ_LEN} positions (the ${
+        PROMPT_LENGTH - 1
+      } that would predict ` +
+        `prompt digits are trained to predict "." and soon cost ~0); held-out: exact match by ` +
+        `greedy decoding on ${evalSet.length} held-out problems every ${cfg.evalEvery} steps, ` +
+        `on all ${held.length} at the end`,
     );
 
     const logits = async (inputs: Float32Array, shape: [number, number]) =>
@@ -284,6 +319,7 @@ async function main(): Promise<void> {
         cfg.steps,
         (Math.floor(done / 10) + 1) * 10,
         (Math.floor(done / cfg.evalEvery) + 1) * cfg.evalEvery,
+        done < dropAt ? dropAt : Infinity,
       );
       const batches: TrainingBatch[] = [];
       for (let s = done; s < next; s++) {
@@ -295,6 +331,20 @@ async function main(): Promise<void> {
       }
       const run = await model.train(batches);
       done = next;
+      if (done === dropAt) {
+        // The lr drop. The optimizer spec on main has one constant lr, so
+        // the pipeline is rebuilt with the lower lr and the trained weights
+        // (AdamW's moments start afresh).
+        const weights = await model.saveSafetensors();
+        const before = await model.parameterStats();
+        await model.dispose();
+        model = await build(cfg.finalLr);
+        await model.loadSafetensors(weights);
+        const after = await model.parameterStats();
+        if (after.sum !== before.sum || after.sumSq !== before.sumSq) {
+          throw new Error("the rebuilt pipeline does not hold the trained weights");
+        }
+      }
       if (done % cfg.evalEvery === 0 && done < cfg.steps) {
         accuracy.push([done, await measure(evalSet)]);
       }
@@ -337,10 +387,11 @@ async function main(): Promise<void> {
       curvesSvg({
         title: `learn_addition: ${cfg.ranks} ranks, ${schedule.name}, backend ${info[0].backend}`,
         subtitle: `GPT ${cfg.layers}×${cfg.dim}, ${cfg.heads} heads, batch ${cfg.batch}, ` +
-          `AdamW lr ${cfg.lr}; held-out exact match ${(100 * acc).toFixed(1)}% ` +
+          `held-out exact match ${(100 * acc).toFixed(1)}% of ${held.length} ` +
           `after ${cfg.steps} steps, ${secs.toFixed(0)} s`,
         loss: loss as Curve,
         accuracy: accuracy as Curve,
+        marks: cfg.finalSteps > 0 ? [{ step: dropAt, label: `lr ${cfg.lr} → ${cfg.finalLr}` }] : [],
       }),
     );
     console.log(`loss and accuracy curves written to ${cfg.svg}`);
@@ -355,6 +406,7 @@ async function main(): Promise<void> {
     }
   } finally {
     await model.dispose();
+    net.dispose();
   }
 }
 

@@ -18,6 +18,7 @@ Deno.test("learn_addition: a short run prints progress, held-out answers, the SV
     const svg = `${dir}/curves.svg`;
     const r = await run([
       "--steps=3",
+      "--final-steps=1",
       "--eval-every=2",
       "--held-out=12",
       "--eval-size=8",
@@ -31,6 +32,8 @@ Deno.test("learn_addition: a short run prints progress, held-out answers, the SV
     assert.equal(progress.length, 3, r.out);
     assert.match(r.out, /answer "8610" \(the sum 168 as 4 digits, least significant first\)/);
     assert.match(r.out, /pipeline: zb-h1, 2 ranks in workers, 4 micro-batches of 16 problems/);
+    // The last step ran on a pipeline rebuilt with the final lr and the trained weights.
+    assert.match(r.out, /AdamW lr 0\.003, 0\.0003 for the last 1 step$/m);
     assert.match(r.out, /^held-out exact match: \d+\.\d% of 12 problems after 3 steps/m);
     const shown = lines.filter((l) => /^ {2}\d{3}\+\d{3}=\S{4} {3}[ \d]{3} \+ [ \d]{3} = /.test(l));
     assert.equal(shown.length, 3, r.out);
@@ -44,6 +47,7 @@ Deno.test("learn_addition: a short run prints progress, held-out answers, the SV
     const text = await Deno.readTextFile(svg);
     assert.match(text, /^<svg[\s\S]*<\/svg>\n$/);
     assert.equal(text.match(/<polyline /g)?.length, 2);
+    assert.match(text, /lr 0\.003 → 0\.0003/);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
@@ -57,6 +61,8 @@ Deno.test("learn_addition: bad options exit with status 2 and name the value", a
     [["--answer-order=up"], /--answer-order must be reversed or plain, got "up"/],
     [["--dim=30", "--heads=4"], /--heads must divide --dim, got heads 4 and dim 30/],
     [["--lr=-1"], /--lr must be a positive number, got "-1"/],
+    [["--final-lr=0"], /--final-lr must be a positive number, got "0"/],
+    [["--steps=10", "--final-steps=10"], /--final-steps must be less than --steps \(10\), got 10/],
     [["--batch=2", "--microbatches=4"], /--batch must be at least --microbatches \(4\), got 2/],
   ];
   for (const [args, want] of cases) {
