@@ -121,7 +121,7 @@ export function curvesSvg(input: CurvesInput): string {
     out.push(
       `<line x1="${mx}" x2="${mx}" y1="${PAD.top}" y2="${H - PAD.bottom}" stroke="#888" ` +
         `stroke-dasharray="4 3"/>`,
-      `<text x="${mx}" y="${PAD.top + 14}" dx="-4" text-anchor="end" fill="#555">${
+      `<text x="${mx}" y="${H - PAD.bottom - 6}" dx="-4" text-anchor="end" fill="#555">${
         esc(m.label)
       }</text>`,
     );

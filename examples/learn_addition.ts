@@ -227,6 +227,15 @@ async function main(): Promise<void> {
   } catch (e) {
     fail((e as Error).message);
   }
+  // The GPT is a Sequential of the embedding, the blocks, a norm and the
+  // head; every chunk of the schedule needs at least one of them.
+  const chunks = schedule.stageToRank.length;
+  if (cfg.layers + 3 < chunks) {
+    fail(
+      `${schedule.name} on ${cfg.ranks} ranks cuts the model into ${chunks} chunks, but ` +
+        `${cfg.layers} blocks make ${cfg.layers + 3} layers: use --layers ${chunks - 3} or more`,
+    );
+  }
   // Problems: the held-out set first, then a stream of training problems
   // from another seed that skips every held-out problem.
   const held = heldOutProblems(cfg.heldOut, cfg.seed);

@@ -61,6 +61,10 @@ Deno.test("learn_addition: bad options exit with status 2 and name the value", a
     [["--answer-order=up"], /--answer-order must be reversed or plain, got "up"/],
     [["--dim=30", "--heads=4"], /--heads must divide --dim, got heads 4 and dim 30/],
     [["--lr=-1"], /--lr must be a positive number, got "-1"/],
+    [
+      ["--ranks=4", "--schedule=zb-v"],
+      /zb-v on 4 ranks cuts the model into 8 chunks, but 2 blocks make 5 layers: use --layers 5/,
+    ],
     [["--final-lr=0"], /--final-lr must be a positive number, got "0"/],
     [["--steps=10", "--final-steps=10"], /--final-steps must be less than --steps \(10\), got 10/],
     [["--batch=2", "--microbatches=4"], /--batch must be at least --microbatches \(4\), got 2/],
