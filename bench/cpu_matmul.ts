@@ -1,7 +1,7 @@
 /**
  * Throughput of the CPU reference matmul (`CpuBackend`, f64 sums): the
  * shapes of one training step of `examples/learn_addition.ts` (rows = 64
- * sequences × 11 tokens, width 64, MLP 256; forward, input gradient with
+ * sequences × 11 tokens, width 48, MLP 192; forward, input gradient with
  * B transposed, weight gradient with A transposed) and square n = 128, 512.
  *
  *   deno run -A bench/cpu_matmul.ts          # a table
@@ -34,7 +34,7 @@ interface Case {
   transB?: boolean;
 }
 
-const R = 64 * 11, D = 64, H = 256;
+const R = 64 * 11, D = 48, H = 192;
 const cases: Case[] = [
   { name: "forward x·W (qkv)", M: R, K: D, N: 3 * D },
   { name: "forward x·W (mlp in)", M: R, K: D, N: H },
