@@ -8,7 +8,7 @@
  *
  * ```sh
  * deno run -A examples/learn_addition.ts            # 2 ranks, zb-h1, CPU backend
- * deno run -A examples/learn_addition.ts --ranks 4 --schedule zb-v --json
+ * deno run -A examples/learn_addition.ts --ranks 4 --schedule zb-v --layers 5 --json
  * ```
  *
  * It prints a progress bar with the loss and the held-out accuracy, writes
@@ -17,7 +17,11 @@
  * `{"accuracy": A, "steps": N, "seconds": S, "ranks": P, "schedule": "…"}`.
  *
  * The model writes the sum least significant digit first, as 4 digits
- * (`"123+045="` → `"8610"` for 168): see `_addition.ts` for why.
+ * (`"123+045="` → `"8610"` for 168): see `_addition.ts` for why. The
+ * defaults were chosen by experiment (the README's section on this demo
+ * gives the measurements): 2 blocks of width 48, 64 problems per step, 1000
+ * steps, AdamW at lr 3e-3 and 3e-4 for the last 250 steps; about 70 s and
+ * 99.8% held-out exact match on 2 quiet cores.
  *
  * @module
  */
