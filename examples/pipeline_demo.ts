@@ -3,11 +3,14 @@
  * across pipeline stages, one Deno worker per rank, each with its own WebGPU
  * device (the CPU backend where no adapter exists). Prints a progress bar
  * with the loss per step, then the measured bubble and the peak activation
- * memory of every stage, and writes `timeline.svg`: the timeline of the last
- * measured step.
+ * memory of every stage, writes `timeline.svg`: the timeline of the last
+ * measured step, and samples some text from the trained model (through the
+ * pipeline's stages). `--text FILE` trains on any text file instead of the
+ * built-in corpus.
  *
  * ```sh
  * deno run -A examples/pipeline_demo.ts --schedule zb-v --stages 4 --microbatches 8 --steps 40
+ * deno run -A examples/pipeline_demo.ts --text notes.txt --steps 300 --prompt "The "
  * ```
  *
  * @module
@@ -15,7 +18,6 @@
 
 import { parseArgs } from "node:util";
 import {
-  CharTokenizer,
   CpuBackend,
   createTinyGPT,
   generateSchedule,
@@ -26,10 +28,10 @@ import {
   SCHEDULE_NAMES,
   simulate,
   type StepResult,
-  TINY_CORPUS,
   type TrainingBatch,
 } from "../mod.ts";
 import { Progress } from "./_progress.ts";
+import { loadText, sampleText } from "./_text.ts";
 
 const USAGE = `Usage: deno run -A examples/pipeline_demo.ts [options]
 
@@ -41,6 +43,10 @@ const USAGE = `Usage: deno run -A examples/pipeline_demo.ts [options]
   --backend KIND        auto | webgpu | cpu (default auto)
   --seed S              seed of the weights and batches (default 1)
   --svg PATH            timeline of the last step (default timeline.svg)
+  --text FILE           train on this text file (default: the built-in corpus)
+  --sample N            characters to generate after training (default 120, 0 = none)
+  --prompt TEXT         start of the sample (default "The ", or the file's first 4 characters)
+  --temperature T       sampling temperature, 0 = always the most likely (default 1)
   --help                this text
 `;
 
@@ -76,6 +82,10 @@ try {
       backend: { type: "string" },
       seed: { type: "string" },
       svg: { type: "string" },
+      text: { type: "string" },
+      sample: { type: "string" },
+      prompt: { type: "string" },
+      temperature: { type: "string" },
       help: { type: "boolean" },
     },
   });
@@ -103,6 +113,11 @@ if (backend !== "auto" && backend !== "webgpu" && backend !== "cpu") {
   fail(`--backend must be auto, webgpu or cpu, got ${JSON.stringify(backend)}`);
 }
 const svgPath = o.svg ?? "timeline.svg";
+const sampleLength = o.sample?.trim() === "0" ? 0 : positiveInt("sample", o.sample, 120);
+const temperature = o.temperature === undefined ? 1 : Number(o.temperature);
+if (!Number.isFinite(temperature) || temperature < 0) {
+  fail(`--temperature must be a number ≥ 0, got ${JSON.stringify(o.temperature)}`);
+}
 
 let schedule;
 try {
@@ -115,11 +130,23 @@ try {
 // to even out the cheap embedding, norm and head), and a batch big enough
 // that every micro-batch has at least two sequences.
 const chunks = schedule.stageToRank.length;
-const tokenizer = CharTokenizer.fromText(TINY_CORPUS);
-const tokens = tokenizer.encode(TINY_CORPUS);
+const seqLen = 32;
+let corpus;
+try {
+  corpus = await loadText(o.text, seqLen + 1);
+} catch (e) {
+  fail((e as Error).message);
+}
+const { tokenizer, tokens } = corpus;
+const prompt = o.prompt ?? corpus.defaultPrompt;
+const badChar = [...prompt].find((c) => !tokenizer.vocab.includes(c));
+if (badChar !== undefined) {
+  fail(`--prompt has ${JSON.stringify(badChar)}, which is not in the text`);
+}
+if (prompt === "") fail("--prompt must not be empty");
 const config = {
   vocabSize: tokenizer.vocabSize,
-  seqLen: 32,
+  seqLen,
   dim: 32,
   heads: 2,
   layers: Math.max(4, 2 * chunks - 3),
@@ -148,7 +175,8 @@ try {
   const bounds = model.partition.boundaries;
   console.log(
     `tiny GPT: ${config.layers} blocks, dim ${config.dim}, vocabulary ${config.vocabSize}; ` +
-      `batch ${batchRows} × ${config.seqLen} characters`,
+      `batch ${batchRows} × ${config.seqLen} characters of ${corpus.source} ` +
+      `(${tokens.length} characters)`,
   );
   console.log(
     `pipeline: ${schedule.name}, ${ranks} stages in workers × ${schedule.stagesPerRank} ` +
@@ -235,6 +263,20 @@ try {
     }),
   );
   console.log(`timeline of step ${steps} written to ${svgPath}`);
+  if (sampleLength > 0) {
+    // One sequence is fewer rows than micro-batches: predict runs it
+    // through the stages one after another.
+    const logits = async (inputs: Float32Array, shape: [number, number]) =>
+      (await model.predict({ inputs, shape })).data;
+    const text = await sampleText(logits, tokenizer, {
+      prompt,
+      n: sampleLength,
+      seqLen: config.seqLen,
+      temperature,
+      rng: new Rng(seed + 2),
+    });
+    console.log(`sample: ${JSON.stringify(text)}`);
+  }
 } finally {
   await model.dispose();
 }

@@ -1,11 +1,13 @@
 /**
- * Trains a tiny character-level GPT on the text the project ships, on
- * WebGPU when an adapter exists (else the CPU backend), with AdamW, showing
- * the loss per step, then samples some text from the trained model.
+ * Trains a tiny character-level GPT on the text the project ships (or on
+ * any text file: `--text FILE`), on WebGPU when an adapter exists (else the
+ * CPU backend), with AdamW, showing the loss per step, then samples some
+ * text from the trained model.
  *
- *   deno run -A examples/train_gpt.ts [--steps 200] [--backend auto|cpu|webgpu]
- *     [--seed 1] [--lr 0.01] [--batch 8] [--seq-len 32] [--dim 32] [--heads 4]
- *     [--layers 2] [--sample 160]
+ *   deno run -A examples/train_gpt.ts [--text FILE] [--steps 200]
+ *     [--backend auto|cpu|webgpu] [--seed 1] [--lr 0.01] [--batch 8]
+ *     [--seq-len 32] [--dim 32] [--heads 4] [--layers 2] [--sample 160]
+ *     [--prompt TEXT] [--temperature 1]
  *
  * The first loss is close to ln(vocabulary size): the untrained model
  * spreads its guess evenly over every character.
@@ -14,21 +16,12 @@
  */
 
 import { parseArgs } from "node:util";
-import {
-  AdamW,
-  type Backend,
-  CharTokenizer,
-  createBackend,
-  createTinyGPT,
-  crossEntropyLoss,
-  Rng,
-  sampleBatch,
-  type Sequential,
-  TINY_CORPUS,
-} from "../mod.ts";
+import { AdamW, createBackend, createTinyGPT, crossEntropyLoss, Rng, sampleBatch } from "../mod.ts";
 import { Progress } from "./_progress.ts";
+import { loadText, sampleText } from "./_text.ts";
 
 const USAGE = `usage: deno run -A examples/train_gpt.ts [options]
+  --text FILE      train on this text file (default: the built-in corpus)
   --steps N        training steps (default 200)
   --backend KIND   auto | cpu | webgpu (default auto)
   --seed N         seed of the weights and of the batches (default 1)
@@ -38,7 +31,9 @@ const USAGE = `usage: deno run -A examples/train_gpt.ts [options]
   --dim N          model width (default 32)
   --heads N        attention heads (default 4)
   --layers N       Transformer blocks (default 2)
-  --sample N       characters to generate after training (default 160, 0 = none)`;
+  --sample N       characters to generate after training (default 160, 0 = none)
+  --prompt TEXT    start of the sample (default "The ", or the file's first 4 characters)
+  --temperature T  sampling temperature, 0 = always the most likely (default 1)`;
 
 function fail(msg: string): never {
   console.error(`train_gpt: ${msg}\n${USAGE}`);
@@ -49,34 +44,6 @@ function intArg(name: string, v: string, min: number): number {
   const n = Number(v);
   if (!Number.isInteger(n) || n < min) fail(`--${name} must be an integer ≥ ${min}, got ${v}`);
   return n;
-}
-
-/** Draws `n` characters, each from the model's softmax at the last position. */
-async function generate(
-  model: Sequential,
-  be: Backend,
-  tok: CharTokenizer,
-  prompt: string,
-  n: number,
-  seqLen: number,
-  rng: Rng,
-): Promise<string> {
-  const ids = tok.encode(prompt);
-  for (let i = 0; i < n; i++) {
-    const ctx = ids.slice(-seqLen);
-    const x = be.fromData(Float32Array.from(ctx), [1, ctx.length]);
-    const y = model.forward(x, { save: false });
-    const logits = (await y.toArray()).subarray((ctx.length - 1) * tok.vocabSize);
-    x.dispose();
-    y.dispose();
-    const m = Math.max(...logits);
-    const p = Array.from(logits, (l) => Math.exp(l - m));
-    let u = rng.next() * p.reduce((a, b) => a + b, 0);
-    let k = 0;
-    while (k < p.length - 1 && (u -= p[k]) > 0) k++;
-    ids.push(k);
-  }
-  return tok.decode(ids);
 }
 
 async function main(): Promise<void> {
@@ -95,6 +62,9 @@ async function main(): Promise<void> {
         heads: { type: "string", default: "4" },
         layers: { type: "string", default: "2" },
         sample: { type: "string", default: "160" },
+        text: { type: "string" },
+        prompt: { type: "string" },
+        temperature: { type: "string", default: "1" },
         help: { type: "boolean", short: "h", default: false },
       },
       strict: true,
@@ -121,15 +91,30 @@ async function main(): Promise<void> {
   const layers = intArg("layers", values.layers, 1);
   const sample = intArg("sample", values.sample, 0);
   if (dim % heads !== 0) fail(`--heads must divide --dim, got heads ${heads} and dim ${dim}`);
+  const temperature = Number(values.temperature);
+  if (!Number.isFinite(temperature) || temperature < 0) {
+    fail(`--temperature must be a number ≥ 0, got ${values.temperature}`);
+  }
+  let corpus;
+  try {
+    corpus = await loadText(values.text, seqLen + 1);
+  } catch (e) {
+    fail((e as Error).message);
+  }
+  const tok = corpus.tokenizer, data = corpus.tokens;
+  const prompt = values.prompt ?? corpus.defaultPrompt;
+  const badChar = [...prompt].find((c) => !tok.vocab.includes(c));
+  if (badChar !== undefined) {
+    fail(`--prompt has ${JSON.stringify(badChar)}, which is not in the text`);
+  }
+  if (prompt === "") fail("--prompt must not be empty");
 
   const be = await createBackend(kind);
-  const tok = CharTokenizer.fromText(TINY_CORPUS);
-  const data = tok.encode(TINY_CORPUS);
   const model = createTinyGPT({ vocabSize: tok.vocabSize, seqLen, dim, heads, layers, seed }, be);
   const nParams = model.parameters().reduce((s, p) => s + p.value.size, 0);
   console.log(
     `tiny GPT: ${layers} blocks, dim ${dim}, ${heads} heads, ${nParams} parameters; ` +
-      `${TINY_CORPUS.length} characters, vocabulary ${tok.vocabSize} (ln V = ${
+      `${corpus.source}: ${data.length} characters, vocabulary ${tok.vocabSize} (ln V = ${
         Math.log(tok.vocabSize).toFixed(3)
       })`,
   );
@@ -173,7 +158,21 @@ async function main(): Promise<void> {
       `in ${secs.toFixed(1)} s, ${(1000 * secs / steps).toFixed(0)} ms/step`,
   );
   if (sample > 0) {
-    const text = await generate(model, be, tok, "The ", sample, seqLen, new Rng(seed + 2));
+    const logits = async (ids: Float32Array, shape: [number, number]) => {
+      const x = be.fromData(ids, shape);
+      const y = model.forward(x, { save: false });
+      x.dispose();
+      const out = await y.toArray();
+      y.dispose();
+      return out;
+    };
+    const text = await sampleText(logits, tok, {
+      prompt,
+      n: sample,
+      seqLen,
+      temperature,
+      rng: new Rng(seed + 2),
+    });
     console.log(`sample: ${JSON.stringify(text)}`);
   }
   opt.dispose();

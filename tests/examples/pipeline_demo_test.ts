@@ -58,3 +58,39 @@ Deno.test("pipeline demo: bad options exit with status 2 and name the value", as
   assert.equal(combo.code, 2);
   assert.match(combo.err, /error: .*9/);
 });
+
+Deno.test("pipeline demo: --text FILE trains on that file and samples through the stages", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const file = `${dir}/text.txt`;
+    await Deno.writeTextFile(file, "to be or not to be\n".repeat(10));
+    const args = [
+      "--backend=cpu",
+      "--schedule=zb-h1",
+      "--stages=2",
+      "--microbatches=2",
+      "--steps=2",
+      `--svg=${dir}/t.svg`,
+      `--text=${file}`,
+    ];
+    const r = await run([...args, "--sample=15", "--prompt=not ", "--temperature=0"]);
+    assert.equal(r.code, 0, r.err);
+    // Distinct characters: space, newline, b, e, n, o, r, t.
+    assert.ok(
+      r.out.includes(`vocabulary 8; batch 16 × 32 characters of ${file} (190 characters)`),
+      r.out,
+    );
+    const sample = JSON.parse(r.out.match(/^sample: (".*")$/m)![1]) as string;
+    assert.equal(sample.length, 4 + 15);
+    assert.ok(sample.startsWith("not "), sample);
+    assert.match(sample, /^[ \nbenort]+$/);
+    const none = await run([...args, "--sample=0"]);
+    assert.equal(none.code, 0, none.err);
+    assert.doesNotMatch(none.out, /^sample:/m);
+    const bad = await run([...args, "--prompt=xyz"]);
+    assert.equal(bad.code, 2);
+    assert.match(bad.err, /--prompt has "x", which is not in the text/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

@@ -45,3 +45,37 @@ Deno.test("train_gpt demo: bad options exit with status 2 and name the value", a
   const steps = await run(["--steps=0"]);
   assert.match(steps.err, /--steps must be an integer ≥ 1, got 0/);
 });
+
+Deno.test("train_gpt demo: --text FILE trains on that file's characters and samples from its prompt", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const file = `${dir}/text.txt`;
+    const text = "ab ba abba baab\n".repeat(8);
+    await Deno.writeTextFile(file, text);
+    const common = ["--backend=cpu", "--steps=3", "--dim=8", "--heads=2", "--seq-len=8"];
+    const r = await run([...common, `--text=${file}`, "--sample=20", "--temperature=0.5"]);
+    assert.equal(r.code, 0, r.err);
+    // 4 distinct characters: a, b, space and newline.
+    assert.ok(r.out.includes(`${file}: 128 characters, vocabulary 4 (ln V = 1.386)`), r.out);
+    const sample = JSON.parse(r.out.match(/^sample: (".*")$/m)![1]) as string;
+    assert.equal(sample.length, 4 + 20);
+    assert.ok(sample.startsWith("ab b"), sample); // the file's first 4 characters
+    assert.match(sample, /^[ab \n]+$/);
+    const prompted = await run([...common, `--text=${file}`, "--sample=5", "--prompt=baab"]);
+    assert.equal(prompted.code, 0, prompted.err);
+    assert.ok(JSON.parse(prompted.out.match(/^sample: (".*")$/m)![1]).startsWith("baab"));
+
+    const badPrompt = await run([...common, `--text=${file}`, "--prompt=The "]);
+    assert.equal(badPrompt.code, 2);
+    assert.match(badPrompt.err, /--prompt has "T", which is not in the text/);
+    const missing = await run([...common, `--text=${dir}/nope.txt`]);
+    assert.equal(missing.code, 2);
+    assert.match(missing.err, /cannot read --text .*nope\.txt/);
+    await Deno.writeTextFile(`${dir}/short.txt`, "abc");
+    const short = await run([...common, `--text=${dir}/short.txt`]);
+    assert.equal(short.code, 2);
+    assert.match(short.err, /short\.txt has 3 characters; training needs at least 9/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

@@ -7,6 +7,7 @@
 
 import assert from "node:assert/strict";
 import type { AdamWParams, Backend, Shape } from "../../src/tensor/backend.ts";
+import { CpuBackend } from "../../src/tensor/cpu/backend.ts";
 import { MemoryTracker } from "../../src/tensor/_memory.ts";
 import * as ops from "../../src/tensor/ops.ts";
 import type { Tensor } from "../../src/tensor/tensor.ts";
@@ -190,6 +191,41 @@ Deno.test("matmul: batched operands, and a 2-D b shared by every batch entry", a
           );
           a.dispose();
           b.dispose();
+        }
+      }
+    }
+  }
+});
+
+Deno.test("matmul (CPU): each output is its products summed in order in f64, rounded once to f32", async () => {
+  // The CPU matmul works in 4×4 tiles of C plus the edges past the last full
+  // tile; every output must still be exactly the ordered f64 sum, rounded.
+  const be = new CpuBackend();
+  const shapes: [number, number, number, number][] = [
+    [1, 4, 3, 4],
+    [1, 8, 12, 8],
+    [1, 9, 5, 11],
+    [3, 6, 7, 5],
+    [2, 65, 31, 70],
+  ];
+  let seed = 500;
+  for (const [batch, M, K, N] of shapes) {
+    for (const transA of [false, true]) {
+      for (const transB of [false, true]) {
+        for (const bShared of [false, true]) {
+          const [a, A] = rand(be, [batch, ...(transA ? [K, M] : [M, K])], seed++);
+          const bShape = transB ? [N, K] : [K, N];
+          const [b, B] = rand(be, bShared ? bShape : [batch, ...bShape], seed++);
+          const c = ops.matmul(a, b, { transA, transB });
+          const want = Float32Array.from(
+            naiveMatmul(A, B, batch, M, K, N, transA, transB, bShared),
+          );
+          assert.deepEqual(
+            await read(c),
+            want,
+            `${batch}x${M}x${K}x${N} tA=${transA} tB=${transB} shared=${bShared}`,
+          );
+          for (const t of [a, b, c]) t.dispose();
         }
       }
     }
