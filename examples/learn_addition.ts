@@ -258,24 +258,31 @@ async function main(): Promise<void> {
     new CpuBackend(),
   );
   const nParams = net.parameters().reduce((s, p) => s + p.value.size, 0);
+  const dropAt = cfg.finalSteps > 0 ? cfg.steps - cfg.finalSteps : Infinity;
   // The model is built once on the CPU; its layer specs and weights travel
-  // to the workers, which rebuild their stages on their own backends.
-  const build = (lr: number) =>
-    PipelineParallelModel.create({
+  // to the workers, which rebuild their stages on their own backends. The lr
+  // drops to --final-lr for the last --final-steps steps (PyTorch's StepLR):
+  // a constant lr gave late loss spikes on some seeds.
+  let model: PipelineParallelModel;
+  try {
+    model = await PipelineParallelModel.create({
       model: net,
       schedule,
-      optimizer: { kind: "adamw", lr, weightDecay: 0 },
+      optimizer: {
+        kind: "adamw",
+        lr: cfg.lr,
+        weightDecay: 0,
+        ...(dropAt === Infinity
+          ? {}
+          : { lrSchedule: { kind: "step", stepSize: dropAt, gamma: cfg.finalLr / cfg.lr } }),
+      },
       loss: "cross-entropy",
       backend: cfg.backend,
     });
-  let model: PipelineParallelModel;
-  try {
-    model = await build(cfg.lr);
   } catch (e) {
     net.dispose();
     fail((e as Error).message);
   }
-  const dropAt = cfg.finalSteps > 0 ? cfg.steps - cfg.finalSteps : Infinity;
 
   try {
     const info = await model.rankInfo();
@@ -332,7 +339,6 @@ async function main(): Promise<void> {
         cfg.steps,
         (Math.floor(done / 10) + 1) * 10,
         (Math.floor(done / cfg.evalEvery) + 1) * cfg.evalEvery,
-        done < dropAt ? dropAt : Infinity,
       );
       const batches: TrainingBatch[] = [];
       for (let s = done; s < next; s++) {
@@ -344,20 +350,6 @@ async function main(): Promise<void> {
       }
       const run = await model.train(batches);
       done = next;
-      if (done === dropAt) {
-        // The lr drop. The optimizer spec on main has one constant lr, so
-        // the pipeline is rebuilt with the lower lr and the trained weights
-        // (AdamW's moments start afresh).
-        const weights = await model.saveSafetensors();
-        const before = await model.parameterStats();
-        await model.dispose();
-        model = await build(cfg.finalLr);
-        await model.loadSafetensors(weights);
-        const after = await model.parameterStats();
-        if (after.sum !== before.sum || after.sumSq !== before.sumSq) {
-          throw new Error("the rebuilt pipeline does not hold the trained weights");
-        }
-      }
       if (done % cfg.evalEvery === 0 && done < cfg.steps) {
         accuracy.push([done, await measure(evalSet)]);
       }
