@@ -131,9 +131,10 @@ export interface StageExecutorInit {
   /** Aborted when the run is aborted (seen between turns of the event loop). */
   readonly signal: AbortSignal;
   /**
-   * This rank's transport, for collectives an executor may need (e.g. the
-   * global gradient norm before clipping). The runtime's own traffic uses
-   * `makeTag` tags; use other tags for anything else.
+   * This rank's transport, for collectives an executor may need (the model
+   * stage needs none: its global-norm clipping goes through the runtime's
+   * `clipNorm`). The runtime's own traffic uses `makeTag` tags and
+   * `verdict/…` tags; use other tags for anything else.
    */
   readonly comm: CommBackend;
 }

@@ -331,7 +331,8 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
   };
 
   // One attempt at iteration `it`; throws Abandon when the verdict of
-  // it − 1 turns bad before this rank's first step of `it`.
+  // it − 1 undoes its steps (a rollback or a clipped redo) before this
+  // rank's first step of `it`.
   const runIteration = async (it: number): Promise<void> => {
     onState("idle", -1, it);
     board?.listen(it);
