@@ -1,17 +1,18 @@
 // Global-norm clipping without a barrier (post-validation): the pipeline's
 // parameters, losses and reported pre-clip norms equal single-device
 // training with clipGradNorm, whether every step clips or only some, for
-// every schedule, with the non-finite check on or off, in this thread and
-// in workers. Tolerances as pipeline_parallel_model_test.ts.
+// every schedule, with the non-finite check on or off, in every rank group
+// (this thread, workers, a subprocess, and "mpi" over in-process ranks). Tolerances as pipeline_parallel_model_test.ts.
 
 import assert from "node:assert/strict";
 import { SCHEDULE_NAMES } from "../../../src/pipeline/schedule/generate.ts";
 import type { OptimizerSpec } from "../../../src/nn/optimizer_spec.ts";
 import { liveWorkerCount } from "../../../src/pipeline/runtime/worker_rank_group.ts";
-import type {
+import {
   PipelineParallelModel,
-  PipelineParallelModelOptions,
+  type PipelineParallelModelOptions,
 } from "../../../src/pipeline/model/pipeline_parallel_model.ts";
+import { InProcessBackend } from "../../../src/pipeline/comm/in_process.ts";
 import { cpuModel, gpt, referenceTraining, tokenBatches } from "./_reference_training.ts";
 import { maxRelative, paramError, tensorsOf } from "./_compare.ts";
 
@@ -102,4 +103,48 @@ Deno.test("clipping only some steps (P = 4, zb-v): clipped and committed steps b
     `mixed: ${ref.gradNorms} at ${clip}`,
   );
   await trainAndCompare({ schedule: "zb-v", ranks: 4, clipGradNorm: clip }, ref, "zb-v P=4 mixed");
+});
+
+Deno.test("clipping in a subprocess rank group equals single-device clipGradNorm (zb-v)", async () => {
+  await trainAndCompare(
+    { schedule: "zb-v", ranks: 2, clipGradNorm: CLIP, rankGroup: "subprocess", workers: undefined },
+    refSgd,
+    "zb-v subprocess",
+  );
+});
+
+Deno.test('clipping with rankGroup "mpi" (P processes simulated in-process): every rank reports the single-device norms and parameters', async () => {
+  const comms = InProcessBackend.createGroup(2);
+  const nets = comms.map(() => gpt());
+  let models: PipelineParallelModel[] = [];
+  try {
+    models = await Promise.all(comms.map((comm, r) =>
+      PipelineParallelModel.create({
+        model: nets[r],
+        schedule: "zb-h2",
+        ranks: 2,
+        microBatches: M,
+        optimizer: SGD_SPEC,
+        loss: "cross-entropy",
+        backend: "cpu",
+        rankGroup: "mpi",
+        comm,
+        clipGradNorm: CLIP,
+      })
+    ));
+    const results = await Promise.all(models.map((m) => m.train(batches)));
+    for (const r of results) {
+      const norms = r.steps.map((s) => s.gradNorm!);
+      assert.ok(maxRelative(norms, refSgd.gradNorms) <= NORM_TOL, `norms ${norms}`);
+      assert.ok(maxRelative(r.steps.map((s) => s.loss), refSgd.losses) <= LOSS_TOL);
+    }
+    const files = await Promise.all(models.map((m) => m.saveSafetensors()));
+    assert.deepEqual(files[1], files[0], "the same file on every rank");
+    const err = paramError(tensorsOf(files[0]), refSgd.tensors);
+    assert.ok(err.worst <= STRICT, `${err.worstName} off by ${err.worst}`);
+  } finally {
+    for (const n of nets) n.dispose();
+    await Promise.all(models.map((m) => m.dispose()));
+    for (const c of comms) c.close();
+  }
 });
