@@ -55,6 +55,7 @@ export type {
   StepResultOf,
 } from "./src/pipeline/runtime/stage_executor.ts";
 export type {
+  GradNorm,
   RankRunOptions,
   RankRunResult,
   RankState,

@@ -61,6 +61,7 @@ export async function buildRanks(
       : o.nonFinite === "throw"
       ? "stop" as const
       : "off" as const,
+    ...(o.clipGradNorm === undefined ? {} : { clipNorm: o.clipGradNorm }),
   };
   let group: RankGroup<ModelStageCalls>;
   if (o.rankGroup === "mpi") {

@@ -12,16 +12,19 @@
  * share of the full-batch mean (see the losses' micro-batch rule) and the
  * accumulated gradients equal the full batch's, for any micro-batch sizes.
  *
- * Global-norm clipping (`clipGradNorm`): the one place ranks synchronise
- * beyond the schedule's sends. When a rank has run the last backward of all
- * of its stages, it computes the sum of squared gradients of its stages,
- * sends it to every other rank over `init.comm` (tag `norm/<iteration>`)
- * and waits for theirs; every rank adds the p sums in rank
- * order (identical bits everywhere), scales its gradients by
- * `maxNorm / (norm + 1e-6)` when the norm exceeds `maxNorm` (as
- * `clipGradNorm`), then steps its stages. That is a barrier at the end of
- * each iteration, so consecutive iterations no longer interlock. Without
- * clipping there is none: each stage steps on its own.
+ * Global-norm clipping (`clipGradNorm`) adds no barrier: it is built by
+ * post-validation, as the non-finite check (the Zero Bubble paper,
+ * section 4). Each stage steps right after its last backward, unclipped,
+ * after copying its parameters, optimizer state and gradients; its step's
+ * check carries its sum of squared gradients, which the runtime sends to
+ * every rank with the stage's flag (`RankRunOptions.clipNorm`). Once every
+ * flag of the iteration is in, every rank adds the sums in stage order
+ * (identical bits everywhere); when the norm exceeds `maxNorm` (and is
+ * finite), every stage restores its copy, scales the saved gradients by
+ * `maxNorm / (norm + 1e-6)` (as `clipGradNorm`) and steps again
+ * (`redoStep`), and the next iteration, begun on the unclipped weights,
+ * runs again; else the copies go (`commitStep`). A step that is not clipped
+ * costs no wait.
  *
  * @module
  */
@@ -34,7 +37,6 @@ import { layerFromSpec } from "../../nn/layer_registry.ts";
 import { Sequential } from "../../nn/sequential.ts";
 import { crossEntropyLoss, type LossResult, mseLoss } from "../../nn/losses.ts";
 import type { OptimizerBase } from "../../nn/optimizer_base.ts";
-import { gradNormSquared, scaleGradsInPlace } from "../../nn/clip_grad_norm.ts";
 import { loadSafetensors, saveSafetensors } from "../../nn/safetensors.ts";
 import { formatAction } from "../schedule/action.ts";
 import { CheckpointedChunk } from "../checkpoint/checkpointed_chunk.ts";
@@ -46,7 +48,6 @@ import type {
   StageExecutor,
   StageExecutorInit,
   StageOutput,
-  StepCheck,
   StepResultOf,
 } from "../runtime/stage_executor.ts";
 import type { ModelStageCalls } from "./stage_calls.ts";
@@ -64,8 +65,6 @@ export type {
   PipelineLoss,
 } from "./stage_options.ts";
 import { StepGuard } from "./_step_guard.ts";
-import type { CommBackend } from "../comm/backend.ts";
-import { allSum } from "./_norm_exchange.ts";
 import { loadStageState, saveStageState, type StageState } from "./_stage_state.ts";
 import { evaluateMicroBatch } from "./_evaluation.ts";
 
@@ -78,7 +77,6 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
   readonly #stages: readonly number[];
   readonly #chunks = new Map<number, Layer>();
   readonly #optimizers = new Map<number, OptimizerBase>();
-  readonly #comm: CommBackend;
   readonly #lossGrad = new Map<string, Tensor>();
   readonly #outShape = new Map<string, Shape>();
   #losses: Promise<number>[] = [];
@@ -86,14 +84,7 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
   #lr: number | undefined;
   #outputs: { mb: number; shape: number[]; data: Promise<Float32Array> }[] = [];
   #plan: ModelStagePayload | null = null;
-  #stepped = new Set<number>();
-  // With clipping: the shared check of the stages waiting for the rank's joint step.
-  #clipDone: {
-    check: Promise<StepCheck | undefined>;
-    resolve(c: StepCheck | undefined): void;
-  } | null = null;
   readonly #guard: StepGuard | null;
-  #gradNorm: number | undefined;
   #base: number;
   readonly #leaks: LeakWatch;
   #actPeak = 0;
@@ -103,7 +94,9 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
     this.#init = init;
     this.#o = init.options as ModelStageOptions;
     this.#stages = [...init.stages];
-    this.#guard = this.#o.checkSteps === "on" ? new StepGuard() : null;
+    this.#guard = this.#o.checkSteps === "on" || this.#o.clipGradNorm !== undefined
+      ? new StepGuard()
+      : null;
     this.backend = backend;
     try {
       for (const s of this.#stages) {
@@ -125,7 +118,6 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
       for (const opt of this.#optimizers.values()) opt.dispose();
       throw e;
     }
-    this.#comm = init.comm;
     this.#base = backend.memory.liveBytes;
     // Between iterations a rank holds no activation: growth there is a leak.
     this.#leaks = new LeakWatch(backend.memory, {
@@ -164,7 +156,6 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
     this.#losses = [];
     this.#correct = [];
     this.#outputs = [];
-    this.#gradNorm = undefined;
     this.#lr = undefined;
     this.backend.memory.resetPeak();
     this.#actPeak = 0;
@@ -282,45 +273,12 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
     if (this.backend.name !== "cpu") this.#startMark = this.backend.timeMark?.();
   }
 
-  async step(stage: number, iteration: number): Promise<StepResultOf> {
+  step(stage: number, _iteration: number): StepResultOf {
     this.#begin();
     const mem = this.backend.memory;
     this.#actPeak = Math.max(this.#actPeak, mem.peakBytes - this.#base);
     const act = mem.liveBytes - this.#base;
-    let result: StepResultOf;
-    if (this.#o.clipGradNorm === undefined) {
-      result = this.#stepStage(stage);
-    } else {
-      // Clipping steps every stage of the rank at once, after the norm
-      // exchange; each stage's step call gets the same check.
-      let done = this.#clipDone;
-      if (done === null) {
-        let resolve!: (c: StepCheck | undefined) => void;
-        done = { check: new Promise((r) => resolve = r), resolve };
-        this.#clipDone = done;
-      }
-      this.#stepped.add(stage);
-      if (this.#stepped.size < this.#stages.length) {
-        return this.#guard === null ? undefined : { check: done.check.then((c) => c!) };
-      }
-      this.#stepped.clear();
-      this.#clipDone = null;
-      const params = this.parameters();
-      const total = await allSum(this.#comm, iteration, await gradNormSquared(params));
-      const norm = Math.sqrt(total);
-      const max = this.#o.clipGradNorm!;
-      if (norm > max && Number.isFinite(norm)) scaleGradsInPlace(params, max / (norm + 1e-6));
-      this.#gradNorm = norm;
-      const checks = this.#stages.map((s) => this.#stepStage(s));
-      const first = checks.find((c) => c !== undefined);
-      if (first === undefined) done.resolve(undefined);
-      else {
-        Promise.all(checks.map((c) => (c as { check: Promise<StepCheck> }).check)).then(
-          (cs) => done!.resolve(cs.find((c) => !c.finite) ?? { finite: true }),
-        );
-      }
-      result = first === undefined ? undefined : { check: done.check.then((c) => c!) };
-    }
+    const result = this.#stepStage(stage);
     // The step may allocate optimizer state (moments at the first step): it
     // joins the baseline; its temporaries do not count as activations.
     this.#base = mem.liveBytes - act;
@@ -328,7 +286,7 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
     return result;
   }
 
-  // One stage's optimizer step (with its check when steps are checked).
+  // One stage's optimizer step (with its check when steps are checked or clipped).
   #stepStage(stage: number): StepResultOf {
     const opt = this.#optimizers.get(stage)!;
     const check = this.#guard?.before(
@@ -336,6 +294,7 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
       opt,
       this.#chunk(stage).parameters(),
       stage === this.#init.numStages - 1 ? [...this.#losses] : null,
+      this.#o.clipGradNorm !== undefined,
     );
     opt.step();
     this.#lr = opt.groups[0]?.lr;
@@ -346,6 +305,17 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
   /** The step of `stage` in an iteration is final (see `StageExecutor.commitStep`). */
   commitStep(stage: number): void {
     this.#guard?.commit(stage);
+  }
+
+  /**
+   * Redoes the step of `stage` with its gradients times `scale` (global-norm
+   * clipping; see `StageExecutor.redoStep`): bit for bit the step that
+   * clipping before it would have taken.
+   */
+  redoStep(stage: number, _iteration: number, scale: number): void {
+    const chunk = this.#chunk(stage);
+    this.#guard?.redo(stage, this.#optimizers.get(stage)!, chunk.parameters(), scale);
+    chunk.zeroGrad();
   }
 
   /** Undoes the step of `stage` exactly (see `StageExecutor.rollbackStep`). */
@@ -376,8 +346,6 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
     this.#losses = [];
     this.#correct = [];
     this.#outputs = [];
-    this.#stepped.clear();
-    this.#clipDone = null;
   }
 
   async endIteration(iteration: number): Promise<ModelStageReport> {
@@ -401,7 +369,6 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
       iteration,
       loss,
       peakActivationBytes: this.#actPeak,
-      ...(this.#gradNorm === undefined ? {} : { gradNorm: this.#gradNorm }),
       ...(this.#lr === undefined ? {} : { lr: this.#lr }),
       ...(correct.length === 0 ? {} : { correct: correct.reduce((a, b) => a + b, 0) }),
       ...(pending.length === 0

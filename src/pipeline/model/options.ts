@@ -72,9 +72,12 @@ export interface PipelineParallelModelOptions {
    */
   readonly comm?: CommBackend;
   /**
-   * Clip by the global gradient norm; makes the ranks exchange their partial
-   * sums at the end of each iteration, a barrier (see the model stage
-   * executor's module documentation).
+   * Clip by the global gradient norm, as `clipGradNorm` on one device,
+   * with no barrier: each stage steps unclipped and a step whose global norm
+   * turns out above the limit is redone clipped on every stage, the next
+   * iteration then running again (post-validation; see the model stage
+   * executor's module documentation). `StepResult.gradNorm` is the norm
+   * before clipping.
    */
   readonly clipGradNorm?: number;
   /** A rank silent this long (ms) is declared hung (workers; default 5000). */

@@ -153,6 +153,8 @@ export function stepResults(
   // A run stopped at a bad step ("throw") reports fewer iterations.
   const done = Math.min(steps, ...run.reports.map((r) => r.length));
   const rolled = new Map(run.rolledBack.map((r) => [r.iteration, r]));
+  // With clipping the norm is known once every stage's flag is in, after the reports.
+  const norms = new Map(run.gradNorms.map((n) => [n.iteration, n.norm]));
   return Array.from({ length: done }, (_, i) => {
     const it = run.firstIteration + i;
     const bad = rolled.get(it);
@@ -161,7 +163,7 @@ export function stepResults(
     );
     const sum = summarizeTimeline(events, ranks);
     const reports = run.reports.map((rs) => rs[i] as ModelStageReport);
-    const gradNorm = reports[0].gradNorm;
+    const gradNorm = norms.get(it) ?? reports[0].gradNorm;
     return {
       step: firstStep + i,
       loss: reports[lastRank].loss as number,

@@ -35,7 +35,11 @@ export interface ModelStageOptions {
   readonly optimizer: OptimizerSpec;
   /** Activation checkpointing of every chunk (absent: plain chunks). */
   readonly checkpoint?: ActivationCheckpointOptions;
-  /** Clip by the global gradient norm before stepping (see the module documentation). */
+  /**
+   * Clip by the global gradient norm (see the module documentation): the
+   * rank group must run with the same `clipNorm`, whose verdicts redo
+   * clipped steps.
+   */
   readonly clipGradNorm?: number;
   /**
    * Check each step for non-finite gradients and losses (default `"off"`):
@@ -82,7 +86,12 @@ export interface ModelStageReport {
    * temporaries), measured with `backend.memory`.
    */
   readonly peakActivationBytes: number;
-  /** The global gradient norm before clipping, when clipping is on. */
+  /**
+   * Not set by the model stage any more: with clipping by post-validation
+   * the global norm is known only once every stage's flag is in, after the
+   * iteration's report; the run's `RankGroupRunResult.gradNorms` carries it.
+   * @deprecated Read `RankGroupRunResult.gradNorms` (or `StepResult.gradNorm`).
+   */
   readonly gradNorm?: number;
   /** The learning rate of the iteration's optimizer steps (training runs). */
   readonly lr?: number;

@@ -4,7 +4,7 @@
 import type { Action } from "../schedule/action.ts";
 import type { Schedule, TimedEvent } from "../schedule/schedule.ts";
 import type { FaultInjection } from "./fault_injection.ts";
-import type { RolledBack } from "./stage_runner.ts";
+import type { GradNorm, RolledBack } from "./stage_runner.ts";
 
 /** Status board layout: Int32Array over a SharedArrayBuffer. */
 export const ABORT_INDEX = 0;
@@ -64,6 +64,7 @@ export type ToWorker =
     readonly connectTimeoutMs: number;
     readonly fault?: FaultInjection;
     readonly validateSteps: "off" | "skip" | "stop";
+    readonly clipNorm?: number;
   }
   | {
     readonly type: "run";
@@ -98,6 +99,7 @@ export type FromWorker =
     readonly events: TimedEvent[];
     readonly reports: unknown[];
     readonly rolledBack: RolledBack[];
+    readonly gradNorms: GradNorm[];
   }
   | { readonly type: "result"; readonly id: number; readonly value: unknown }
   | { readonly type: "failed"; readonly id?: number; readonly report: ErrorReport }

@@ -4,7 +4,16 @@
 import type { TimedEvent } from "../schedule/schedule.ts";
 import { summarizeTimeline } from "../analysis/timeline_summary.ts";
 import type { RankGroupRunOptions, RankGroupRunResult } from "./rank_group.ts";
-import type { RolledBack } from "./stage_runner.ts";
+import type { GradNorm, RolledBack } from "./stage_runner.ts";
+
+/** Checks a rank group's `clipNorm` option (absent: no clipping). */
+export function checkClipNorm(v: unknown): number | undefined {
+  if (v === undefined) return undefined;
+  if (typeof v !== "number" || !Number.isFinite(v) || !(v > 0)) {
+    throw new RangeError(`clipNorm must be a finite positive number, got ${String(v)}`);
+  }
+  return v;
+}
 
 /** Checks a rank group's `validateSteps` option (default "off"). */
 export function checkValidateSteps(v: unknown): "off" | "skip" | "stop" {
@@ -54,6 +63,7 @@ export interface RankShare {
   readonly events: readonly TimedEvent[];
   readonly reports: readonly unknown[];
   readonly rolledBack?: readonly RolledBack[];
+  readonly gradNorms?: readonly GradNorm[];
 }
 
 /** The run's result: every rank's events on one clock from the first start (t0 = 0). */
@@ -71,12 +81,15 @@ export function assembleRun(
   // Every rank sees the same verdicts; the union guards against a share without them.
   const rolled = new Map<number, RolledBack>();
   for (const s of shares) for (const r of s.rolledBack ?? []) rolled.set(r.iteration, r);
+  const norms = new Map<number, GradNorm>();
+  for (const s of shares) for (const n of s.gradNorms ?? []) norms.set(n.iteration, n);
   return {
     ...summarizeTimeline(events, ranks),
     firstIteration,
     events,
     reports: shares.map((s) => s.reports),
     rolledBack: [...rolled.values()].sort((a, b) => a.iteration - b.iteration),
+    gradNorms: [...norms.values()].sort((a, b) => a.iteration - b.iteration),
     startTime: t0,
   };
 }

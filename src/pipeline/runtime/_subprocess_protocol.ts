@@ -19,6 +19,7 @@ export interface HostInit {
   readonly startupTimeoutMs?: number;
   readonly fault?: FaultInjection;
   readonly validateSteps: "off" | "skip" | "stop";
+  readonly clipNorm?: number;
 }
 
 export type ToHost =

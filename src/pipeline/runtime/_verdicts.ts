@@ -3,14 +3,16 @@
 //
 // Each stage steps right after its own last backward, on its own
 // judgement, and tells every other rank whether its gradients (and, on the
-// last stage, its losses) were finite. A rank needs the verdict of
-// iteration k, all stages' flags, only before its first step of k + 1 (all
-// flags of k were sent by then: every stage's step of k precedes its
-// forwards of k + 1, which precede every backward of k + 1), or at the end
-// of the run: no barrier in the common path. A bad flag that arrives while
-// the rank runs iteration k + 1 abandons that attempt at once (its weights
-// came from a step being rolled back), also out of a receive, so that no rank
-// waits for a message from a rank that has already abandoned.
+// last stage, its losses) were finite and, with clipping, its sum of
+// squared gradients. A rank needs the verdict of iteration k, all stages'
+// flags, only before its first step of k + 1 (all flags of k were sent by
+// then: every stage's step of k precedes its forwards of k + 1, which
+// precede every backward of k + 1), or at the end of the run: no barrier in
+// the common path. A verdict that undoes the step (a non-finite flag, or
+// with clipping a global norm above the limit) that arrives while the rank
+// runs iteration k + 1 abandons that attempt at once (its weights came from
+// a step being rolled back or redone), also out of a receive, so that no
+// rank waits for a message from a rank that has already abandoned.
 
 import type { CommBackend } from "../comm/backend.ts";
 
@@ -22,6 +24,8 @@ export interface StageFlag {
   readonly what?: "loss" | "gradient";
   /** The first micro-batch whose loss was not finite, where known. */
   readonly microBatch?: number;
+  /** With clipping: the stage's sum of squared gradients (f64, sent exactly). */
+  readonly normSquared?: number;
 }
 
 /** A bad verdict: the first stage (lowest index) whose flag was not finite. */
@@ -30,36 +34,79 @@ export interface BadVerdict extends StageFlag {
   readonly stage: number;
 }
 
-/** Thrown inside a rank's iteration when the previous iteration's verdict turns out bad. */
+/**
+ * A clip verdict: every stage's flag was finite and the global norm (the
+ * square root of the stages' sums, added in stage order) exceeds the
+ * limit, so every stage redoes its step with its gradients times `scale`.
+ */
+export interface ClipVerdict {
+  readonly clip: true;
+  readonly iteration: number;
+  /** The global gradient norm before clipping. */
+  readonly norm: number;
+  /** `clipNorm / (norm + 1e-6)`, as `clipGradNorm`. */
+  readonly scale: number;
+}
+
+/** A verdict that undoes an iteration's steps: a rollback or a redo. */
+export type Verdict = BadVerdict | ClipVerdict;
+
+/** Whether `v` is a clip verdict (else a non-finite one). */
+export function isClip(v: Verdict): v is ClipVerdict {
+  return "clip" in v;
+}
+
+/** Thrown inside a rank's iteration when the previous iteration's verdict undoes its step. */
 export class Abandon extends Error {
-  constructor(readonly verdict: BadVerdict) {
-    super(`iteration ${verdict.iteration}'s step is rolled back`);
+  constructor(readonly verdict: Verdict) {
+    super(
+      `iteration ${verdict.iteration}'s step is ${
+        isClip(verdict) ? "redone clipped" : "rolled back"
+      }`,
+    );
     this.name = "Abandon";
   }
 }
 
-const encode = (f: StageFlag): Float32Array =>
-  new Float32Array([f.finite ? 1 : 0, f.what === "loss" ? 1 : 0, f.microBatch ?? -1]);
+// [finite, loss?, micro-batch, has a norm, then the f64 norm² as raw bytes].
+function encode(f: StageFlag): Float32Array {
+  const a = new Float32Array(6);
+  a[0] = f.finite ? 1 : 0;
+  a[1] = f.what === "loss" ? 1 : 0;
+  a[2] = f.microBatch ?? -1;
+  if (f.normSquared !== undefined) {
+    a[3] = 1;
+    new Float64Array(a.buffer, 16, 1)[0] = f.normSquared;
+  }
+  return a;
+}
 
-const decode = (d: Float32Array): StageFlag =>
-  d[0] === 1 ? { finite: true } : {
+function decode(d: Float32Array): StageFlag {
+  // A copy of the same element type copies the bytes (the received view may be unaligned).
+  const norm = d[3] === 1 ? { normSquared: new Float64Array(d.slice(4, 6).buffer)[0] } : {};
+  return d[0] === 1 ? { finite: true, ...norm } : {
     finite: false,
     what: d[1] === 1 ? "loss" : "gradient",
     ...(d[2] >= 0 ? { microBatch: d[2] } : {}),
+    ...norm,
   };
+}
 
 /** The flags one rank has seen, per iteration and stage. */
 export class VerdictBoard {
   readonly #comm: CommBackend;
   readonly #rank: number;
   readonly #stageToRank: readonly number[];
+  readonly #clipNorm: number | undefined;
   readonly #flags = new Map<number, (StageFlag | undefined)[]>();
-  readonly #bad = new Map<number, { promise: Promise<BadVerdict>; resolve(v: BadVerdict): void }>();
+  readonly #bad = new Map<number, { promise: Promise<Verdict>; resolve(v: Verdict): void }>();
 
-  constructor(comm: CommBackend, stageToRank: readonly number[]) {
+  /** `clipNorm`: the global-norm limit, where the flags carry the stages' sums of squares. */
+  constructor(comm: CommBackend, stageToRank: readonly number[], clipNorm?: number) {
     this.#comm = comm;
     this.#rank = comm.rank;
     this.#stageToRank = stageToRank;
+    this.#clipNorm = clipNorm;
   }
 
   /** Starts listening for every other rank's flags of `iteration`. */
@@ -86,23 +133,35 @@ export class VerdictBoard {
     this.#record(iteration, stage, flag);
   }
 
-  /** The bad verdict of `iteration` seen so far, or null (all fine or not all known). */
-  badSoFar(iteration: number): BadVerdict | null {
+  /**
+   * The verdict of `iteration` that undoes its steps, as far as known: a
+   * non-finite flag, or once every flag is in, a clip; else null.
+   */
+  badSoFar(iteration: number): Verdict | null {
     const flags = this.#flags.get(iteration);
     if (flags === undefined) return null;
     const s = flags.findIndex((f) => f !== undefined && !f.finite);
-    return s < 0 ? null : { iteration, stage: s, ...flags[s]! };
+    if (s >= 0) return { iteration, stage: s, ...flags[s]! };
+    const norm = this.norm(iteration);
+    const max = this.#clipNorm;
+    if (norm === undefined || max === undefined || !Number.isFinite(norm) || !(norm > max)) {
+      return null;
+    }
+    return { clip: true, iteration, norm, scale: max / (norm + 1e-6) };
   }
 
-  /** Resolves when a bad flag of `iteration` is seen (never, if none is). */
-  whenBad(iteration: number): Promise<BadVerdict> {
+  /** Resolves when a verdict that undoes the steps of `iteration` is known (never, if none is). */
+  whenBad(iteration: number): Promise<Verdict> {
     const seen = this.badSoFar(iteration);
     if (seen !== null) return Promise.resolve(seen);
     return this.#badSlot(iteration).promise;
   }
 
-  /** Resolves with the verdict of `iteration` once every stage's flag is in (null: all finite). */
-  async verdict(iteration: number): Promise<BadVerdict | null> {
+  /**
+   * Resolves with the verdict of `iteration` (null: commit) once it is
+   * known: at the first non-finite flag, else once every stage's flag is in.
+   */
+  async verdict(iteration: number): Promise<Verdict | null> {
     this.listen(iteration);
     const flags = this.#flags.get(iteration)!;
     while (flags.some((f) => f === undefined)) {
@@ -111,6 +170,19 @@ export class VerdictBoard {
       await new Promise<void>((resolve) => this.#waiting.push(resolve));
     }
     return this.badSoFar(iteration);
+  }
+
+  /**
+   * The global gradient norm of `iteration`, the square root of the stages'
+   * sums of squares added in stage order (the same bits on every rank), once
+   * every flag is in (else undefined; a flag without a sum counts 0).
+   */
+  norm(iteration: number): number | undefined {
+    const flags = this.#flags.get(iteration);
+    if (flags === undefined || flags.some((f) => f === undefined)) return undefined;
+    let total = 0;
+    for (const f of flags) total += f!.normSquared ?? 0;
+    return Math.sqrt(total);
   }
 
   /**
@@ -151,18 +223,16 @@ export class VerdictBoard {
     const flags = this.#flags.get(iteration);
     if (flags === undefined || flags[stage] !== undefined) return;
     flags[stage] = flag;
-    if (!flag.finite) {
-      const bad = this.badSoFar(iteration)!;
-      this.#badSlot(iteration).resolve(bad);
-    }
+    const bad = this.badSoFar(iteration);
+    if (bad !== null) this.#badSlot(iteration).resolve(bad);
     for (const w of this.#waiting.splice(0)) w();
   }
 
-  #badSlot(iteration: number): { promise: Promise<BadVerdict>; resolve(v: BadVerdict): void } {
+  #badSlot(iteration: number): { promise: Promise<Verdict>; resolve(v: Verdict): void } {
     let slot = this.#bad.get(iteration);
     if (slot === undefined) {
-      let resolve!: (v: BadVerdict) => void;
-      const promise = new Promise<BadVerdict>((r) => (resolve = r));
+      let resolve!: (v: Verdict) => void;
+      const promise = new Promise<Verdict>((r) => (resolve = r));
       slot = { promise, resolve };
       this.#bad.set(iteration, slot);
     }

@@ -13,7 +13,7 @@ import { InProcessBackend } from "../comm/in_process.ts";
 import type { CallMap, NoCalls, StageExecutor, StageExecutorFactory } from "./stage_executor.ts";
 import type { RankGroupKind, RankGroupRunOptions, RankGroupRunResult } from "./rank_group.ts";
 import { runRank } from "./stage_runner.ts";
-import { assembleRun, checkValidateSteps } from "./_run_results.ts";
+import { assembleRun, checkClipNorm, checkValidateSteps } from "./_run_results.ts";
 import { executorInit, optionsFor } from "./_placement.ts";
 import { raiseAbort, RankGroupBase } from "./_rank_group_base.ts";
 import { PipelineWorkerError } from "./pipeline_worker_error.ts";
@@ -34,6 +34,8 @@ export interface InProcessRankGroupOptions<C extends CallMap = NoCalls> {
   readonly fault?: FaultInjection;
   /** Post-validation of optimizer steps (see `RankRunOptions.validateSteps`; default "off"). */
   readonly validateSteps?: "off" | "skip" | "stop";
+  /** Global-norm clipping by post-validation (see `RankRunOptions.clipNorm`; absent: none). */
+  readonly clipNorm?: number;
 }
 
 /**
@@ -102,6 +104,7 @@ export class InProcessRankGroup<C extends CallMap = NoCalls> extends RankGroupBa
     return new InProcessRankGroup(schedule, comms, executors, abortFlag, controller, {
       fault,
       validateSteps: checkValidateSteps(options.validateSteps),
+      clipNorm: checkClipNorm(options.clipNorm),
     });
   }
 
@@ -113,6 +116,7 @@ export class InProcessRankGroup<C extends CallMap = NoCalls> extends RankGroupBa
   readonly #controller: AbortController;
   readonly #fault: CheckedFault | undefined;
   readonly #validateSteps: "off" | "skip" | "stop";
+  readonly #clipNorm: number | undefined;
   #disposed: Promise<void> | null = null;
 
   private constructor(
@@ -121,11 +125,16 @@ export class InProcessRankGroup<C extends CallMap = NoCalls> extends RankGroupBa
     executors: StageExecutor<C>[],
     abortFlag: Int32Array,
     controller: AbortController,
-    checks: { fault: CheckedFault | undefined; validateSteps: "off" | "skip" | "stop" },
+    checks: {
+      fault: CheckedFault | undefined;
+      validateSteps: "off" | "skip" | "stop";
+      clipNorm: number | undefined;
+    },
   ) {
     super(schedule);
     this.#fault = checks.fault;
     this.#validateSteps = checks.validateSteps;
+    this.#clipNorm = checks.clipNorm;
     this.#comms = comms;
     this.#executors = executors;
     this.#abortFlag = abortFlag;
@@ -175,6 +184,7 @@ export class InProcessRankGroup<C extends CallMap = NoCalls> extends RankGroupBa
           fault: this.#fault,
           abortFlag: this.#abortFlag,
           validateSteps: this.#validateSteps,
+          ...(this.#clipNorm === undefined ? {} : { clipNorm: this.#clipNorm }),
           onState: (state, index, iteration) => {
             if (state === "compute" || state === "step") last = { rank, index, iteration };
           },

@@ -38,6 +38,7 @@ import type { RankGroupKind, RankGroupRunOptions, RankGroupRunResult } from "./r
 import { runRank } from "./stage_runner.ts";
 import {
   assembleRun,
+  checkClipNorm,
   type CheckedRun,
   checkValidateSteps,
   type RankShare,
@@ -72,6 +73,8 @@ export interface MpiRankGroupOptions<C extends CallMap = NoCalls> {
   readonly fault?: FaultInjection;
   /** Post-validation of optimizer steps (see `RankRunOptions.validateSteps`; default "off"). */
   readonly validateSteps?: "off" | "skip" | "stop";
+  /** Global-norm clipping by post-validation (see `RankRunOptions.clipNorm`; absent: none). */
+  readonly clipNorm?: number;
 }
 
 // What every rank tells the others at creation.
@@ -163,6 +166,7 @@ export class MpiRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<C> 
       ? undefined
       : checkFaultInjection(options.fault, "fault");
     const validateSteps = checkValidateSteps(options.validateSteps);
+    const clipNorm = checkClipNorm(options.clipNorm);
     const fingerprint = options.fingerprint ?? "";
     if (typeof fingerprint !== "string") {
       throw new TypeError(`fingerprint must be a string, got ${typeof fingerprint}`);
@@ -215,6 +219,7 @@ export class MpiRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<C> 
       controller,
       fault,
       validateSteps,
+      clipNorm,
       closeComm: options.closeComm === true,
       clockOffset: performance.timeOrigin - hellos[0].timeOrigin,
     });
@@ -231,6 +236,7 @@ export class MpiRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<C> 
   readonly #controller: AbortController;
   readonly #fault: CheckedFault | undefined;
   readonly #validateSteps: "off" | "skip" | "stop";
+  readonly #clipNorm: number | undefined;
   readonly #closeComm: boolean;
   // performance.now() here + offset = rank 0's performance.now().
   readonly #clockOffset: number;
@@ -248,6 +254,7 @@ export class MpiRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<C> 
       controller: AbortController;
       fault: CheckedFault | undefined;
       validateSteps: "off" | "skip" | "stop";
+      clipNorm: number | undefined;
       closeComm: boolean;
       clockOffset: number;
     },
@@ -261,6 +268,7 @@ export class MpiRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<C> 
     this.#controller = o.controller;
     this.#fault = o.fault;
     this.#validateSteps = o.validateSteps;
+    this.#clipNorm = o.clipNorm;
     this.#closeComm = o.closeComm;
     this.#clockOffset = o.clockOffset;
   }
@@ -312,6 +320,7 @@ export class MpiRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<C> 
         fault: this.#fault,
         abortFlag: this.#abortFlag,
         validateSteps: this.#validateSteps,
+        ...(this.#clipNorm === undefined ? {} : { clipNorm: this.#clipNorm }),
       });
       // Events on rank 0's clock (shifted here: device spans are dated in
       // this process's performance.now()).

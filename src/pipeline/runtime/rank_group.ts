@@ -12,7 +12,7 @@
 import type { Schedule, TimedEvent } from "../schedule/schedule.ts";
 import type { TimelineSummary } from "../analysis/timeline_summary.ts";
 import type { CallMap, NoCalls } from "./stage_executor.ts";
-import type { RolledBack } from "./stage_runner.ts";
+import type { GradNorm, RolledBack } from "./stage_runner.ts";
 
 /** Where a group's ranks live. */
 export type RankGroupKind = "in-process" | "workers" | "subprocess" | "mpi";
@@ -40,6 +40,11 @@ export interface RankGroupRunResult extends TimelineSummary {
   readonly reports: readonly (readonly unknown[])[];
   /** Steps that post-validation rolled back (see `validateSteps`), by iteration. */
   readonly rolledBack: readonly RolledBack[];
+  /**
+   * With clipping by post-validation (`clipNorm`): each iteration's global
+   * gradient norm before clipping, by iteration (empty without it).
+   */
+  readonly gradNorms: readonly GradNorm[];
   /** `performance.now()` on this thread at the run's time 0. */
   readonly startTime: number;
 }

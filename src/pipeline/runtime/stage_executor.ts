@@ -77,6 +77,11 @@ export interface StepCheck {
   readonly what?: "loss" | "gradient";
   /** The first micro-batch whose loss was not finite, where known. */
   readonly microBatch?: number;
+  /**
+   * The stage's sum of squared gradients (f64) of the step, needed with
+   * clipping by post-validation (`RankRunOptions.clipNorm`).
+   */
+  readonly normSquared?: number;
 }
 
 /**
@@ -126,9 +131,10 @@ export interface StageExecutorInit {
   /** Aborted when the run is aborted (seen between turns of the event loop). */
   readonly signal: AbortSignal;
   /**
-   * This rank's transport, for collectives an executor may need (e.g. the
-   * global gradient norm before clipping). The runtime's own traffic uses
-   * `makeTag` tags; use other tags for anything else.
+   * This rank's transport, for collectives an executor may need (the model
+   * stage needs none: its global-norm clipping goes through the runtime's
+   * `clipNorm`). The runtime's own traffic uses `makeTag` tags and
+   * `verdict/…` tags; use other tags for anything else.
    */
   readonly comm: CommBackend;
 }
@@ -198,6 +204,14 @@ export interface StageExecutor<C extends CallMap = NoCalls> {
   rollbackStep?(stage: number, iteration: number): void | Promise<void>;
   /** The step of `stage` in `iteration` is final: what a rollback would need can go. */
   commitStep?(stage: number, iteration: number): void | Promise<void>;
+  /**
+   * Clipping by post-validation (`RankRunOptions.clipNorm`): undoes the
+   * step of `stage` in `iteration` exactly, as `rollbackStep`, then steps
+   * again with the gradients that step used times `scale`; the new step is
+   * final. Needed with `clipNorm`, where `step` keeps a copy of its
+   * gradients until `commitStep` or this.
+   */
+  redoStep?(stage: number, iteration: number, scale: number): void | Promise<void>;
   /**
    * Drops everything an abandoned attempt at `iteration` left behind (state
    * kept for backward, accumulated gradients, losses), before the runtime

@@ -21,7 +21,7 @@ import type {
   StepCheck,
   StepResultOf,
 } from "./stage_executor.ts";
-import { Abandon, type BadVerdict, VerdictBoard } from "./_verdicts.ts";
+import { Abandon, isClip, type Verdict, VerdictBoard } from "./_verdicts.ts";
 import { type DeviceFailure, DeviceTimeline } from "./_device_timeline.ts";
 import { createEventLoopTurn } from "./_event_loop_turn.ts";
 import { applyFault, type CheckedFault } from "./fault_injection.ts";
@@ -68,6 +68,18 @@ export interface RankRunOptions {
    * step instead of going on.
    */
   readonly validateSteps?: "off" | "skip" | "stop";
+  /**
+   * Global-norm clipping by post-validation (absent: none): each stage
+   * steps at once, unclipped, and its step's check carries its sum of
+   * squared gradients (`StepCheck.normSquared`), which goes to every rank
+   * with its flag. Once every flag of an iteration is in, every rank adds
+   * the sums in stage order; when the norm (their square root) is finite and
+   * above `clipNorm`, every stage redoes its step with its gradients times
+   * `clipNorm / (norm + 1e-6)` ({@linkcode StageExecutor.redoStep}) and the
+   * next iteration, begun on the unclipped weights, runs again, as after a
+   * rollback. Without `validateSteps`, the checks' finiteness is ignored.
+   */
+  readonly clipNorm?: number;
   /** Told when the rank changes state; `index` is the action's position in the rank's list. */
   readonly onState?: (state: RankState, index: number, iteration: number) => void;
 }
@@ -95,6 +107,18 @@ export interface RankRunResult {
   readonly reports: unknown[];
   /** The iterations whose steps post-validation rolled back (empty when it is off). */
   readonly rolledBack: RolledBack[];
+  /** With `clipNorm`: each settled iteration's global gradient norm (empty without). */
+  readonly gradNorms: GradNorm[];
+}
+
+/** An iteration's global gradient norm, as clipping by post-validation found it. */
+export interface GradNorm {
+  /** The iteration. */
+  readonly iteration: number;
+  /** The global gradient norm before clipping (NaN or ∞ where not finite). */
+  readonly norm: number;
+  /** Whether the steps were redone clipped. */
+  readonly clipped: boolean;
 }
 
 /**
@@ -159,10 +183,22 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
   if (validate !== "off" && validate !== "skip" && validate !== "stop") {
     throw new RangeError(`validateSteps must be "off", "skip" or "stop", got ${String(validate)}`);
   }
+  const clipNorm = options.clipNorm;
+  if (
+    clipNorm !== undefined &&
+    (typeof clipNorm !== "number" || !Number.isFinite(clipNorm) || !(clipNorm > 0))
+  ) {
+    throw new RangeError(`clipNorm must be a finite positive number, got ${String(clipNorm)}`);
+  }
+  if (clipNorm !== undefined && typeof options.executor.redoStep !== "function") {
+    throw new TypeError(
+      `clipNorm needs an executor with redoStep, got ${typeof options.executor.redoStep}`,
+    );
+  }
   const clock = options.clock ?? (() => performance.now());
   const onState = options.onState ?? (() => {});
   const forwardOnly = options.forwardOnly === true;
-  const checking = validate !== "off" && !forwardOnly;
+  const checking = (validate !== "off" || clipNorm !== undefined) && !forwardOnly;
   const list = forwardOnly
     ? schedule.actions[rank].filter((a) => a.kind === "F")
     : schedule.actions[rank];
@@ -177,9 +213,10 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
   const timeline = new DeviceTimeline(rank, clock);
   const reports: unknown[] = [];
   const rolledBack: RolledBack[] = [];
+  const gradNorms: GradNorm[] = [];
   const sends = new Set<Promise<void>>();
   let sendFailure: DeviceFailure | null = null;
-  const board = checking ? new VerdictBoard(comm, where) : null;
+  const board = checking ? new VerdictBoard(comm, where, clipNorm) : null;
   const attempts = new Map<number, number>();
   // The last iteration whose verdict was acted upon (its steps committed or rolled back).
   let settledUpTo = first - 1;
@@ -245,17 +282,32 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
     const check = out !== undefined && out !== null && "check" in out
       ? Promise.resolve(out.check)
       : Promise.resolve((out ?? { finite: true }) as StepCheck);
-    check.then(
-      (c) => board.publish(it, stage, c),
-      (cause) =>
-        timeline.failure ??= { action: list[lastBackward.get(stage)!], iteration: it, cause },
-    );
+    const failed = (cause: unknown) =>
+      timeline.failure ??= { action: list[lastBackward.get(stage)!], iteration: it, cause };
+    check.then((c) => {
+      if (clipNorm !== undefined && typeof c.normSquared !== "number") {
+        return failed(
+          new TypeError(
+            `clipNorm needs the step's check to carry normSquared, got ${String(c.normSquared)}`,
+          ),
+        );
+      }
+      // Without validation only the sum of squares counts.
+      board.publish(
+        it,
+        stage,
+        validate === "off" ? { finite: true, normSquared: c.normSquared } : c,
+      );
+    }, failed);
   };
-  // Settles iteration `k`'s steps once its verdict is in: commit, or roll back.
-  const settle = async (k: number): Promise<BadVerdict | null> => {
-    let bad = await board!.verdict(k);
+  // Settles iteration `k`'s steps once its verdict is in: commit, redo
+  // clipped, or roll back.
+  const settle = async (k: number): Promise<Verdict | null> => {
+    const v = await board!.verdict(k);
+    let bad = v === null || isClip(v) ? null : v;
     for (const s of myStages) {
-      if (bad === null) await executor.commitStep?.(s, k);
+      if (v === null) await executor.commitStep?.(s, k);
+      else if (isClip(v)) await executor.redoStep!(s, k, v.scale);
       else await executor.rollbackStep?.(s, k);
     }
     // Where it appeared, from every stage's flag (all come: each stage of k has stepped).
@@ -268,13 +320,19 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
         ...(bad.microBatch === undefined ? {} : { microBatch: bad.microBatch }),
       });
     }
+    if (clipNorm !== undefined) {
+      // Every flag of k is in (a bad verdict waited for them all above).
+      const norm = board!.norm(k) ?? NaN;
+      gradNorms.push({ iteration: k, norm, clipped: v !== null && isClip(v) });
+    }
     settledUpTo = k;
     board!.forgetBefore(k);
-    return bad;
+    return bad ?? v;
   };
 
   // One attempt at iteration `it`; throws Abandon when the verdict of
-  // it − 1 turns bad before this rank's first step of `it`.
+  // it − 1 undoes its steps (a rollback or a clipped redo) before this
+  // rank's first step of `it`.
   const runIteration = async (it: number): Promise<void> => {
     onState("idle", -1, it);
     board?.listen(it);
@@ -329,8 +387,8 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
         if (!forwardOnly && lastBackward.get(s) === i) {
           // Before the first step of `it`, the previous step must be final.
           if (board !== null && it - 1 > settledUpTo && !stepped) {
-            const bad = await settle(it - 1);
-            if (bad !== null) throw new Abandon({ ...bad, iteration: it - 1 });
+            const v = await settle(it - 1);
+            if (v !== null) throw new Abandon(v);
           }
           stepped = true;
           inStep = true;
@@ -365,7 +423,7 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
         ];
         comm.discard((t) => prefix.some((x) => t.startsWith(x)));
         await executor.abandonIteration?.(it);
-        if (validate === "stop") {
+        if (validate === "stop" && !isClip(e.verdict)) {
           comm.discard((t) => t.startsWith(`verdict/i${it}/`));
           break;
         }
@@ -381,5 +439,5 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
     loop.close();
   }
   onState("done", list.length, first + iterations - 1);
-  return { events: timeline.events, reports, rolledBack };
+  return { events: timeline.events, reports, rolledBack, gradNorms };
 }

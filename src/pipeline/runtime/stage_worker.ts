@@ -45,6 +45,7 @@ let executor: StageExecutor<CallMap> | null = null;
 let board: Int32Array | null = null;
 let fault: CheckedFault | undefined;
 let validateSteps: "off" | "skip" | "stop" = "off";
+let clipNorm: number | undefined;
 let clock: () => number = () => performance.now();
 const controller = new AbortController();
 
@@ -106,6 +107,7 @@ async function handle(msg: ToWorker): Promise<void> {
         board = new Int32Array(msg.board);
         fault = msg.fault === undefined ? undefined : checkFaultInjection(msg.fault, "fault");
         validateSteps = msg.validateSteps;
+        clipNorm = msg.clipNorm;
         // Event times on the main thread's performance.now() scale.
         const offset = performance.timeOrigin - msg.timeOrigin;
         clock = () => performance.now() + offset;
@@ -152,6 +154,7 @@ async function handle(msg: ToWorker): Promise<void> {
           fault,
           abortFlag: board!.subarray(ABORT_INDEX, ABORT_INDEX + 1),
           validateSteps,
+          ...(clipNorm === undefined ? {} : { clipNorm }),
         });
         // A rejection left unhandled by the last action surfaces now, not after "done".
         await new Promise((resolve) => setTimeout(resolve, 0));
@@ -162,6 +165,7 @@ async function handle(msg: ToWorker): Promise<void> {
           events: r.events,
           reports: r.reports,
           rolledBack: r.rolledBack,
+          gradNorms: r.gradNorms,
         });
       } catch (e) {
         controller.abort(e);

@@ -46,6 +46,7 @@ async function main(path: string): Promise<void> {
               : { startupTimeoutMs: init.startupTimeoutMs }),
             ...(init.fault === undefined ? {} : { fault: init.fault }),
             validateSteps: init.validateSteps,
+            ...(init.clipNorm === undefined ? {} : { clipNorm: init.clipNorm }),
           });
           reply({ type: "ready" });
         } catch (e) {

@@ -16,7 +16,7 @@ import type { CallMap, NoCalls } from "./stage_executor.ts";
 import type { RankGroupKind, RankGroupRunOptions, RankGroupRunResult } from "./rank_group.ts";
 import { checkWorkerGroupOptions, type WorkerRankGroupOptions } from "./worker_rank_group.ts";
 import { PipelineWorkerError } from "./pipeline_worker_error.ts";
-import { checkRunOptions, checkValidateSteps } from "./_run_results.ts";
+import { checkClipNorm, checkRunOptions, checkValidateSteps } from "./_run_results.ts";
 import { readFrames, writeFrame } from "./_frames.ts";
 import { optionsFor } from "./_placement.ts";
 import { RankGroupBase } from "./_rank_group_base.ts";
@@ -133,6 +133,7 @@ export class SubprocessRankGroup<C extends CallMap = NoCalls> extends RankGroupB
         ...t,
         ...(options.fault === undefined ? {} : { fault: options.fault }),
         validateSteps: checkValidateSteps(options.validateSteps),
+        ...(options.clipNorm === undefined ? {} : { clipNorm: checkClipNorm(options.clipNorm) }),
       });
     } catch (e) {
       await group.#kill();

@@ -8,7 +8,7 @@
 import type { Schedule } from "../schedule/schedule.ts";
 import { validateSchedule } from "../analysis/validate.ts";
 import { checkFaultInjection, type FaultInjection } from "./fault_injection.ts";
-import { checkValidateSteps } from "./_run_results.ts";
+import { checkClipNorm, checkValidateSteps } from "./_run_results.ts";
 
 /** Which executor the workers build. */
 export interface ExecutorChoice {
@@ -52,6 +52,8 @@ export interface WorkerRankGroupOptions {
   readonly fault?: FaultInjection;
   /** Post-validation of optimizer steps (see `RankRunOptions.validateSteps`; default "off"). */
   readonly validateSteps?: "off" | "skip" | "stop";
+  /** Global-norm clipping by post-validation (see `RankRunOptions.clipNorm`; absent: none). */
+  readonly clipNorm?: number;
 }
 
 function positive(value: unknown, what: string, fallback: number): number {
@@ -101,5 +103,6 @@ export function checkWorkerGroupOptions(options: WorkerRankGroupOptions): Worker
   }
   if (options.fault !== undefined) checkFaultInjection(options.fault, "fault");
   checkValidateSteps(options.validateSteps);
+  checkClipNorm(options.clipNorm);
   return t;
 }

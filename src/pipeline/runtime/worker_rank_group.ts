@@ -27,6 +27,7 @@ import { threadAlive, waitForThreadsToExit } from "./_threads.ts";
 import { Watchdog } from "./_watchdog.ts";
 import {
   assembleRun,
+  checkClipNorm,
   checkRunOptions,
   checkValidateSteps,
   type RankShare,
@@ -203,6 +204,7 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<
         connectTimeoutMs: startupMs,
         ...(options.fault === undefined ? {} : { fault: options.fault }),
         validateSteps: checkValidateSteps(options.validateSteps),
+        ...(options.clipNorm === undefined ? {} : { clipNorm: checkClipNorm(options.clipNorm) }),
       };
       tracked.worker.postMessage(init, mesh[r].filter((x): x is MessagePort => x !== null));
     }
@@ -374,7 +376,12 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<
       case "done": {
         const run = this.#run;
         if (run === null || run.done[rank] !== undefined) return;
-        run.done[rank] = { events: msg.events, reports: msg.reports, rolledBack: msg.rolledBack };
+        run.done[rank] = {
+          events: msg.events,
+          reports: msg.reports,
+          rolledBack: msg.rolledBack,
+          gradNorms: msg.gradNorms,
+        };
         if (++run.count === this.ranks) {
           this.#run = null;
           run.resolve(assembleRun(this.ranks, run.firstIteration, run.done as RankShare[]));

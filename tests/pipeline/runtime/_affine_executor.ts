@@ -2,7 +2,8 @@
 // scalar weight w[s]; the loss is the sum of the last stage's outputs. It
 // keeps what each pass needs per (stage, micro-batch), accumulates the weight
 // gradient in W (or B), steps SGD in `step`, and answers calls for its
-// weights. Loaded by the workers through its URL, exactly as a model stage
+// weights. Each step's check carries its squared gradient (normSquared) and
+// redoStep redoes the step scaled, for clipping by post-validation. Loaded by the workers through its URL, exactly as a model stage
 // would be.
 
 import type {
@@ -30,8 +31,9 @@ export function createStageExecutor(init: StageExecutorInit): StageExecutor<Affi
   const pendingW = new Map<string, Float32Array>();
   let batch: Float32Array[] = [];
   let loss = 0;
-  // Weights before each stage's latest step, until it is committed or rolled back.
+  // Weights and gradient of each stage's latest step, until it is committed or rolled back.
   const before = new Map<number, number>();
+  const used = new Map<number, number>();
   const k = (ctx: StageContext) => `${ctx.action.stage}/${ctx.action.microBatch}`;
   const dx = (ctx: StageContext, dy: Float32Array) => {
     const x = inputs.get(k(ctx))!;
@@ -80,17 +82,27 @@ export function createStageExecutor(init: StageExecutorInit): StageExecutor<Affi
         ? NaN
         : grad.get(stage)!;
       grad.set(stage, 0);
-      if (!Number.isFinite(g)) return { finite: false, what: "gradient" as const };
+      if (!Number.isFinite(g)) {
+        return { finite: false, what: "gradient" as const, normSquared: g * g };
+      }
       before.set(stage, w.get(stage)!);
+      used.set(stage, g);
       w.set(stage, w.get(stage)! - o.lr * g);
-      return { finite: true };
+      return { finite: true, normSquared: g * g };
     },
     rollbackStep(stage) {
       if (before.has(stage)) w.set(stage, before.get(stage)!);
       before.delete(stage);
+      used.delete(stage);
     },
     commitStep(stage) {
       before.delete(stage);
+      used.delete(stage);
+    },
+    redoStep(stage, _iteration, scale) {
+      w.set(stage, before.get(stage)! - o.lr * (used.get(stage)! * scale));
+      before.delete(stage);
+      used.delete(stage);
     },
     abandonIteration() {
       inputs.clear();
@@ -111,9 +123,11 @@ export function referenceTraining(
   lr: number,
   batches: readonly (readonly (readonly number[])[])[],
   skip: ReadonlySet<number> = new Set(),
-): { weights: number[]; losses: number[] } {
+  clip?: number,
+): { weights: number[]; losses: number[]; norms: number[] } {
   const w = [...weights];
   const losses: number[] = [];
+  const norms: number[] = [];
   for (const batch of batches) {
     const g = new Array<number>(w.length).fill(0);
     let loss = 0;
@@ -127,8 +141,16 @@ export function referenceTraining(
         dy = dy.map((v) => v * w[s]);
       }
     }
-    if (!skip.has(losses.length)) { for (let s = 0; s < w.length; s++) w[s] -= lr * g[s]; }
+    // Global-norm clipping as clipGradNorm: the stages' squares added in stage order.
+    let total = 0;
+    for (const v of g) total += v * v;
+    const norm = Math.sqrt(total);
+    const scale = clip !== undefined && norm > clip ? clip / (norm + 1e-6) : 1;
+    if (!skip.has(losses.length)) {
+      for (let s = 0; s < w.length; s++) w[s] -= lr * (g[s] * scale);
+    }
     losses.push(loss);
+    norms.push(norm);
   }
-  return { weights: w, losses };
+  return { weights: w, losses, norms };
 }
