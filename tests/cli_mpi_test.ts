@@ -108,6 +108,21 @@ function deno(script: string, ...args: string[]): string[] {
   return [Deno.execPath(), "run", "-A", script, ...args];
 }
 
+Deno.test("clipping under mpirun (no barrier, a clipped step redone on every process) equals single-device clipGradNorm", async () => {
+  const job = await mpirun(2, deno(MODEL_RANK, "zb-h2", "0.5"));
+  assert.equal(job.code, 0, job.stderr);
+  const results = job.stdout.trim().split("\n").filter((l) => l.startsWith("RESULT "))
+    .map((l) => JSON.parse(l.slice(7))).sort((a, b) => a.rank - b.rank);
+  assert.deepEqual(results.map((r) => r.rank), [0, 1]);
+  for (const r of results) {
+    assert.ok(r.refNorms.every((n: number) => n > 0.5), `every step clips: ${r.refNorms}`);
+    assert.ok(r.normError <= 1e-6, `rank ${r.rank}: pre-clip norms off by ${r.normError}`);
+    assert.ok(r.lossError <= 1e-6, `rank ${r.rank}: losses off by ${r.lossError}`);
+    assert.ok(r.paramWorst <= 1e-5, `rank ${r.rank}: parameters off by ${r.paramWorst}`);
+    assert.equal(r.savedDigest, results[0].savedDigest, "the same file on every rank");
+  }
+});
+
 for (const [btl, where] of [[SHM, "shared memory"], [TCP, "TCP only"]] as const) {
   for (const p of [2, 4]) {
     Deno.test(`cli train --comm mpi, P = ${p} over ${where}: every schedule equals --ranks 1`, async () => {

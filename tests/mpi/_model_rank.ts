@@ -2,7 +2,8 @@
 // "mpi" directly: batches on rank 0 only (the other ranks pass null), then
 // save, load and predict. Each rank compares with single-device training
 // (computed here, on the whole batches) and prints `RESULT <json>`.
-// Arguments: the schedule name.
+// Arguments: the schedule name, and optionally a clipGradNorm limit (the
+// reference then clips too, and the result carries the pre-clip norms).
 
 import { loadSafetensors, saveSafetensors } from "../../src/nn/safetensors.ts";
 import { PipelineParallelModel } from "../../src/pipeline/model/pipeline_parallel_model.ts";
@@ -16,8 +17,9 @@ import { maxRelative, paramError, tensorsOf } from "../pipeline/model/_compare.t
 
 const SGD = { kind: "sgd", lr: 0.1, momentum: 0.9, weightDecay: 0.01 } as const;
 const schedule = Deno.args[0] ?? "1f1b";
+const clip = Deno.args[1] === undefined ? undefined : Number(Deno.args[1]);
 const batches = tokenBatches(2, 8);
-const ref = await referenceTraining(gpt(), SGD, batches);
+const ref = await referenceTraining(gpt(), SGD, batches, "cross-entropy", clip);
 const initial = await saveSafetensors(gpt());
 const ranks = Number(Deno.env.get("OMPI_COMM_WORLD_SIZE"));
 const net = gpt();
@@ -30,6 +32,7 @@ const model = await PipelineParallelModel.create({
   loss: "cross-entropy",
   backend: "cpu",
   rankGroup: "mpi",
+  ...(clip === undefined ? {} : { clipGradNorm: clip }),
 });
 net.dispose();
 const rank = model.localRank!;
@@ -37,6 +40,7 @@ const mine = (b: typeof batches[0]) => rank === 0 ? b : null;
 const first = await model.step(mine(batches[0]));
 const second = await model.train([mine(batches[1])]);
 const losses = [first.loss, second.steps[0].loss];
+const norms = [first.gradNorm, second.steps[0].gradNorm];
 const saved = await model.saveSafetensors();
 const err = paramError(tensorsOf(saved), ref.tensors);
 // Load the initial weights back: the same bytes again on every rank.
@@ -56,6 +60,8 @@ console.log(
     rank,
     rankGroup: model.rankGroup,
     lossError: maxRelative(losses, ref.losses),
+    normError: clip === undefined ? null : maxRelative(norms as number[], ref.gradNorms),
+    refNorms: ref.gradNorms,
     paramWorst: err.worst,
     stepEvents: first.events.length,
     busyRanks: first.busyMs.length,
