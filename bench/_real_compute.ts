@@ -58,6 +58,7 @@ export async function createRealPipeline(
   schedule: string,
   ranks: number,
   rankGroup: "workers" | "in-process" | "subprocess" = "workers",
+  clipGradNorm?: number,
 ): Promise<PipelineParallelModel> {
   const cpu = new CpuBackend();
   const net = createTinyGPT({
@@ -79,6 +80,7 @@ export async function createRealPipeline(
       loss: "cross-entropy",
       backend: cfg.backend,
       rankGroup,
+      ...(clipGradNorm === undefined ? {} : { clipGradNorm }),
     });
   } finally {
     net.dispose();

@@ -241,7 +241,8 @@ export class PipelineParallelModel {
    * (pulled as needed), one step per batch, in windows of consecutive steps
    * run back to back: each rank goes on to the next batch right after its
    * own last action, and each stage steps right after its own last
-   * backward, so the steps of a window interlock (without clipping). An
+   * backward, so the steps of a window interlock (a step that clipping
+   * redoes makes the next one start over; see `clipGradNorm`). An
    * array runs as one window (checked whole first); iterables in windows of
    * 4 (`options.window`). `options.onStep` gets each `StepResult` after its
    * window; `options.signal` stops the call after the current window. Equals
