@@ -3,9 +3,11 @@
 // keeps what each pass needs per (stage, micro-batch), accumulates the weight
 // gradient in W (or B), steps SGD in `step`, and answers calls for its
 // weights. Each step's check carries its squared gradient (normSquared) and
-// redoStep redoes the step scaled, for clipping by post-validation. Loaded by the workers through its URL, exactly as a model stage
-// would be.
+// redoStep redoes the step scaled, for clipping by post-validation. Loaded
+// by the workers through its URL, exactly as a model stage would be; `near`
+// compares its results with the f64 reference.
 
+import assert from "node:assert/strict";
 import type {
   StageContext,
   StageExecutor,
@@ -153,4 +155,15 @@ export function referenceTraining(
     norms.push(norm);
   }
   return { weights: w, losses, norms };
+}
+
+/** Asserts `got` equals `want` within 1e-5 relative (plus 1e-9), naming `what` and the index. */
+export function near(got: readonly number[], want: readonly number[], what: string): void {
+  assert.equal(got.length, want.length, what);
+  got.forEach((g, i) =>
+    assert.ok(
+      Math.abs(g - want[i]) <= 1e-5 * Math.abs(want[i]) + 1e-9,
+      `${what}[${i}]: ${g} vs ${want[i]}`,
+    )
+  );
 }

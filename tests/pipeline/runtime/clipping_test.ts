@@ -19,6 +19,7 @@ import { InProcessBackend } from "../../../src/pipeline/comm/in_process.ts";
 import {
   type AffineCalls,
   createStageExecutor as affine,
+  near,
   referenceTraining,
 } from "./_affine_executor.ts";
 
@@ -58,16 +59,6 @@ async function train(group: RankGroup<AffineCalls>, iterations: number): Promise
     clipped: r.gradNorms.map((n) => n.clipped),
     rolledBack: r.rolledBack.map((x) => x.iteration),
   };
-}
-
-function near(got: readonly number[], want: readonly number[], what: string): void {
-  assert.equal(got.length, want.length, what);
-  got.forEach((g, i) =>
-    assert.ok(
-      Math.abs(g - want[i]) <= 1e-5 * Math.abs(want[i]) + 1e-9,
-      `${what}[${i}]: ${g} vs ${want[i]}`,
-    )
-  );
 }
 
 function initFor(numStages: number): number[] {

@@ -16,6 +16,7 @@ import {
   type AffineCalls,
   type AffineOptions,
   createStageExecutor as affine,
+  near,
   referenceTraining,
 } from "./_affine_executor.ts";
 
@@ -43,16 +44,6 @@ async function train(
     losses: r.reports[last].map((x) => (x as { loss: number }).loss),
     rolledBack: r.rolledBack.map((x) => x.iteration),
   };
-}
-
-function near(got: readonly number[], want: readonly number[], what: string): void {
-  assert.equal(got.length, want.length, what);
-  got.forEach((g, i) =>
-    assert.ok(
-      Math.abs(g - want[i]) <= 1e-5 * Math.abs(want[i]) + 1e-9,
-      `${what}[${i}]: ${g} vs ${want[i]}`,
-    )
-  );
 }
 
 Deno.test("post-validation (in-process): a NaN at any stage skips that step everywhere, for every schedule", async () => {
