@@ -6,15 +6,6 @@ import { summarizeTimeline } from "../analysis/timeline_summary.ts";
 import type { RankGroupRunOptions, RankGroupRunResult } from "./rank_group.ts";
 import type { GradNorm, RolledBack } from "./stage_runner.ts";
 
-/** Checks a rank group's `clipNorm` option (absent: no clipping). */
-export function checkClipNorm(v: unknown): number | undefined {
-  if (v === undefined) return undefined;
-  if (typeof v !== "number" || !Number.isFinite(v) || !(v > 0)) {
-    throw new RangeError(`clipNorm must be a finite positive number, got ${String(v)}`);
-  }
-  return v;
-}
-
 /** Checks a rank group's `validateSteps` option (default "off"). */
 export function checkValidateSteps(v: unknown): "off" | "skip" | "stop" {
   if (v === undefined) return "off";

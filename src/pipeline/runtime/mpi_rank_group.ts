@@ -38,11 +38,11 @@ import type { RankGroupKind, RankGroupRunOptions, RankGroupRunResult } from "./r
 import { runRank } from "./stage_runner.ts";
 import {
   assembleRun,
-  checkClipNorm,
   type CheckedRun,
   checkValidateSteps,
   type RankShare,
 } from "./_run_results.ts";
+import { checkClipNorm } from "./_verdicts.ts";
 import { executorInit, optionsFor } from "./_placement.ts";
 import { raiseAbort, RankGroupBase } from "./_rank_group_base.ts";
 import { type CheckedFault, checkFaultInjection, type FaultInjection } from "./fault_injection.ts";

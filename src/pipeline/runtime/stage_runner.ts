@@ -21,7 +21,7 @@ import type {
   StepCheck,
   StepResultOf,
 } from "./stage_executor.ts";
-import { Abandon, isClip, type Verdict, VerdictBoard } from "./_verdicts.ts";
+import { Abandon, checkClipNorm, isClip, type Verdict, VerdictBoard } from "./_verdicts.ts";
 import { type DeviceFailure, DeviceTimeline } from "./_device_timeline.ts";
 import { createEventLoopTurn } from "./_event_loop_turn.ts";
 import { applyFault, type CheckedFault } from "./fault_injection.ts";
@@ -183,13 +183,7 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
   if (validate !== "off" && validate !== "skip" && validate !== "stop") {
     throw new RangeError(`validateSteps must be "off", "skip" or "stop", got ${String(validate)}`);
   }
-  const clipNorm = options.clipNorm;
-  if (
-    clipNorm !== undefined &&
-    (typeof clipNorm !== "number" || !Number.isFinite(clipNorm) || !(clipNorm > 0))
-  ) {
-    throw new RangeError(`clipNorm must be a finite positive number, got ${String(clipNorm)}`);
-  }
+  const clipNorm = checkClipNorm(options.clipNorm);
   if (clipNorm !== undefined && typeof options.executor.redoStep !== "function") {
     throw new TypeError(
       `clipNorm needs an executor with redoStep, got ${typeof options.executor.redoStep}`,

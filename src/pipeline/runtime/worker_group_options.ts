@@ -8,7 +8,8 @@
 import type { Schedule } from "../schedule/schedule.ts";
 import { validateSchedule } from "../analysis/validate.ts";
 import { checkFaultInjection, type FaultInjection } from "./fault_injection.ts";
-import { checkClipNorm, checkValidateSteps } from "./_run_results.ts";
+import { checkValidateSteps } from "./_run_results.ts";
+import { checkClipNorm } from "./_verdicts.ts";
 
 /** Which executor the workers build. */
 export interface ExecutorChoice {

@@ -27,11 +27,11 @@ import { threadAlive, waitForThreadsToExit } from "./_threads.ts";
 import { Watchdog } from "./_watchdog.ts";
 import {
   assembleRun,
-  checkClipNorm,
   checkRunOptions,
   checkValidateSteps,
   type RankShare,
 } from "./_run_results.ts";
+import { checkClipNorm } from "./_verdicts.ts";
 import { optionsFor } from "./_placement.ts";
 import { RankGroupBase } from "./_rank_group_base.ts";
 import {
