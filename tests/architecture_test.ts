@@ -12,7 +12,11 @@
  * - a `_name.ts` file is imported only from its own folder (a folder owns
  *   its subfolders: `tensor/webgpu/` may use `tensor/_validate.ts`);
  * - no source file is over 600 lines, and the import graph has no cycle
- *   (but the tensor ↔ backend type reference).
+ *   (but the tensor ↔ backend type reference);
+ * - only `tensor/webgpu/_readback.ts` maps GPU buffers (`mapAsync`,
+ *   `getMappedRange`, `mappedAtCreation`, MAP_READ usage): the one read
+ *   path, which makes every staging buffer mapped at creation so that Deno
+ *   never panics on one it has not mapped before.
  *
  * @module
  */
@@ -167,4 +171,17 @@ Deno.test("architecture: no source file is over 600 lines", async () => {
     if (lines > 600) long.push(`${top}: ${lines} lines`);
   }
   assert.deepEqual(long, []);
+});
+
+Deno.test("architecture: only tensor/webgpu/_readback.ts maps GPU buffers", async () => {
+  const uses: string[] = [];
+  const re = /\b(mapAsync|getMappedRange|mappedAtCreation|MAP_READ|onSubmittedWorkDone)\b/g;
+  for await (const file of walk(SRC)) {
+    const path = file.href.slice(SRC.href.length);
+    if (path === "tensor/webgpu/_readback.ts") continue;
+    const code = (await Deno.readTextFile(file)).replace(/\/\*[\s\S]*?\*\//g, "")
+      .replace(/^\s*\/\/.*$/gm, "");
+    for (const m of code.matchAll(re)) uses.push(`${path}: ${m[1]}`);
+  }
+  assert.deepEqual(uses, []);
 });

@@ -159,11 +159,12 @@ export interface Backend {
   /** Copies a tensor's contents out. Waits for pending work on it. */
   read(t: Tensor): Promise<Float32Array>;
   /**
-   * Copies a tensor's contents out synchronously, where the data already
-   * lives in host memory (the CPU backend). Absent on device backends, whose
-   * data comes back only through `read`.
+   * Copies a tensor's contents out within the call where the backend can:
+   * always on the CPU, whose data lives in host memory; on WebGPU where the
+   * device's read-backs complete when issued (Deno). Null (or absent) where
+   * the data comes back only through `read`.
    */
-  readSync?(t: Tensor): Float32Array;
+  readSync?(t: Tensor): Float32Array | null;
   /** Releases the storage behind a tensor (called by `Tensor.dispose`). */
   release(storage: unknown, bytes: number): void;
   /** Submits queued GPU work now (a no-op on the CPU). */

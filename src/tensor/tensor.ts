@@ -137,9 +137,10 @@ export class Tensor {
   }
 
   /**
-   * Copies the data out now where the backend holds it in host memory (the
-   * CPU backend); null where it can only come back asynchronously
-   * (`toArray()`, e.g. a GPU read-back).
+   * Copies the data out within this call where the backend can (the CPU
+   * backend always; WebGPU where its read-backs complete when issued, which
+   * blocks until the device has done the work queued before); null where it
+   * can only come back asynchronously (`toArray()`).
    */
   tryToArraySync(): Float32Array | null {
     this.#shared();

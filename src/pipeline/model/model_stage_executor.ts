@@ -80,6 +80,8 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
   readonly #lossGrad = new Map<string, Tensor>();
   readonly #outShape = new Map<string, Shape>();
   #losses: Promise<number>[] = [];
+  // Training losses not read yet: read once a step or the iteration's end needs them.
+  #lossTensors: Tensor[] = [];
   #correct: Promise<number>[] = [];
   #lr: number | undefined;
   #outputs: { mb: number; shape: number[]; data: Promise<Float32Array> }[] = [];
@@ -89,6 +91,8 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
   readonly #leaks: LeakWatch;
   #actPeak = 0;
   #startMark: Promise<number> | undefined;
+  // Taken before an action's output is read back: the action's work ends there.
+  #endMark: Promise<number> | undefined;
 
   private constructor(init: StageExecutorInit, backend: Backend) {
     this.#init = init;
@@ -153,7 +157,7 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
 
   beginIteration(_iteration: number, payload: unknown): void {
     this.#plan = (payload ?? null) as ModelStagePayload | null;
-    this.#losses = [];
+    this.#dropLosses();
     this.#correct = [];
     this.#outputs = [];
     this.#lr = undefined;
@@ -227,8 +231,8 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
       y.dispose();
     }
     this.#lossGrad.set(`${s}/${key}`, r.grad);
-    const loss = r.loss;
-    this.#losses.push(loss.toArray().then((a) => a[0]).finally(() => loss.dispose()));
+    // Read when needed: a read-back now would wait for this forward's work.
+    this.#lossTensors.push(r.loss);
     return null;
   }
 
@@ -255,8 +259,9 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
   deviceDone(): Promise<void | DeviceSpan> | undefined {
     if (this.backend.name === "cpu") return undefined;
     const start = this.#startMark;
+    const end = this.#endMark ?? this.backend.timeMark?.();
     this.#startMark = undefined;
-    const end = this.backend.timeMark?.();
+    this.#endMark = undefined;
     if (start === undefined || end === undefined) return this.backend.sync();
     // The device's own timestamps around the action: its exact span.
     this.backend.flush();
@@ -293,7 +298,7 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
       stage,
       opt,
       this.#chunk(stage).parameters(),
-      stage === this.#init.numStages - 1 ? [...this.#losses] : null,
+      stage === this.#init.numStages - 1 ? this.#readLosses() : null,
       this.#o.clipGradNorm !== undefined,
     );
     opt.step();
@@ -343,13 +348,30 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
     for (const id of [...this.#outShape.keys()]) {
       if (id.includes(`/${prefix}`)) this.#outShape.delete(id);
     }
-    this.#losses = [];
+    this.#dropLosses();
     this.#correct = [];
     this.#outputs = [];
   }
 
+  // Every loss of the iteration so far, reading those not read yet.
+  #readLosses(): Promise<number>[] {
+    for (const t of this.#lossTensors) {
+      this.#losses.push(t.toArray().then((a) => a[0]).finally(() => t.dispose()));
+    }
+    this.#lossTensors = [];
+    return [...this.#losses];
+  }
+
+  #dropLosses(): void {
+    for (const t of this.#lossTensors) t.dispose();
+    this.#lossTensors = [];
+    this.#losses = [];
+  }
+
   async endIteration(iteration: number): Promise<ModelStageReport> {
-    const losses = await Promise.all(this.#losses);
+    // Waits for the device once: the marks and losses after it read at once.
+    if (this.backend.name !== "cpu") await this.backend.sync();
+    const losses = await Promise.all(this.#readLosses());
     this.#losses = [];
     const correct = await Promise.all(this.#correct);
     this.#correct = [];
@@ -421,6 +443,7 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
 
   async dispose(): Promise<void> {
     this.#guard?.dispose();
+    this.#dropLosses();
     for (const t of this.#lossGrad.values()) t.dispose();
     this.#lossGrad.clear();
     for (const opt of this.#optimizers.values()) opt.dispose();
@@ -430,10 +453,7 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
     // A WebGPU device is lost asynchronously after destroy(); the worker
     // acknowledges its dispose only once the GPU has no work left.
     const device = "device" in this.backend ? (this.backend.device as GPUDevice) : undefined;
-    if (device !== undefined) {
-      this.backend.flush();
-      await device.queue.onSubmittedWorkDone();
-    }
+    if (device !== undefined) await this.backend.sync();
     this.backend.destroy();
     if (device !== undefined) await device.lost;
   }
@@ -477,10 +497,13 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
     return this.#send(dx);
   }
 
-  // Data in host memory (CPU) is handed over at once, so the runtime posts
-  // it before the next action starts; a device read-back (WebGPU) runs while
-  // the runtime goes on with the next action and is sent when it resolves.
+  // Data that can be had within the call (CPU; WebGPU where read-backs
+  // complete when issued) is handed over at once, so the runtime posts it
+  // before the next action starts; otherwise the read-back runs while the
+  // runtime goes on with the next action and is sent when it resolves.
   #send(t: Tensor): StageOutput {
+    // The action's work ends before its read-back (which waits on the device).
+    if (this.backend.name !== "cpu") this.#endMark = this.backend.timeMark?.();
     let now: Float32Array | null;
     try {
       now = t.tryToArraySync();

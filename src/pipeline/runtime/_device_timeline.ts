@@ -5,8 +5,9 @@
 // `deviceDone()` gives a promise after it (work queued on a device, as on
 // WebGPU, whose calls only record commands), when that promise settles;
 // when it settles to a span from the device's timestamps, the event is that
-// span exactly. Without `deviceDone`, a pending output's read-back dates the
-// end (the read-back follows the action's kernels in the device's queue). A rank's
+// span exactly. Otherwise a pending output's read-back dates the end when
+// it comes first (the read-back follows the action's kernels in the
+// device's queue, so the event never ends after it). A rank's
 // device runs its work in order, so no work begins before the previous
 // work (action or optimizer step) ended: an event starts at
 // max(call, previous end) and ends when its work is done, never before it
@@ -88,7 +89,7 @@ export class DeviceTimeline {
       ),
     ];
     // A failed read-back is the send's error; here it only gives no time.
-    if (output !== undefined && done === undefined) {
+    if (output !== undefined) {
       ends.push(Promise.resolve(output).then(() => this.#clock(), () => new Promise(() => {})));
     }
     const link: Promise<void> = Promise.all([this.#pending, Promise.race(ends)]).then(

@@ -221,10 +221,13 @@ export interface StageExecutor<C extends CallMap = NoCalls> {
   /**
    * Called right after each action (and each `step`) settles: a promise
    * that settles once the device has finished all the work recorded so far
-   * (e.g. WebGPU: submit, then `queue.onSubmittedWorkDone()`), or undefined
-   * where that work is already done (CPU). The runtime does not wait for
-   * it before the next action; it only dates the action's end by it. A
-   * rejection fails the run like an error of the action.
+   * (e.g. WebGPU: the device's timestamps around the action, read once a
+   * later read-back has waited for the device anyway), or undefined where
+   * that work is already done (CPU). The runtime does not wait for it
+   * before the next action; it only dates the action's end by it, and
+   * waits for them all at the end of the run, so it must settle after
+   * `endIteration` at the latest. A rejection fails the run like an error
+   * of the action.
    */
   deviceDone?(): PromiseLike<void | DeviceSpan> | undefined;
   /** Called when the rank ends an iteration; the (structured-cloneable) value is reported. */

@@ -142,9 +142,8 @@ export interface GradNorm {
  * max(call, end of the rank's previous device work) and ends when its work
  * is done (never before it starts). On the CPU that is the call and its
  * return. The next action is called at once, not when the device is done,
- * so recording and read-backs still overlap the device's work; an end is
- * seen when the event loop gets to it (Deno polls WebGPU completion about
- * every 10 ms), so it is an upper bound by that much.
+ * so recording still overlaps the device's work; an end seen through a
+ * promise (not a device span) is an upper bound by the event loop's delay.
  *
  * Errors of the executor (or of a send it fed) come out as a
  * {@linkcode PipelineWorkerError} naming the rank and action; an abort of

@@ -12,7 +12,8 @@
  *   lives here, one per device); bind group layouts come from each kernel's
  *   declared bindings; bind groups are built per dispatch.
  * - Buffers come from a size-bucketed pool (`_pool.ts` says when a released
- *   buffer may be reused); reads go through a staging pool.
+ *   buffer may be reused); read-backs, marks and `sync()` go through
+ *   `_device_reads.ts` (staging buffers, Deno's immediate maps).
  * - Errors raised by the device asynchronously (validation, device loss,
  *   out-of-range ids found by a device check) are kept and thrown by the
  *   next `read()` or `sync()`.
@@ -33,19 +34,18 @@ import type { ParamFields, ParamValues } from "./_params.ts";
 import { writeParams } from "./_params.ts";
 import { type HostValues, recordValues } from "./_host_values.ts";
 import { BufferPool } from "./_pool.ts";
+import { DeviceReads } from "./_device_reads.ts";
+import type { ReadPath } from "./_readback.ts";
 import { type ShaderDefines, specialize } from "./_shader.ts";
 
 /** Invocations per workgroup of the elementwise kernels (matches their WGSL). */
 export const WG = 256;
-// Query slots for time marks, reused in turn (a mark is read back long before its slot returns).
-const QUERY_SLOTS = 1024;
 /** Most workgroups along one dispatch dimension. */
 export const MAX_GROUPS = 65535;
 // Idle pool memory kept for reuse before buffers are given back.
 const MAX_IDLE_BYTES = 512 * 1024 * 1024;
 
 const STORAGE_USAGE = 0x0080 | 0x0004 | 0x0008; // STORAGE | COPY_SRC | COPY_DST
-const STAGING_USAGE = 0x0001 | 0x0008; // MAP_READ | COPY_DST
 const UNIFORM_USAGE = 0x0040 | 0x0008; // UNIFORM | COPY_DST
 
 /** The GPU buffer behind a tensor. */
@@ -79,6 +79,8 @@ export interface DeviceCoreOptions {
   readonly embeddingBackward?: "auto" | "scan" | "sort";
   /** Whether sorts use workgroup memory for short distances (default: not on CPU adapters). */
   readonly sortInWorkgroupMemory?: boolean;
+  /** `"auto"` (default): detect the read path once; `"awaited"`: always await maps. */
+  readonly readPath?: "auto" | "awaited";
 }
 
 /** Submission, uniforms, pipelines, buffers and errors of one device. */
@@ -98,7 +100,6 @@ export class DeviceCore {
   /** Whether sorts do their short distances in workgroup memory. */
   readonly sortInWorkgroupMemory: boolean;
   readonly #owner: Backend;
-  readonly #staging: BufferPool;
   readonly #maxBinding: number;
   readonly #uniform: GPUBuffer;
   readonly #slot: number;
@@ -116,14 +117,7 @@ export class DeviceCore {
   #flushQueued = false;
   #error: Error | null = null;
   #destroyed = false;
-  // Time marks (with the "timestamp-query" feature): a query slot per mark,
-  // resolved into 256-byte-aligned slots, read back after the next submit.
-  readonly #queries: GPUQuerySet | null;
-  readonly #queryResolve: GPUBuffer | null;
-  #nextQuery = 0;
-  #marksToRead: (() => void)[] = [];
-  // Host time (performance.now) minus device time, as tight as observed so far.
-  #hostMinusDevice = Infinity;
+  readonly #reads: DeviceReads;
 
   /** Readies `device` for `owner` (the backend tensors will name). */
   constructor(device: GPUDevice, cpuAdapter: boolean, owner: Backend, opts: DeviceCoreOptions) {
@@ -132,7 +126,19 @@ export class DeviceCore {
     this.#owner = owner;
     this.#maxBinding = device.limits.maxStorageBufferBindingSize;
     this.pool = new BufferPool(device, STORAGE_USAGE, MAX_IDLE_BYTES);
-    this.#staging = new BufferPool(device, STAGING_USAGE, MAX_IDLE_BYTES / 4);
+    this.#reads = new DeviceReads(
+      device,
+      {
+        encoder: () => {
+          this.#endPass();
+          return this.#enc();
+        },
+        flush: () => this.flush(),
+        throwPending: () => this.throwPending(),
+      },
+      opts.readPath ?? "auto",
+      MAX_IDLE_BYTES / 4,
+    );
     this.#slot = Math.max(256, device.limits.minUniformBufferOffsetAlignment);
     this.#maxSlots = Math.max(1, Math.floor(opts.maxDispatchesPerSubmit ?? 256));
     this.#uniform = device.createBuffer({
@@ -143,14 +149,6 @@ export class DeviceCore {
     this.#u32 = new Uint32Array(this.#uniformData);
     this.#i32 = new Int32Array(this.#uniformData);
     this.#f32 = new Float32Array(this.#uniformData);
-    const timed = device.features.has("timestamp-query");
-    this.#queries = timed ? device.createQuerySet({ type: "timestamp", count: QUERY_SLOTS }) : null;
-    this.#queryResolve = timed
-      ? device.createBuffer({
-        size: QUERY_SLOTS * 256,
-        usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC,
-      })
-      : null;
     const rowWG = opts.rowWorkgroupSize ?? (cpuAdapter ? 8 : 64);
     if (!Number.isInteger(rowWG) || rowWG < 1 || rowWG > device.limits.maxComputeWorkgroupSizeX) {
       throw new RangeError(
@@ -350,50 +348,48 @@ export class DeviceCore {
 
   // ---- submission and read-back ---------------------------------------------------
 
+  /** How this device's read-backs complete (see `_readback.ts`). */
+  get readPath(): ReadPath {
+    return this.#reads.path;
+  }
+
   /** Copies a tensor's contents out once the work queued before it is done. */
   async read(t: Tensor): Promise<Float32Array> {
+    return await this.#readTensor(t);
+  }
+
+  /**
+   * Copies a tensor's contents out now where this device's read-backs
+   * complete within the call (see `_readback.ts`): the data, or null where
+   * it can only come back through {@linkcode DeviceCore.read}.
+   */
+  readSync(t: Tensor): Float32Array | null {
+    if (this.#reads.path !== "immediate") return null;
+    const got = this.#readTensor(t);
+    if (got instanceof Float32Array) return got;
+    // Not there after all: the map finishes in the background; the caller reads again.
+    got.catch(() => {});
+    return null;
+  }
+
+  #readTensor(t: Tensor): Float32Array | Promise<Float32Array> {
     this.live();
-    const src = buf(t);
     const bytes = t.size * 4;
     if (bytes === 0) {
       this.throwPending();
       return new Float32Array(0);
     }
-    const staging = this.#staging.acquire(bytes, true);
-    this.copyBytes(src, 0, staging, 0, bytes);
-    this.flush();
-    try {
-      await staging.mapAsync(GPUMapMode.READ, 0, bytes);
-    } catch (e) {
-      this.throwPending();
-      throw e;
-    }
-    const out = new Float32Array(staging.getMappedRange(0, bytes).slice(0));
-    staging.unmap();
-    this.#staging.releaseIdle(staging);
-    this.throwPending();
-    return out;
+    return this.#reads.read(buf(t), bytes);
   }
 
   /**
-   * Copies `bytes` of `src` out without waiting: submits now and calls
-   * `then` with the data once the GPU is done (not at all if the device is
-   * lost or destroyed first, which the next read or sync reports anyway).
-   * For checks whose outcome is reported through {@linkcode deferError}.
+   * Copies `bytes` of `src` out without waiting for them: `then` gets the
+   * data once a later read or sync has drained the queue (not at all if the
+   * backend is destroyed first). For checks whose outcome is reported
+   * through {@linkcode deferError}.
    */
   readBackLater(src: GPUBuffer, bytes: number, then: (data: ArrayBuffer) => void): void {
-    const staging = this.#staging.acquire(bytes, true);
-    this.copyBytes(src, 0, staging, 0, bytes);
-    this.flush();
-    staging.mapAsync(GPUMapMode.READ, 0, bytes).then(
-      () => {
-        const data = staging.getMappedRange(0, bytes).slice(0);
-        staging.unmap();
-        this.#staging.releaseIdle(staging);
-        then(data);
-      },
-      () => {},
-    );
+    this.#reads.later(src, bytes, then);
   }
 
   /** Gives a tensor's buffer back to the pool (called by `Tensor.dispose`). */
@@ -405,51 +401,28 @@ export class DeviceCore {
 
   /** Whether {@linkcode DeviceCore.mark} can date points of the device's work. */
   get timed(): boolean {
-    return this.#queries !== null;
+    return this.#reads.timed;
   }
 
   /**
-   * Host time minus device time, in ms: the smallest (observed − device)
-   * over the marks read back so far, an upper bound on the true offset that
-   * tightens as marks come back (at first late by at most Deno's completion
-   * polling). NaN before the first mark is read.
+   * Host time minus device time, in ms: an upper bound on the true offset,
+   * tight once marks are in use (see `_device_reads.ts`). NaN before any.
    */
   get hostMinusDevice(): number {
-    return Number.isFinite(this.#hostMinusDevice) ? this.#hostMinusDevice : NaN;
+    return this.#reads.hostMinusDevice;
   }
 
   /**
    * A point in the device's command stream, after everything recorded so
-   * far: resolves to the device's timestamp (ms) when it passed it, or
-   * undefined without the "timestamp-query" feature. Timestamps are exact;
-   * add {@linkcode DeviceCore.hostMinusDevice} for host time.
+   * far: resolves to the device's timestamp (ms) when it passed it, once a
+   * later read or sync has drained the queue past it (so a mark costs no
+   * wait of its own); undefined without the "timestamp-query" feature.
+   * Add {@linkcode DeviceCore.hostMinusDevice} for host time. Rejects if
+   * the backend is destroyed first.
    */
   mark(): Promise<number> | undefined {
-    if (this.#queries === null || this.#queryResolve === null || this.#destroyed) return undefined;
-    const enc = this.#enc();
-    this.#endPass();
-    const i = this.#nextQuery;
-    this.#nextQuery = (i + 1) % QUERY_SLOTS;
-    enc.beginComputePass({
-      timestampWrites: { querySet: this.#queries, beginningOfPassWriteIndex: i },
-    })
-      .end();
-    enc.resolveQuerySet(this.#queries, i, 1, this.#queryResolve, i * 256);
-    const staging = this.#staging.acquire(8, true);
-    enc.copyBufferToBuffer(this.#queryResolve, i * 256, staging, 0, 8);
-    return new Promise<number>((resolve, reject) => {
-      // Mapped only once the copy has been submitted.
-      this.#marksToRead.push(() => {
-        staging.mapAsync(GPUMapMode.READ, 0, 8).then(() => {
-          const observed = performance.now();
-          const deviceMs = Number(new BigInt64Array(staging.getMappedRange(0, 8))[0]) / 1e6;
-          staging.unmap();
-          this.#staging.releaseIdle(staging);
-          this.#hostMinusDevice = Math.min(this.#hostMinusDevice, observed - deviceMs);
-          resolve(deviceMs);
-        }, reject);
-      });
-    });
+    if (this.#destroyed) return undefined;
+    return this.#reads.mark();
   }
 
   /** Submits the recorded work now. */
@@ -469,15 +442,17 @@ export class DeviceCore {
     this.#encoder = null;
     this.#slots = 0;
     this.pool.submitted();
-    for (const read of this.#marksToRead.splice(0)) read();
+    this.#reads.submitted();
   }
 
-  /** Submits the recorded work and waits until the GPU has finished it. */
+  /**
+   * Submits the recorded work and waits until the GPU has finished it: a
+   * fence through the read path (a tiny read-back after everything), which
+   * also settles the marks and checks queued so far.
+   */
   async sync(): Promise<void> {
     this.live();
-    this.flush();
-    await this.device.queue.onSubmittedWorkDone();
-    this.throwPending();
+    await this.#reads.read(null, 16);
   }
 
   /** Releases the device and every buffer; the core is unusable after. */
@@ -485,8 +460,8 @@ export class DeviceCore {
     if (this.#destroyed) return;
     this.flush();
     this.#destroyed = true;
+    this.#reads.destroy();
     this.pool.trim();
-    this.#staging.trim();
     this.device.destroy();
   }
 

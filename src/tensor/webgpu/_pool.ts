@@ -55,9 +55,8 @@ export function bucketBytes(bytes: number): number {
 
 /** A pool of GPU buffers of one usage, bucketed by capacity. */
 export class BufferPool {
-  readonly #device: GPUDevice;
-  readonly #usage: number;
   readonly #maxIdleBytes: number;
+  readonly #create: (bytes: number) => GPUBuffer;
   #free = new Map<number, GPUBuffer[]>();
   #recycled: GPUBuffer[] = [];
   #allocated = 0;
@@ -65,10 +64,18 @@ export class BufferPool {
   #created = 0;
   #reused = 0;
 
-  constructor(device: GPUDevice, usage: number, maxIdleBytes: number) {
-    this.#device = device;
-    this.#usage = usage;
+  /**
+   * A pool of `usage` buffers keeping at most `maxIdleBytes` idle; `create`
+   * makes a new buffer of a bucket's size (default: `device.createBuffer`).
+   */
+  constructor(
+    device: GPUDevice,
+    usage: number,
+    maxIdleBytes: number,
+    create?: (bytes: number) => GPUBuffer,
+  ) {
     this.#maxIdleBytes = maxIdleBytes;
+    this.#create = create ?? ((size) => device.createBuffer({ size, usage }));
   }
 
   /** Current statistics. */
@@ -109,7 +116,7 @@ export class BufferPool {
     }
     this.#created++;
     this.#allocated += cap;
-    return this.#device.createBuffer({ size: cap, usage: this.#usage });
+    return this.#create(cap);
   }
 
   /** Returns a buffer; see the module notes for when it can be reused. */

@@ -103,6 +103,14 @@ export interface WebGPUBackendOptions {
    */
   readonly embeddingBackward?: "auto" | "scan" | "sort";
   /**
+   * How read-backs complete: `"auto"` (default) detects once whether the
+   * data is there as soon as the map is issued (Deno 2.9, whose map promise
+   * settles only after a fixed 10 ms sleep) and then reads without awaiting
+   * the promise; `"awaited"` always awaits it (the plain WebGPU way; for
+   * comparisons and tests).
+   */
+  readonly readPath?: "auto" | "awaited";
+  /**
    * Whether GPU sorts (the sorted embedding backward) do their short
    * distances in workgroup memory: default true on GPUs, false on CPU
    * adapters such as llvmpipe, where workgroup barriers are slow.
@@ -284,6 +292,25 @@ export class WebGPUBackend implements Backend {
     return this.#core.read(t);
   }
 
+  /**
+   * Copies a tensor's contents out within this call (blocking until the
+   * device has done the work queued before) where {@linkcode WebGPUBackend.readPath}
+   * is `"immediate"`; null where the data comes back only through `read`.
+   */
+  readSync(t: Tensor): Float32Array | null {
+    return this.#core.readSync(t);
+  }
+
+  /**
+   * How read-backs complete: `"immediate"` where the data is there once the
+   * map is issued (Deno 2.9, whose map promise settles after a fixed 10 ms
+   * sleep), else `"awaited"`. Detected at creation; a read whose data is
+   * not there after all still awaits the promise.
+   */
+  get readPath(): "immediate" | "awaited" {
+    return this.#core.readPath;
+  }
+
   /** Releases storage (called by `Tensor.dispose`). */
   release(storage: unknown, bytes: number): void {
     this.#core.release(storage, bytes);
@@ -296,9 +323,10 @@ export class WebGPUBackend implements Backend {
 
   /**
    * A point in the device's work after everything recorded so far: resolves
-   * to the device's timestamp (ms) when it reached it; undefined where the
-   * adapter has no "timestamp-query" feature. See
-   * {@linkcode WebGPUBackend.hostMinusDevice} for host time.
+   * to the device's timestamp (ms) when it reached it, once a later `read`,
+   * `readSync` or `sync` has waited for the device past it (a mark never
+   * waits on its own); undefined where the adapter has no "timestamp-query"
+   * feature. See {@linkcode WebGPUBackend.hostMinusDevice} for host time.
    */
   timeMark(): Promise<number> | undefined {
     return this.#core.mark();
@@ -309,7 +337,7 @@ export class WebGPUBackend implements Backend {
     return this.#core.hostMinusDevice;
   }
 
-  /** Submits the recorded work and waits until the GPU has finished it. */
+  /** Submits the recorded work and waits until the GPU has finished it (a fence through the read path). */
   sync(): Promise<void> {
     return this.#core.sync();
   }
