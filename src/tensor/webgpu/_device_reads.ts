@@ -4,8 +4,8 @@
  * - `read`: a tensor's data through a staging buffer, right after a submit;
  *   with no source, a fence (`sync()`): a tiny read-back after everything.
  * - `later`: a read whose data nothing waits for now (the device's index
- *   checks): queued, and mapped once a later read or fence has drained the
- *   queue past it, so it never blocks the thread on its own.
+ *   checks): queued, and mapped by the next read or fence after its submit,
+ *   which then reports what it found; it never blocks the thread on its own.
  * - `mark`: a timestamp in the command stream, read the same way.
  * - Host time: once marks are in use, every read also stamps the device's
  *   time after its copy; the smallest (observed − stamp) bounds the offset
@@ -119,13 +119,14 @@ export class DeviceReads {
     else enc.clearBuffer(staging, 0, bytes);
     if (stampAt >= 0) this.#stamp(staging, stampAt);
     this.#host.flush();
+    // The later reads submitted so far first, so that this read reports their checks.
+    const later = this.#drain();
     const take = (range: MappedRange): Float32Array => {
       if (stampAt >= 0) this.#observe(new BigInt64Array(range(stampAt, 8))[0]);
       return src === null ? new Float32Array(0) : new Float32Array(range(0, bytes));
     };
     const done = (data: Float32Array): Float32Array => {
       this.#staging.release(staging);
-      this.#drain();
       this.#host.throwPending();
       return data;
     };
@@ -139,7 +140,10 @@ export class DeviceReads {
     } catch (e) {
       return failed(e);
     }
-    return got instanceof Promise ? got.then(done, failed) : done(got);
+    if (got instanceof Promise) {
+      return (later === undefined ? got : later.then(() => got)).then(done, failed);
+    }
+    return later === undefined ? done(got) : later.then(() => done(got), failed);
   }
 
   /**
@@ -210,12 +214,15 @@ export class DeviceReads {
     this.#hostMinusDevice = Math.min(this.#hostMinusDevice, observed - Number(deviceNs) / 1e6);
   }
 
-  // Maps the later reads whose copies were submitted: after a read or a
-  // fence the queue has drained past them, so each map is immediate.
-  #drain(): void {
+  // Maps the later reads whose copies were submitted (right after a submit,
+  // so the first map waits for the queue and the rest are immediate):
+  // undefined when every one was handled at once, else a promise that
+  // settles once every one has been (never rejecting: failures go to them).
+  #drain(): Promise<void> | undefined {
     const due = this.#submitted;
-    if (due.length === 0) return;
+    if (due.length === 0) return undefined;
     this.#submitted = [];
+    const waits: Promise<void>[] = [];
     for (const r of due) {
       let got: ArrayBuffer | Promise<ArrayBuffer>;
       try {
@@ -228,8 +235,9 @@ export class DeviceReads {
         this.#staging.release(r.staging);
         r.then(data);
       };
-      if (got instanceof Promise) got.then(done, r.fail);
+      if (got instanceof Promise) waits.push(got.then(done, r.fail));
       else done(got);
     }
+    return waits.length === 0 ? undefined : Promise.all(waits).then(() => {});
   }
 }

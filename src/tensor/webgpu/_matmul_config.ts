@@ -178,12 +178,16 @@ export function adapterKey(info: GPUAdapterInfo | undefined): string {
 const STORAGE_PREFIX = "conveyor.matmul.v1:";
 const memo = new Map<string, MatmulConfig>();
 
+// localStorage exists on the main thread only; typed so that this module
+// type-checks in workers too.
+const storage = (): Storage | undefined => (globalThis as { localStorage?: Storage }).localStorage;
+
 /** A cached choice for this adapter, if one was made in this process or stored. */
 export function cachedConfig(key: string): MatmulConfig | undefined {
   const hit = memo.get(key);
   if (hit !== undefined) return hit;
   try {
-    const raw = globalThis.localStorage?.getItem(STORAGE_PREFIX + key);
+    const raw = storage()?.getItem(STORAGE_PREFIX + key);
     if (raw) {
       const c = JSON.parse(raw) as MatmulConfig;
       memo.set(key, c);
@@ -199,7 +203,7 @@ export function cachedConfig(key: string): MatmulConfig | undefined {
 export function storeConfig(key: string, c: MatmulConfig): void {
   memo.set(key, c);
   try {
-    globalThis.localStorage?.setItem(STORAGE_PREFIX + key, JSON.stringify(c));
+    storage()?.setItem(STORAGE_PREFIX + key, JSON.stringify(c));
   } catch {
     // Memory only.
   }
@@ -209,7 +213,7 @@ export function storeConfig(key: string, c: MatmulConfig): void {
 export function clearConfigCache(): void {
   memo.clear();
   try {
-    const ls = globalThis.localStorage;
+    const ls = storage();
     if (ls === undefined) return;
     for (let i = ls.length - 1; i >= 0; i--) {
       const k = ls.key(i);
