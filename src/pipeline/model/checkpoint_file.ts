@@ -23,6 +23,8 @@ import {
 import type { RankGroup } from "../runtime/rank_group.ts";
 import type { ModelStageCalls } from "./stage_calls.ts";
 import { callEveryRank } from "./_every_rank.ts";
+import { filePath } from "./_file_path.ts";
+import { describeValue } from "../../tensor/describe.ts";
 
 /** Options of `PipelineParallelModel.saveCheckpoint`. */
 export interface SaveCheckpointOptions {
@@ -40,23 +42,27 @@ export interface ModelParameter {
   readonly shape: readonly number[];
 }
 
-/** The bytes of `source`: a path or file URL is read, bytes are taken as they are. */
+/**
+ * The bytes of `source`: a path or a `file:` URL (percent-decoded) is read,
+ * bytes are taken as they are; another URL scheme is a TypeError.
+ */
 export async function readCheckpointSource(
   source: string | URL | Uint8Array,
   where: string,
 ): Promise<Uint8Array> {
   if (source instanceof Uint8Array) return source;
-  if (typeof source === "string" ? source === "" : !(source instanceof URL)) {
+  if (typeof source !== "string" && !(source instanceof URL)) {
     throw new TypeError(
       `${where} must be a path, a file URL or the checkpoint's bytes (Uint8Array), got ${
-        source === "" ? "an empty string" : String(source)
+        describeValue(source)
       }`,
     );
   }
+  const path = filePath(source, where);
   try {
-    return await Deno.readFile(source);
+    return await Deno.readFile(path);
   } catch (e) {
-    throw new Error(`${where}: cannot read ${String(source)}: ${(e as Error).message}`, {
+    throw new Error(`${where}: cannot read ${path}: ${(e as Error).message}`, {
       cause: e,
     });
   }
@@ -186,22 +192,5 @@ export function checkSaveOptions(options: SaveCheckpointOptions | undefined): vo
     if (typeof v !== "string") {
       throw new TypeError(`options.data.${k} must be a string, got ${typeof v}`);
     }
-  }
-}
-
-/**
- * Writes `bytes` to `path` through a temporary file in the same folder and
- * a rename, so that a crash mid-write never leaves a torn checkpoint where
- * the previous one was.
- */
-export async function writeFileAtomically(path: string | URL, bytes: Uint8Array): Promise<void> {
-  const target = path instanceof URL ? path.pathname : path;
-  const tmp = `${target}.tmp-${crypto.randomUUID().slice(0, 8)}`;
-  try {
-    await Deno.writeFile(tmp, bytes);
-    await Deno.rename(tmp, target);
-  } catch (e) {
-    await Deno.remove(tmp).catch(() => {});
-    throw e;
   }
 }

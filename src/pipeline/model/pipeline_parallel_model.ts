@@ -46,8 +46,9 @@ import {
   gatherCheckpoint,
   readModelCheckpoint,
   type SaveCheckpointOptions,
-  writeFileAtomically,
 } from "./checkpoint_file.ts";
+import { writeFileAtomically } from "./_atomic_write.ts";
+import { filePath } from "./_file_path.ts";
 import { ModelLock } from "./_model_lock.ts";
 import { callEveryRank } from "./_every_rank.ts";
 import { gatherWeights, weightsFile, weightStats } from "./_weights.ts";
@@ -396,19 +397,19 @@ export class PipelineParallelModel {
 
   /**
    * Writes the last step's (or run's) events: an SVG timeline when `path`
-   * ends in `.svg`, else a Chrome trace (JSON, opens in Perfetto). Under
-   * MPI every rank has every rank's events and only rank 0 writes.
+   * ends in `.svg`, else a Chrome trace (JSON, opens in Perfetto). `path`
+   * is a path or a `file:` URL (percent-decoded; other schemes are a
+   * TypeError). Under MPI every rank has every rank's events and only rank
+   * 0 writes.
    */
-  async writeTrace(path: string): Promise<void> {
-    if (typeof path !== "string" || path === "") {
-      throw new TypeError(`writeTrace: path must be a non-empty string, got ${String(path)}`);
-    }
+  async writeTrace(path: string | URL): Promise<void> {
+    const file = filePath(path, "writeTrace: path");
     if (this.#lastEvents.length === 0) {
       throw new RangeError("writeTrace: no step has run yet, so there is nothing to write");
     }
     if ((this.#ranks.localRank ?? 0) !== 0) return;
-    const text = traceText(path, this.#lastEvents, this.schedule, this.ranks, this.microBatches);
-    await Deno.writeTextFile(path, text);
+    const text = traceText(file, this.#lastEvents, this.schedule, this.ranks, this.microBatches);
+    await Deno.writeTextFile(file, text);
   }
 
   /**
@@ -427,18 +428,19 @@ export class PipelineParallelModel {
   }
 
   /**
-   * Writes {@linkcode PipelineParallelModel.checkpointBytes} to `path`
-   * (through a temporary file beside it and a rename: a crash never leaves
-   * a torn file). Needs read and write permission for the folder
-   * (`Deno.rename` asks for both).
+   * Writes {@linkcode PipelineParallelModel.checkpointBytes} to `path`, a
+   * path or a `file:` URL (percent-decoded; other schemes are a TypeError),
+   * through `<name>.tmp-XXXXXXXX` beside it, flushed to the disk (fsync)
+   * before it is renamed over `path`, and the folder flushed after: neither
+   * a crash nor a power cut leaves a torn file. Temporary files of the same
+   * target that a killed save left are removed. Needs read and write
+   * permission for the folder (`Deno.rename` asks for both).
    */
   async saveCheckpoint(path: string | URL, options?: SaveCheckpointOptions): Promise<void> {
-    if (typeof path === "string" ? path === "" : !(path instanceof URL)) {
-      throw new TypeError(`saveCheckpoint: path must be a non-empty string or URL, got ${path}`);
-    }
+    const file = filePath(path, "saveCheckpoint: path");
     const bytes = await this.checkpointBytes(options);
     // Under MPI every rank gathers (each answers the others' calls); rank 0 writes.
-    if ((this.#ranks.localRank ?? 0) === 0) await writeFileAtomically(path, bytes);
+    if ((this.#ranks.localRank ?? 0) === 0) await writeFileAtomically(file, bytes);
   }
 
   /**
