@@ -10,7 +10,7 @@ import { CpuBackend } from "../src/tensor/cpu/backend.ts";
 import { Rng } from "../src/tensor/random.ts";
 import { liveWorkerCount } from "../src/pipeline/runtime/worker_rank_group.ts";
 import { lrAt, type LrScheduleSpec } from "../src/nn/lr_schedule.ts";
-import { saveSafetensors } from "../src/nn/safetensors.ts";
+import { encodeSafetensors, parseSafetensors, saveSafetensors } from "../src/nn/safetensors.ts";
 import { parseTrainingCheckpoint, saveTrainingCheckpoint } from "../src/nn/training_checkpoint.ts";
 
 /**
@@ -452,6 +452,66 @@ Deno.test("cli train --save-checkpoint without read and write access to its fold
       err,
       /--save-checkpoint .*ck\.safetensors needs read access to .* \(run with --allow-read=/,
     );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("cli train --resume refuses a checkpoint holding a NaN weight, an infinite or negative exp_avg_sq, or a flipped bit: exit 2 naming the tensor (and the index), before any worker starts", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const ck = `${dir}/ck.safetensors`;
+    const saved = await cli(
+      ...TRAIN,
+      ...QUIET,
+      "--steps",
+      "1",
+      "--in-process",
+      "--save-checkpoint",
+      ck,
+    );
+    assert.equal(saved.code, 0, saved.err);
+    const good = await Deno.readFile(ck);
+    const f = parseSafetensors(good);
+    const first = [...f.tensors.keys()][0].slice("model.".length);
+    const withValue = (tensor: string, index: number, value: number) =>
+      encodeSafetensors(
+        [...f.tensors].map(([name, e]) => {
+          const data = e.data.slice();
+          if (name === tensor) data[index] = value;
+          return { name, shape: e.shape, data };
+        }),
+        { metadata: f.metadata },
+      );
+    const flipped = good.slice();
+    flipped[flipped.length - 3] ^= 0x04;
+    const lastTensor = [...f.tensors.keys()].at(-1)!;
+    const esc = (s: string) => s.replace(/\./g, "\\.");
+    const cases: [Uint8Array, RegExp][] = [
+      [
+        withValue(`model.${first}`, 7, NaN),
+        new RegExp(`tensor model\\.${esc(first)} holds NaN at index 7; weights must be finite`),
+      ],
+      [
+        withValue(`optim.${first}.exp_avg_sq`, 0, Infinity),
+        /exp_avg_sq holds Infinity at index 0; optimizer state must be finite/,
+      ],
+      [
+        withValue(`optim.${first}.exp_avg_sq`, 2, -1),
+        /exp_avg_sq holds -1 at index 2; exp_avg_sq .* is never negative/,
+      ],
+      [flipped, new RegExp(`tensor ${esc(lastTensor)} fails its checksum`)],
+    ];
+    for (const [bytes, re] of cases) {
+      const path = `${dir}/bad.safetensors`;
+      await Deno.writeFile(path, bytes);
+      const r = await cli(...TRAIN, ...QUIET, "--steps", "1", "--resume", path);
+      assert.equal(r.code, 2, r.err);
+      assert.match(r.err, /--resume .*bad\.safetensors: checkpoint: /);
+      assert.match(r.err, re);
+      assert.equal(r.out, "", "nothing trained");
+      assert.equal(liveWorkerCount(), 0);
+    }
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

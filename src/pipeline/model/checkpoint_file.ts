@@ -15,8 +15,8 @@ import { parseSafetensors } from "../../nn/safetensors.ts";
 import { createOptimizer, type OptimizerSpec } from "../../nn/optimizer_spec.ts";
 import {
   checkCheckpointFits,
+  decodeTrainingCheckpoint,
   encodeTrainingCheckpoint,
-  parseTrainingCheckpoint,
   type TrainingCheckpoint,
   type TrainingCheckpointInfo,
 } from "../../nn/training_checkpoint.ts";
@@ -77,22 +77,37 @@ export async function readModelCheckpoint(
   where: string,
   params: readonly ModelParameter[],
   optimizer: OptimizerSpec,
+  allowNonFinite = false,
 ): Promise<{ bytes: Uint8Array; info: TrainingCheckpointInfo }> {
   const bytes = await readCheckpointSource(source, where);
-  const ck = checkModelCheckpoint(bytes, params, optimizer);
-  return { bytes, info: { step: ck.step, optimizer: ck.optimizer, data: ck.data } };
+  const ck = checkModelCheckpoint(bytes, params, optimizer, allowNonFinite);
+  return {
+    bytes,
+    info: {
+      step: ck.step,
+      optimizerStep: ck.optimizerStep,
+      optimizer: ck.optimizer,
+      data: ck.data,
+    },
+  };
 }
 
-/** Parses `bytes` and checks them against the whole model (see `checkCheckpointFits`). */
+/**
+ * Parses `bytes` and checks them against the whole model (see
+ * `checkCheckpointFits`), then their checksums: every rule of the training
+ * checkpoint reader (non-finite values refused unless `allowNonFinite`).
+ */
 export function checkModelCheckpoint(
   bytes: Uint8Array,
   params: readonly ModelParameter[],
   optimizer: OptimizerSpec,
+  allowNonFinite = false,
 ): TrainingCheckpoint {
-  const ck = parseTrainingCheckpoint(bytes);
+  const { ck, verify } = decodeTrainingCheckpoint(bytes, { allowNonFinite });
   const probe = createOptimizer(optimizer, []);
   probe.dispose();
   checkCheckpointFits(ck, params, { kind: probe.kind, stateSlots: probe.stateSlots });
+  verify();
   return ck;
 }
 
@@ -100,28 +115,30 @@ export function checkModelCheckpoint(
  * Gathers every rank's share into one checkpoint: tensors in the model's
  * parameter order (the single-device writer's order, so the same state
  * gives the same bytes), metadata from `optimizer` (its full description)
- * and `options.data`.
+ * and `options.data`. `step` is the model's training steps (skipped ones
+ * included); the ranks' optimizers tell the steps they applied.
  */
 export async function gatherCheckpoint(
   ranks: RankGroup<ModelStageCalls>,
   params: readonly ModelParameter[],
   optimizer: OptimizerSpec,
   options: SaveCheckpointOptions | undefined,
+  step: number,
 ): Promise<Uint8Array> {
   const parts = await callEveryRank(ranks, "saveState", null);
   const tensors = new Map<string, Float32Array>();
-  let step: number | undefined, override: string | undefined;
+  let applied: number | undefined, override: string | undefined;
   parts.forEach((bytes, r) => {
     const f = parseSafetensors(bytes);
     if (
-      step !== undefined &&
-      (String(step) !== f.metadata.step || override !== f.metadata.lr_override)
+      applied !== undefined &&
+      (String(applied) !== f.metadata.step || override !== f.metadata.lr_override)
     ) {
       throw new Error(
-        `rank ${r} is at step ${f.metadata.step}, rank 0 at ${step}: the ranks disagree`,
+        `rank ${r} is at step ${f.metadata.step}, rank 0 at ${applied}: the ranks disagree`,
       );
     }
-    step = Number(f.metadata.step);
+    applied = Number(f.metadata.step);
     override = f.metadata.lr_override;
     for (const [name, e] of f.tensors) tensors.set(name, e.data);
   });
@@ -132,8 +149,14 @@ export async function gatherCheckpoint(
     const s = probe.stateSlots.map((slot) => tensors.get(`optim.${name}.${slot}`));
     if (s.length > 0 && s.every((d) => d !== undefined)) slots.set(name, s as Float32Array[]);
   }
+  if ((applied ?? 0) > step) {
+    throw new Error(
+      `the ranks' optimizers applied ${applied} steps, more than the model's ${step} steps`,
+    );
+  }
   return encodeTrainingCheckpoint({
-    step: step ?? 0,
+    step,
+    optimizerStep: applied ?? 0,
     optimizer: probe.spec() as unknown as OptimizerSpec,
     lrOverride: override === undefined ? null : Number(JSON.parse(override)),
     ...(options?.data === undefined ? {} : { data: options.data }),

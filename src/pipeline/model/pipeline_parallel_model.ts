@@ -38,7 +38,10 @@ import type {
   TrainResult,
 } from "./results.ts";
 import type { OptimizerSpec } from "../../nn/optimizer_spec.ts";
-import type { TrainingCheckpointInfo } from "../../nn/training_checkpoint.ts";
+import type {
+  LoadCheckpointOptions,
+  TrainingCheckpointInfo,
+} from "../../nn/training_checkpoint.ts";
 import { type BatchSource, runTrainLoop, type TrainOptions } from "./train_loop.ts";
 import {
   checkSaveOptions,
@@ -128,9 +131,13 @@ export class PipelineParallelModel {
       o.checkpoint === undefined ? undefined : o.checkpoint.maxActivationsInMemory ?? 0,
     );
     // A checkpoint to resume from is read and checked before any rank starts.
-    const resume = options.resume === undefined
-      ? null
-      : await readModelCheckpoint(options.resume, "resume", plan.params, o.optimizer);
+    const resume = options.resume === undefined ? null : await readModelCheckpoint(
+      options.resume,
+      "resume",
+      plan.params,
+      o.optimizer,
+      o.resumeAllowNonFinite,
+    );
     const ranks = await buildRanks(o, plan, {
       heartbeatMs: options.heartbeatMs,
       stallTimeoutMs: options.stallTimeoutMs,
@@ -423,7 +430,7 @@ export class PipelineParallelModel {
   async checkpointBytes(options?: SaveCheckpointOptions): Promise<Uint8Array> {
     checkSaveOptions(options);
     return await this.#lock.exclusive(() =>
-      gatherCheckpoint(this.#ranks, this.#params, this.#optimizer, options)
+      gatherCheckpoint(this.#ranks, this.#params, this.#optimizer, options, this.#nextStep)
     );
   }
 
@@ -444,22 +451,30 @@ export class PipelineParallelModel {
   }
 
   /**
-   * Loads a training checkpoint (a path, a file URL or its bytes) into every
-   * rank: weights, optimizer state, step count, a hand-set lr. It may come
-   * from any rank count or schedule, or the single-device model. Everything
-   * is checked first (format, every field and tensor, the optimizer kind,
-   * every parameter and state slot with its shape), so a refused file
-   * changes nothing (a RangeError or TypeError beginning `checkpoint:`).
-   * The optimizer's configuration (hyper-parameters, lr schedule) stays the
-   * model's own; the schedule continues from the loaded step count.
+   * Loads a training checkpoint (a path, a `file:` URL or its bytes) into
+   * every rank: weights, optimizer state, step counts, a hand-set lr. It may
+   * come from any rank count or schedule, or the single-device model.
+   * Everything is checked first (format, every field and tensor, step counts
+   * that agree, every value finite unless `options.allowNonFinite`, no
+   * negative `exp_avg_sq`, the optimizer kind, every parameter and state
+   * slot with its shape, then the checksums), so a refused file changes
+   * nothing (a RangeError or TypeError beginning `checkpoint:`, naming the
+   * field, or the tensor and index). The optimizer's configuration
+   * (hyper-parameters, lr schedule) stays the model's own; `stepCount`
+   * becomes the file's `step`, and the schedule continues from its
+   * optimizer step count.
    */
-  async loadCheckpoint(source: string | URL | Uint8Array): Promise<TrainingCheckpointInfo> {
+  async loadCheckpoint(
+    source: string | URL | Uint8Array,
+    options?: LoadCheckpointOptions,
+  ): Promise<TrainingCheckpointInfo> {
     this.#lock.check();
     const { bytes, info } = await readModelCheckpoint(
       source,
       "loadCheckpoint",
       this.#params,
       this.#optimizer,
+      options?.allowNonFinite ?? false,
     );
     await this.#lock.exclusive(() => callEveryRank(this.#ranks, "loadState", { bytes }), true);
     this.#nextStep = info.step;

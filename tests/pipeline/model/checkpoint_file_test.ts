@@ -11,6 +11,8 @@ import assert from "node:assert/strict";
 import { pathToFileURL } from "node:url";
 import type { PipelineParallelModel } from "../../../src/pipeline/model/pipeline_parallel_model.ts";
 import { cpuModel, tokenBatches } from "./_reference_training.ts";
+import { encodeSafetensors, parseSafetensors } from "../../../src/nn/safetensors.ts";
+import { parseTrainingCheckpoint } from "../../../src/nn/training_checkpoint.ts";
 
 const OPTIMIZER = { kind: "adamw", lr: 1e-2 } as const;
 const batches = tokenBatches(2, 4, 3);
@@ -245,4 +247,128 @@ await model.saveCheckpoint(${JSON.stringify(`${dir}/run.ckpt`)});`;
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+/** `bytes` re-encoded with `tensor[index] = value` (fresh checksums: only the value is wrong). */
+function withValue(bytes: Uint8Array, tensor: string, index: number, value: number): Uint8Array {
+  const f = parseSafetensors(bytes);
+  const tensors = [...f.tensors].map(([name, e]) => {
+    const data = e.data.slice();
+    if (name === tensor) data[index] = value;
+    return { name, shape: e.shape, data };
+  });
+  assert.ok(f.tensors.has(tensor), tensor);
+  return encodeSafetensors(tensors, { metadata: f.metadata });
+}
+
+Deno.test("a checkpoint holding NaN or ±Infinity weights or optimizer state, or a negative exp_avg_sq, is refused by loadCheckpoint (bytes, path, file URL) and create({ resume }) naming the tensor and the index before anything changes; allowNonFinite / resumeAllowNonFinite load non-finite values, never a negative second moment", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    await using m = await trained();
+    const good = await m.checkpointBytes();
+    const first = [...parseSafetensors(good).tensors.keys()][0].slice("model.".length);
+    const before = await m.checkpointBytes();
+    const cases: [string, number, number, RegExp][] = [
+      [`model.${first}`, 3, NaN, /holds NaN at index 3; weights must be finite/],
+      [`model.${first}`, 0, -Infinity, /holds -Infinity at index 0; weights must be finite/],
+      [
+        `optim.${first}.exp_avg`,
+        2,
+        Infinity,
+        /holds Infinity at index 2; optimizer state must be finite/,
+      ],
+      [`optim.${first}.exp_avg_sq`, 1, NaN, /holds NaN at index 1; optimizer state must be finite/],
+      [
+        `optim.${first}.exp_avg_sq`,
+        5,
+        -0.25,
+        /holds -0.25 at index 5; exp_avg_sq .* is never negative/,
+      ],
+    ];
+    for (const [tensor, index, value, rule] of cases) {
+      const bad = withValue(good, tensor, index, value);
+      const path = `${dir}/bad.ckpt`;
+      await Deno.writeFile(path, bad);
+      const named = new RegExp(`^checkpoint: tensor ${tensor.replace(/\./g, "\\.")} `);
+      const check = (e: Error) => {
+        assert.ok(e instanceof RangeError, `${tensor}: ${e}`);
+        assert.match(e.message, named);
+        assert.match(e.message, rule);
+        return true;
+      };
+      for (const source of [bad, path, pathToFileURL(path)]) {
+        await assert.rejects(() => m.loadCheckpoint(source), check);
+      }
+      await assert.rejects(
+        () => cpuModel({ schedule: "1f1b", microBatches: 2, optimizer: OPTIMIZER, resume: path }),
+        check,
+      );
+      assert.deepEqual(await m.checkpointBytes(), before, `${tensor}: the model is unchanged`);
+      const negative = value < 0 && Number.isFinite(value);
+      if (negative) {
+        await assert.rejects(() => m.loadCheckpoint(bad, { allowNonFinite: true }), check);
+        await assert.rejects(
+          () =>
+            cpuModel({
+              schedule: "1f1b",
+              microBatches: 2,
+              optimizer: OPTIMIZER,
+              resume: bad,
+              resumeAllowNonFinite: true,
+            }),
+          check,
+        );
+        continue;
+      }
+      // Allowed: every rank loads it as written.
+      await using r = await cpuModel({
+        schedule: "1f1b",
+        microBatches: 2,
+        optimizer: OPTIMIZER,
+        resume: bad,
+        resumeAllowNonFinite: true,
+      });
+      const back = parseTrainingCheckpoint(await r.checkpointBytes(), { allowNonFinite: true });
+      const slot = tensor.split(".").at(-1);
+      const data = tensor.startsWith("model.")
+        ? back.weights.get(first)!.data
+        : back.optimizerState.slots.get(first)![slot === "exp_avg" ? 0 : 1];
+      assert.ok(Object.is(data[index], value), `${tensor}[${index}] is ${data[index]}`);
+      await m.loadCheckpoint(bad, { allowNonFinite: true });
+      await m.loadCheckpoint(good);
+    }
+    await assert.rejects(
+      () =>
+        cpuModel({
+          schedule: "1f1b",
+          microBatches: 2,
+          optimizer: OPTIMIZER,
+          resume: good,
+          resumeAllowNonFinite: 1 as unknown as boolean,
+        }),
+      /resumeAllowNonFinite must be a boolean, got 1/,
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("a flipped bit in a checkpoint file is refused by loadCheckpoint and create({ resume }) naming the tensor it falls in; the model is unchanged", async () => {
+  await using m = await trained();
+  const good = await m.checkpointBytes();
+  const n = Number(new DataView(good.buffer).getBigUint64(0, true));
+  const header = JSON.parse(new TextDecoder().decode(good.subarray(8, 8 + n)));
+  const [name, entry] = Object.entries(header).filter(([k]) => k !== "__metadata__")[2] as [
+    string,
+    { data_offsets: [number, number] },
+  ];
+  const bad = good.slice();
+  bad[8 + n + entry.data_offsets[0] + 1] ^= 0x10; // a mantissa bit: the value stays finite
+  const rule = new RegExp(`tensor ${name.replace(/\./g, "\\.")} fails its checksum`);
+  await assert.rejects(() => m.loadCheckpoint(bad), rule);
+  await assert.rejects(
+    () => cpuModel({ schedule: "1f1b", microBatches: 2, optimizer: OPTIMIZER, resume: bad }),
+    rule,
+  );
+  assert.deepEqual(await m.checkpointBytes(), good, "unchanged");
 });
