@@ -516,3 +516,43 @@ Deno.test("cli train --resume refuses a checkpoint holding a NaN weight, an infi
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test('cli train: a skipped step (non-finite loss) says so (--json: "skipped": true and where; text: "skipped (non-finite loss)") and still counts: 2 steps, a checkpoint and 2 resumed steps number and end as 4 steps in one run', async () => {
+  const dir = await Deno.makeTempDir();
+  const ck = `${dir}/run.safetensors`;
+  // An lr this large sends the weights past f32 after step 1: every later loss is NaN.
+  const huge = ["--lr", "1e30", "--in-process"];
+  try {
+    const whole = await cli(...TRAIN, ...QUIET, ...huge, "--steps", "4");
+    assert.equal(whole.code, 0, whole.err);
+    const w = parseJsonLines(whole.out);
+    assert.deepEqual(w.steps.map((s) => [s.step, s.skipped ?? false]), [
+      [1, false],
+      [2, true],
+      [3, true],
+      [4, true],
+    ]);
+    assert.deepEqual(Object.keys(w.steps[0]), ["step", "loss", "bubble", "makespanMs", "lr"]);
+    for (const s of w.steps.slice(1)) {
+      assert.equal(s.loss, null);
+      assert.equal(s.nonFinite.what, "loss");
+      assert.ok(Number.isInteger(s.nonFinite.stage));
+    }
+    const first = await cli(...TRAIN, ...QUIET, ...huge, "--steps", "2", "--save-checkpoint", ck);
+    assert.equal(first.code, 0, first.err);
+    const file = parseTrainingCheckpoint(await Deno.readFile(ck));
+    assert.deepEqual([file.step, file.optimizerStep, file.skippedSteps], [2, 1, 1]);
+    const rest = await cli(...TRAIN, ...QUIET, ...huge, "--steps", "2", "--resume", ck);
+    assert.equal(rest.code, 0, rest.err);
+    const a = parseJsonLines(first.out), b = parseJsonLines(rest.out);
+    const strip = (s: { step: number; skipped?: boolean; lr: number }) => [s.step, s.skipped, s.lr];
+    assert.deepEqual([...a.steps, ...b.steps].map(strip), w.steps.map(strip), "numbering, skips");
+    assert.deepEqual(b.last, w.last, "parameter sums, exactly");
+    const text = await cli(...TRAIN, "--seed", "3", "--backend", "cpu", ...huge, "--steps", "2");
+    assert.equal(text.code, 0, text.err);
+    assert.match(text.out, /step 1\/2 {2}loss \d\.\d{4} {2}bubble/);
+    assert.match(text.out, /step 2\/2 {2}loss NaN {2}skipped \(non-finite loss\) {2}bubble/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
