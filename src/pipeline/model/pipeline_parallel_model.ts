@@ -159,6 +159,8 @@ export class PipelineParallelModel {
   readonly #lock: ModelLock;
   #nextStep = 0;
   #training = false;
+  #inOnStep = 0; // onStep callbacks running now
+
   #lastEvents: readonly TimedEvent[] = [];
 
   private constructor(
@@ -254,7 +256,10 @@ export class PipelineParallelModel {
    * array runs as one window (checked whole first); iterables in windows of
    * 4 (`options.window`). `options.onStep` gets each `StepResult` after its
    * window; `options.signal` stops the call after the current window. Equals
-   * calling `step` on each batch in turn. See `TrainOptions`.
+   * calling `step` on each batch in turn. See `TrainOptions`. While it runs,
+   * calls that change the model (`setLearningRate`, `loadSafetensors`) are
+   * refused unless made from `onStep`, and `loadCheckpoint` always (it
+   * would move the step count under the running call).
    */
   async train(batches: BatchSource, options?: TrainOptions): Promise<TrainResult> {
     this.#lock.check();
@@ -262,6 +267,21 @@ export class PipelineParallelModel {
       throw new Error("the PipelineParallelModel is already training: train() cannot nest");
     }
     this.#training = true;
+    const onStep = options?.onStep;
+    if (typeof onStep === "function") {
+      // Calls made while onStep runs are the caller's own, between windows.
+      options = {
+        ...options,
+        onStep: async (s) => {
+          this.#inOnStep++;
+          try {
+            await onStep(s);
+          } finally {
+            this.#inOnStep--;
+          }
+        },
+      };
+    }
     // The call's i-th batch is training step base + i (Dropout's masks follow it).
     const base = this.#nextStep;
     try {
@@ -322,10 +342,12 @@ export class PipelineParallelModel {
   /**
    * Fixes the learning rate of every stage's optimizer at `lr` for the
    * following steps, replacing the spec's `lrSchedule` (a user's own rule:
-   * call it before each step). A checkpoint keeps it. Throws a RangeError
-   * unless `lr` is a finite number ≥ 0.
+   * call it before each step, or from `train`'s `onStep`; during `train`
+   * it is refused from anywhere else). A checkpoint keeps it. Throws a
+   * RangeError unless `lr` is a finite number ≥ 0.
    */
   async setLearningRate(lr: number): Promise<void> {
+    this.#notTraining("setLearningRate", true);
     if (typeof lr !== "number" || !Number.isFinite(lr) || lr < 0) {
       throw new RangeError(`setLearningRate: lr must be a finite number ≥ 0, got ${String(lr)}`);
     }
@@ -380,10 +402,12 @@ export class PipelineParallelModel {
    * Loads a whole-model safetensors file into every stage. The file is
    * checked first (layout, every parameter present with its shape, no
    * tensor the model lacks, every value finite unless
-   * `options.allowNonFinite`), so a refused file changes nothing. Under MPI
-   * every process passes the file (each loads its own rank's stages).
+   * `options.allowNonFinite`, then the checksums), so a refused file changes
+   * nothing. Under MPI every process passes the file (each loads its own
+   * rank's stages). While `train` runs, only its `onStep` may call it.
    */
   async loadSafetensors(bytes: Uint8Array, options?: LoadSafetensorsOptions): Promise<void> {
+    this.#notTraining("loadSafetensors", true);
     this.#lock.check();
     checkWeightsFile(bytes, this.#params, options?.allowNonFinite ?? false);
     await this.#lock.exclusive(() => callEveryRank(this.#ranks, "load", { bytes }));
@@ -462,12 +486,14 @@ export class PipelineParallelModel {
    * field, or the tensor and index). The optimizer's configuration
    * (hyper-parameters, lr schedule) stays the model's own; `stepCount`
    * becomes the file's `step`, and the schedule continues from its
-   * optimizer step count.
+   * optimizer step count. Refused while `train` runs (from its `onStep`
+   * too).
    */
   async loadCheckpoint(
     source: string | URL | Uint8Array,
     options?: LoadCheckpointOptions,
   ): Promise<TrainingCheckpointInfo> {
+    this.#notTraining("loadCheckpoint", false);
     this.#lock.check();
     const { bytes, info } = await readModelCheckpoint(
       source,
@@ -500,6 +526,22 @@ export class PipelineParallelModel {
 
   #gather(): Promise<Map<string, Float32Array>> {
     return this.#lock.exclusive(() => gatherWeights(this.#ranks));
+  }
+
+  /**
+   * Refuses `call` while `train` runs (from its `onStep` too, unless
+   * `fromOnStep`): it would change the model under the running call.
+   */
+  #notTraining(call: string, fromOnStep: boolean): void {
+    if (!this.#training || (fromOnStep && this.#inOnStep > 0)) return;
+    throw new Error(
+      `${call}: the model is training (a train() call is running) and ${call} would change it ` +
+        `under that call: ${
+          fromOnStep
+            ? "call it from train's onStep, or after train() resolves"
+            : "call it after train() resolves (stop train with its signal first)"
+        }`,
+    );
   }
 
   #lastRank(): number {
