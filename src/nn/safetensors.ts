@@ -455,8 +455,13 @@ export function decodeSafetensors(bytes: Uint8Array): { file: SafetensorsFile; v
 }
 
 function readF32(bytes: Uint8Array, start: number, count: number): Float32Array {
-  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const out = new Float32Array(count);
+  if (LITTLE_ENDIAN) {
+    // The file's bytes are the host's: copied as they are (NaN payloads too).
+    new Uint8Array(out.buffer).set(bytes.subarray(start, start + 4 * count));
+    return out;
+  }
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   for (let i = 0; i < count; i++) out[i] = view.getFloat32(start + 4 * i, true);
   return out;
 }
