@@ -556,3 +556,37 @@ Deno.test('cli train: a skipped step (non-finite loss) says so (--json: "skipped
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("cli train --resume of a crafted checkpoint header listing 100001 tensors is refused at once (exit 2, naming the limit), before its JSON is parsed", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const meta = {
+      format: "conveyor-training-checkpoint",
+      format_version: "1",
+      step: "0",
+      optimizer: JSON.stringify({ kind: "adamw", lr: 0.01, weightDecay: 0 }),
+    };
+    const parts = [`"__metadata__":${JSON.stringify(meta)}`];
+    for (let i = 0; i <= 100_000; i++) {
+      parts.push(`"model.p${i}":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}`);
+    }
+    const json = new TextEncoder().encode(`{${parts.join(",")}}`);
+    const file = new Uint8Array(8 + json.length);
+    new DataView(file.buffer).setBigUint64(0, BigInt(json.length), true);
+    file.set(json, 8);
+    const path = `${dir}/crafted.safetensors`;
+    await Deno.writeFile(path, file);
+    const t0 = performance.now();
+    const r = await cli(...TRAIN, ...QUIET, "--steps", "1", "--resume", path);
+    const ms = performance.now() - t0;
+    assert.equal(r.code, 2, r.err);
+    assert.match(
+      r.err,
+      /--resume .*crafted\.safetensors: checkpoint: not a valid safetensors file: safetensors: the header lists more than 100000 tensors \(at the entry of "model\.p100000"\); refused before parsing it/,
+    );
+    assert.ok(ms < 3000, `refused in ${ms.toFixed(0)} ms`);
+    assert.equal(liveWorkerCount(), 0);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
