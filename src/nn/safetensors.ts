@@ -58,7 +58,7 @@ export interface SafetensorsEntry {
 export interface SafetensorsFile {
   /** Tensors by name, in the header's order. */
   readonly tensors: Map<string, SafetensorsEntry>;
-  /** The `__metadata__` string map (empty when absent). */
+  /** The `__metadata__` string map (empty when absent), without the checksums it carried. */
   readonly metadata: Record<string, string>;
 }
 
