@@ -10,7 +10,7 @@ import { CpuBackend } from "../src/tensor/cpu/backend.ts";
 import { Rng } from "../src/tensor/random.ts";
 import { liveWorkerCount } from "../src/pipeline/runtime/worker_rank_group.ts";
 import { lrAt, type LrScheduleSpec } from "../src/nn/lr_schedule.ts";
-import { saveSafetensors } from "../src/nn/safetensors.ts";
+import { encodeSafetensors, parseSafetensors, saveSafetensors } from "../src/nn/safetensors.ts";
 import { parseTrainingCheckpoint, saveTrainingCheckpoint } from "../src/nn/training_checkpoint.ts";
 
 /**
@@ -452,6 +452,140 @@ Deno.test("cli train --save-checkpoint without read and write access to its fold
       err,
       /--save-checkpoint .*ck\.safetensors needs read access to .* \(run with --allow-read=/,
     );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("cli train --resume refuses a checkpoint holding a NaN weight, an infinite or negative exp_avg_sq, or a flipped bit: exit 2 naming the tensor (and the index), before any worker starts", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const ck = `${dir}/ck.safetensors`;
+    const saved = await cli(
+      ...TRAIN,
+      ...QUIET,
+      "--steps",
+      "1",
+      "--in-process",
+      "--save-checkpoint",
+      ck,
+    );
+    assert.equal(saved.code, 0, saved.err);
+    const good = await Deno.readFile(ck);
+    const f = parseSafetensors(good);
+    const first = [...f.tensors.keys()][0].slice("model.".length);
+    const withValue = (tensor: string, index: number, value: number) =>
+      encodeSafetensors(
+        [...f.tensors].map(([name, e]) => {
+          const data = e.data.slice();
+          if (name === tensor) data[index] = value;
+          return { name, shape: e.shape, data };
+        }),
+        { metadata: f.metadata },
+      );
+    const flipped = good.slice();
+    flipped[flipped.length - 3] ^= 0x04;
+    const lastTensor = [...f.tensors.keys()].at(-1)!;
+    const esc = (s: string) => s.replace(/\./g, "\\.");
+    const cases: [Uint8Array, RegExp][] = [
+      [
+        withValue(`model.${first}`, 7, NaN),
+        new RegExp(`tensor model\\.${esc(first)} holds NaN at index 7; weights must be finite`),
+      ],
+      [
+        withValue(`optim.${first}.exp_avg_sq`, 0, Infinity),
+        /exp_avg_sq holds Infinity at index 0; optimizer state must be finite/,
+      ],
+      [
+        withValue(`optim.${first}.exp_avg_sq`, 2, -1),
+        /exp_avg_sq holds -1 at index 2; exp_avg_sq .* is never negative/,
+      ],
+      [flipped, new RegExp(`tensor ${esc(lastTensor)} fails its checksum`)],
+    ];
+    for (const [bytes, re] of cases) {
+      const path = `${dir}/bad.safetensors`;
+      await Deno.writeFile(path, bytes);
+      const r = await cli(...TRAIN, ...QUIET, "--steps", "1", "--resume", path);
+      assert.equal(r.code, 2, r.err);
+      assert.match(r.err, /--resume .*bad\.safetensors: checkpoint: /);
+      assert.match(r.err, re);
+      assert.equal(r.out, "", "nothing trained");
+      assert.equal(liveWorkerCount(), 0);
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test('cli train: a skipped step (non-finite loss) says so (--json: "skipped": true and where; text: "skipped (non-finite loss)") and still counts: 2 steps, a checkpoint and 2 resumed steps number and end as 4 steps in one run', async () => {
+  const dir = await Deno.makeTempDir();
+  const ck = `${dir}/run.safetensors`;
+  // An lr this large sends the weights past f32 after step 1: every later loss is NaN.
+  const huge = ["--lr", "1e30", "--in-process"];
+  try {
+    const whole = await cli(...TRAIN, ...QUIET, ...huge, "--steps", "4");
+    assert.equal(whole.code, 0, whole.err);
+    const w = parseJsonLines(whole.out);
+    assert.deepEqual(w.steps.map((s) => [s.step, s.skipped ?? false]), [
+      [1, false],
+      [2, true],
+      [3, true],
+      [4, true],
+    ]);
+    assert.deepEqual(Object.keys(w.steps[0]), ["step", "loss", "bubble", "makespanMs", "lr"]);
+    for (const s of w.steps.slice(1)) {
+      assert.equal(s.loss, null);
+      assert.equal(s.nonFinite.what, "loss");
+      assert.ok(Number.isInteger(s.nonFinite.stage));
+    }
+    const first = await cli(...TRAIN, ...QUIET, ...huge, "--steps", "2", "--save-checkpoint", ck);
+    assert.equal(first.code, 0, first.err);
+    const file = parseTrainingCheckpoint(await Deno.readFile(ck));
+    assert.deepEqual([file.step, file.optimizerStep, file.skippedSteps], [2, 1, 1]);
+    const rest = await cli(...TRAIN, ...QUIET, ...huge, "--steps", "2", "--resume", ck);
+    assert.equal(rest.code, 0, rest.err);
+    const a = parseJsonLines(first.out), b = parseJsonLines(rest.out);
+    const strip = (s: { step: number; skipped?: boolean; lr: number }) => [s.step, s.skipped, s.lr];
+    assert.deepEqual([...a.steps, ...b.steps].map(strip), w.steps.map(strip), "numbering, skips");
+    assert.deepEqual(b.last, w.last, "parameter sums, exactly");
+    const text = await cli(...TRAIN, "--seed", "3", "--backend", "cpu", ...huge, "--steps", "2");
+    assert.equal(text.code, 0, text.err);
+    assert.match(text.out, /step 1\/2 {2}loss \d\.\d{4} {2}bubble/);
+    assert.match(text.out, /step 2\/2 {2}loss NaN {2}skipped \(non-finite loss\) {2}bubble/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("cli train --resume of a crafted checkpoint header listing 100001 tensors is refused at once (exit 2, naming the limit), before its JSON is parsed", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const meta = {
+      format: "conveyor-training-checkpoint",
+      format_version: "1",
+      step: "0",
+      optimizer: JSON.stringify({ kind: "adamw", lr: 0.01, weightDecay: 0 }),
+    };
+    const parts = [`"__metadata__":${JSON.stringify(meta)}`];
+    for (let i = 0; i <= 100_000; i++) {
+      parts.push(`"model.p${i}":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}`);
+    }
+    const json = new TextEncoder().encode(`{${parts.join(",")}}`);
+    const file = new Uint8Array(8 + json.length);
+    new DataView(file.buffer).setBigUint64(0, BigInt(json.length), true);
+    file.set(json, 8);
+    const path = `${dir}/crafted.safetensors`;
+    await Deno.writeFile(path, file);
+    const t0 = performance.now();
+    const r = await cli(...TRAIN, ...QUIET, "--steps", "1", "--resume", path);
+    const ms = performance.now() - t0;
+    assert.equal(r.code, 2, r.err);
+    assert.match(
+      r.err,
+      /--resume .*crafted\.safetensors: checkpoint: not a valid safetensors file: safetensors: the header lists more than 100000 tensors \(at the entry of "model\.p100000"\); refused before parsing it/,
+    );
+    assert.ok(ms < 3000, `refused in ${ms.toFixed(0)} ms`);
+    assert.equal(liveWorkerCount(), 0);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

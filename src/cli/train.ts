@@ -40,6 +40,7 @@ import {
   type StepResult,
   type TrainingBatch,
 } from "../pipeline/model/pipeline_parallel_model.ts";
+import type { NonFiniteReport } from "../pipeline/model/results.ts";
 import { parseTrainingCheckpoint } from "../nn/training_checkpoint.ts";
 import { MpiSetupError } from "../pipeline/comm/mpi_backend.ts";
 import type { CliCommand, CliIo } from "./command.ts";
@@ -104,6 +105,14 @@ export interface TrainStepJson {
   readonly makespanMs: number;
   /** The step's learning rate (per `--lr-schedule`). */
   readonly lr: number;
+  /**
+   * Present (true) only when the step was skipped: its loss or a gradient
+   * was not finite, so it changed no parameter and no optimizer state (it
+   * still counts: the next line is the next step).
+   */
+  readonly skipped?: true;
+  /** For a skipped step: where the non-finite value appeared. */
+  readonly nonFinite?: NonFiniteReport;
 }
 
 /** The last line of `train --json`. */
@@ -154,7 +163,9 @@ ${scheduleFlagsHelp()}
   --in-process           run every rank in this thread (--comm in-process)
   --trace PATH           write the last steps' timeline (.svg, else Chrome trace JSON)
   --json                 one JSON line per step {"step", "loss", "bubble", "makespanMs",
-                         "lr"}, then {"paramSum", "paramSumSq"}
+                         "lr"}, then {"paramSum", "paramSumSq"}; a step whose loss or
+                         gradient is not finite is skipped (it changes nothing and still
+                         counts): its line adds "skipped": true and "nonFinite" (where)
 ${HELP_LINE}
 `;
 
@@ -455,11 +466,16 @@ async function train(
             bubble: s.bubble,
             makespanMs: s.makespanMs,
             lr: s.lr,
+            ...(s.skipped === true ? { skipped: true as const } : {}),
+            ...(s.nonFinite === undefined ? {} : { nonFinite: s.nonFinite }),
           };
           io.out(JSON.stringify(line) + "\n");
         } else {
+          const skipped = s.skipped === true
+            ? `  skipped (non-finite ${s.nonFinite?.what ?? "value"})`
+            : "";
           io.out(
-            `step ${step}/${last}  loss ${s.loss.toFixed(4)}  bubble ${
+            `step ${step}/${last}  loss ${s.loss.toFixed(4)}${skipped}  bubble ${
               (100 * s.bubble).toFixed(1)
             }%  makespan ${s.makespanMs.toFixed(1)} ms  peak activations ${
               s.peakActivationBytes.map(kib).join(", ")

@@ -39,6 +39,7 @@ export { SGD, type SGDOptions } from "./sgd.ts";
 export { AdamW, type AdamWOptions } from "./adamw.ts";
 export { clipGradNorm, gradNormSquared, scaleGradsInPlace } from "./clip_grad_norm.ts";
 export {
+  type LoadStateOptions,
   OptimizerBase,
   type OptimizerBaseOptions,
   type OptimizerDescription,
@@ -77,6 +78,7 @@ export {
   type CheckpointOptimizer,
   type CheckpointParameter,
   encodeTrainingCheckpoint,
+  type LoadCheckpointOptions,
   loadTrainingCheckpoint,
   parseTrainingCheckpoint,
   saveTrainingCheckpoint,

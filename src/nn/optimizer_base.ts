@@ -22,6 +22,16 @@ import {
   zeroGroups,
 } from "./optimizer.ts";
 import { checkLrSchedule, lrAtChecked, type LrScheduleSpec } from "./lr_schedule.ts";
+import { checkValues } from "./_state_values.ts";
+
+/** Options of {@linkcode OptimizerBase.loadState} and {@linkcode OptimizerBase.checkState}. */
+export interface LoadStateOptions {
+  /**
+   * Accept NaN and ±Infinity in the state slots (default `false`). A
+   * negative `exp_avg_sq` is refused either way.
+   */
+  readonly allowNonFinite?: boolean;
+}
 
 /**
  * What {@linkcode OptimizerBase.snapshot} keeps (on the parameters' backends):
@@ -306,9 +316,11 @@ export abstract class OptimizerBase implements Optimizer {
    * Checks that `state` fits this optimizer, as {@linkcode OptimizerBase.loadState}
    * does before changing anything: the step count, the override, every
    * parameter's slots present with its size after the first step, none
-   * before it, no unknown parameter (errors name the parameter and the rule).
+   * before it, no unknown parameter, every value finite (unless
+   * `allowNonFinite`) and no negative `exp_avg_sq` (errors name the
+   * parameter, the slot, the index and the rule).
    */
-  checkState(state: OptimizerState): void {
+  checkState(state: OptimizerState, options?: LoadStateOptions): void {
     const w = this.#where;
     if (state === null || typeof state !== "object") {
       throw new TypeError(
@@ -368,6 +380,8 @@ export abstract class OptimizerBase implements Optimizer {
               }`,
             );
           }
+          const slot = this.stateSlots[i];
+          checkValues(`${w}: `, `${p.name}.${slot}`, d, slot, options?.allowNonFinite ?? false);
         });
       }
     }
@@ -375,11 +389,11 @@ export abstract class OptimizerBase implements Optimizer {
 
   /**
    * Replaces the state with `state` (weights are not part of it). Everything
-   * is checked first ({@linkcode OptimizerBase.checkState}), so a refused
-   * state changes nothing.
+   * is checked first ({@linkcode OptimizerBase.checkState}, with `options`),
+   * so a refused state changes nothing.
    */
-  loadState(state: OptimizerState): void {
-    this.checkState(state);
+  loadState(state: OptimizerState, options?: LoadStateOptions): void {
+    this.checkState(state, options);
     const byName = new Map(this.#params().map((p) => [p.name, p]));
     const override = state.lrOverride ?? null;
     // Checked: now replace.

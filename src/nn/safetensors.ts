@@ -9,6 +9,23 @@
  * start. As the reference implementation requires, the tensors' byte ranges
  * tile the data section exactly: no gaps, no overlaps, nothing after the end.
  *
+ * **Checksums.** Every file Conveyor writes carries, in `__metadata__`,
+ * `data_crc32` (the CRC-32, as zlib computes it, of each tensor's bytes: 8
+ * hex digits per tensor, separated by spaces, in the data section's order)
+ * and `header_crc32` (the CRC-32 of the other metadata and every tensor's
+ * name, dtype, shape and offsets). Reading checks them after every other
+ * rule, so a flipped bit is refused naming the tensor it falls in (or the
+ * header). A file without them (another writer's, or Conveyor's from before
+ * checksums) is read unchecked; a file with them wrong is refused. Both keys
+ * are reserved: a caller's metadata may not use them, and the parsed
+ * `metadata` leaves them out.
+ *
+ * **Limits.** Before its JSON is parsed, a header is refused (RangeError)
+ * when it is over 100 000 000 bytes (as the reference implementation), lists
+ * more than 100 000 tensors, holds more than 2 000 000 values or a shape of
+ * more than 64 dimensions: a crafted header costs neither the memory nor
+ * the time of building millions of objects.
+ *
  * @module
  */
 
@@ -17,6 +34,15 @@ import * as ops from "../tensor/ops.ts";
 import { fmtShape, sameShape } from "./_util.ts";
 import type { Layer, Parameter } from "./layer.ts";
 import { describeValue } from "../tensor/describe.ts";
+import { checkHeaderLimits } from "./_header_limits.ts";
+import {
+  type ChecksumEntry,
+  checksumMetadata,
+  DATA_CRC32,
+  dataOrder,
+  HEADER_CRC32,
+  verifyChecksums,
+} from "./_checksum.ts";
 
 /** One tensor read from a safetensors file. */
 export interface SafetensorsEntry {
@@ -32,7 +58,7 @@ export interface SafetensorsEntry {
 export interface SafetensorsFile {
   /** Tensors by name, in the header's order. */
   readonly tensors: Map<string, SafetensorsEntry>;
-  /** The `__metadata__` string map (empty when absent). */
+  /** The `__metadata__` string map (empty when absent), without the checksums it carried. */
   readonly metadata: Record<string, string>;
 }
 
@@ -180,21 +206,52 @@ function checkNames(names: readonly string[], what: string): void {
 function checkMetadata(meta: Record<string, string> | undefined, where: string): void {
   if (meta === undefined) return;
   for (const [k, v] of Object.entries(meta)) {
+    if (k === DATA_CRC32 || k === HEADER_CRC32) {
+      throw new RangeError(
+        `${where}: metadata key ${k} is reserved (the writer computes the file's checksums)`,
+      );
+    }
     if (typeof v !== "string") {
       throw new TypeError(`${where}: metadata value of ${k} must be a string, got ${typeof v}`);
     }
   }
 }
 
+const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
+
+/** `data`'s values as little-endian bytes (a view where the host is little-endian). */
+function leBytes(data: Float32Array): Uint8Array {
+  if (LITTLE_ENDIAN) return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+  const out = new Uint8Array(data.length * 4);
+  const view = new DataView(out.buffer);
+  for (let k = 0; k < data.length; k++) view.setFloat32(4 * k, data[k], true);
+  return out;
+}
+
 function encode(tensors: readonly SafetensorsTensor[], opts?: SaveSafetensorsOptions): Uint8Array {
-  const meta = opts?.metadata;
-  const header: Record<string, unknown> = {};
-  if (meta !== undefined) header.__metadata__ = meta;
+  const meta = opts?.metadata ?? {};
+  const entries: (ChecksumEntry & { bytes: Uint8Array })[] = [];
   let offset = 0;
   for (const t of tensors) {
-    const end = offset + t.data.length * 4;
-    header[t.name] = { dtype: "F32", shape: [...t.shape], data_offsets: [offset, end] };
-    offset = end;
+    const bytes = leBytes(t.data);
+    entries.push({
+      name: t.name,
+      dtype: "F32",
+      shape: t.shape,
+      begin: offset,
+      end: offset + bytes.length,
+      bytes,
+    });
+    offset += bytes.length;
+  }
+  const header: Record<string, unknown> = {
+    __metadata__: {
+      ...meta,
+      ...checksumMetadata(meta, dataOrder(entries), (e) => (e as typeof entries[number]).bytes),
+    },
+  };
+  for (const e of entries) {
+    header[e.name] = { dtype: "F32", shape: [...e.shape], data_offsets: [e.begin, e.end] };
   }
   let json = new TextEncoder().encode(JSON.stringify(header));
   const padded = Math.ceil(json.length / 8) * 8;
@@ -204,28 +261,35 @@ function encode(tensors: readonly SafetensorsTensor[], opts?: SaveSafetensorsOpt
     json = j;
   }
   const out = new Uint8Array(8 + json.length + offset);
-  const view = new DataView(out.buffer);
-  view.setBigUint64(0, BigInt(json.length), true);
+  new DataView(out.buffer).setBigUint64(0, BigInt(json.length), true);
   out.set(json, 8);
-  let pos = 8 + json.length;
-  for (const { data: d } of tensors) {
-    for (let k = 0; k < d.length; k++) view.setFloat32(pos + 4 * k, d[k], true);
-    pos += d.length * 4;
-  }
+  const start = 8 + json.length;
+  for (const e of entries) out.set(e.bytes, start + e.begin);
   return out;
 }
 
 interface HeaderEntry {
+  name: string;
   dtype: string;
   shape: number[];
   begin: number;
   end: number;
 }
 
+interface Header {
+  /** Tensors by name, in the header's order. */
+  entries: Map<string, HeaderEntry>;
+  /** The tensors in the data section's order. */
+  ordered: HeaderEntry[];
+  /** Every `__metadata__` entry, the checksums included. */
+  allMetadata: Record<string, string>;
+  /** `__metadata__` without the checksums. */
+  metadata: Record<string, string>;
+  dataStart: number;
+}
+
 /** Validates the whole layout; returns the entries and the data section's start. */
-function parseHeader(
-  bytes: Uint8Array,
-): { entries: Map<string, HeaderEntry>; metadata: Record<string, string>; dataStart: number } {
+function parseHeader(bytes: Uint8Array): Header {
   if (!(bytes instanceof Uint8Array)) {
     throw new TypeError(`safetensors: expected a Uint8Array, got ${describeValue(bytes)}`);
   }
@@ -245,6 +309,7 @@ function parseHeader(
   }
   const n = Number(n64);
   if (n > MAX_HEADER) throw new RangeError(`safetensors: header length ${n} exceeds ${MAX_HEADER}`);
+  checkHeaderLimits(bytes, 8, 8 + n);
   let parsed: unknown;
   try {
     const text = new TextDecoder("utf-8", { fatal: true }).decode(bytes.subarray(8, 8 + n));
@@ -304,17 +369,16 @@ function parseHeader(
         `safetensors: tensor ${name} has data_offsets [${begin}, ${end}] with end < begin`,
       );
     }
-    entries.set(name, { dtype, shape: shape as number[], begin, end });
+    entries.set(name, { name, dtype, shape: shape as number[], begin, end });
   }
   const dataStart = 8 + n;
   const dataLen = bytes.length - dataStart;
   // Byte ranges must tile [0, dataLen) exactly.
-  const sorted = [...entries.entries()].sort((a, b) =>
-    a[1].begin - b[1].begin || a[1].end - b[1].end
-  );
+  const ordered = dataOrder(entries.values());
   let expect = 0;
   let last = "";
-  for (const [name, e] of sorted) {
+  for (const e of ordered) {
+    const name = e.name;
     if (e.begin < expect) {
       throw new RangeError(
         `safetensors: tensor ${name} at [${e.begin}, ${e.end}] overlaps the previous tensor, which ends at ${expect}`,
@@ -352,20 +416,61 @@ function parseHeader(
       );
     }
   }
-  return { entries, metadata, dataStart };
+  const visible = { ...metadata };
+  delete visible[DATA_CRC32];
+  delete visible[HEADER_CRC32];
+  return { entries, ordered, allMetadata: metadata, metadata: visible, dataStart };
+}
+
+/** Checks `header`'s checksums, when the file has them (RangeError naming the tensor or header). */
+function verify(bytes: Uint8Array, header: Header): void {
+  verifyChecksums(bytes.subarray(header.dataStart), header.ordered, header.allMetadata);
+}
+
+/**
+ * Parses safetensors bytes as {@linkcode parseSafetensors} does, except
+ * the checksums, which `verify()` checks: a reader with rules of its own
+ * checks them first, so that a file breaking one of its rules is refused
+ * naming that rule, and the checksums catch what no rule sees. Not exported
+ * from the package.
+ */
+export function decodeSafetensors(bytes: Uint8Array): { file: SafetensorsFile; verify(): void } {
+  const header = parseHeader(bytes);
+  const tensors = new Map<string, SafetensorsEntry>();
+  for (const [name, e] of header.entries) {
+    if (e.dtype !== "F32") {
+      throw new TypeError(
+        `safetensors: tensor ${name} has dtype ${e.dtype}; only F32 is supported`,
+      );
+    }
+  }
+  for (const [name, e] of header.entries) {
+    tensors.set(name, {
+      dtype: "F32",
+      shape: e.shape,
+      data: readF32(bytes, header.dataStart + e.begin, (e.end - e.begin) / 4),
+    });
+  }
+  return { file: { tensors, metadata: header.metadata }, verify: () => verify(bytes, header) };
 }
 
 function readF32(bytes: Uint8Array, start: number, count: number): Float32Array {
-  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const out = new Float32Array(count);
+  if (LITTLE_ENDIAN) {
+    // The file's bytes are the host's: copied as they are (NaN payloads too).
+    new Uint8Array(out.buffer).set(bytes.subarray(start, start + 4 * count));
+    return out;
+  }
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   for (let i = 0; i < count; i++) out[i] = view.getFloat32(start + 4 * i, true);
   return out;
 }
 
 /**
  * Parses and validates safetensors bytes into `Float32Array`s. Throws a
- * TypeError or RangeError naming the problem (bad header, offsets out of
- * range or overlapping, truncated body, a dtype other than F32).
+ * TypeError or RangeError naming the problem (bad header, a header over the
+ * limits, offsets out of range or overlapping, truncated body, a dtype other
+ * than F32, then a checksum that fails, naming the tensor or the header).
  *
  * @example
  * ```ts
@@ -378,30 +483,17 @@ function readF32(bytes: Uint8Array, start: number, count: number): Float32Array 
  * ```
  */
 export function parseSafetensors(bytes: Uint8Array): SafetensorsFile {
-  const { entries, metadata, dataStart } = parseHeader(bytes);
-  const tensors = new Map<string, SafetensorsEntry>();
-  for (const [name, e] of entries) {
-    if (e.dtype !== "F32") {
-      throw new TypeError(
-        `safetensors: tensor ${name} has dtype ${e.dtype}; only F32 is supported`,
-      );
-    }
-  }
-  for (const [name, e] of entries) {
-    tensors.set(name, {
-      dtype: "F32",
-      shape: e.shape,
-      data: readF32(bytes, dataStart + e.begin, (e.end - e.begin) / 4),
-    });
-  }
-  return { tensors, metadata };
+  const { file, verify } = decodeSafetensors(bytes);
+  verify();
+  return file;
 }
 
 /**
  * Loads weights into a model (or a parameter list) from safetensors bytes.
  * Everything is validated first — the file's layout, then for every
  * parameter: present, dtype F32, same shape; and, unless `allowExtra`, no
- * tensor the model lacks — and only then are weights written, so a refused
+ * tensor the model lacks; every value finite unless `allowNonFinite`; then
+ * the file's checksums — and only then are weights written, so a refused
  * file leaves the model unchanged.
  *
  * @example
@@ -421,7 +513,8 @@ export function loadSafetensors(
   opts?: LoadSafetensorsOptions,
 ): void {
   const params = paramsOf(target, "loadSafetensors");
-  const { entries, dataStart } = parseHeader(bytes);
+  const header = parseHeader(bytes);
+  const { entries, dataStart } = header;
   const wanted = new Set<string>();
   for (const p of params) {
     wanted.add(p.name);
@@ -461,6 +554,7 @@ export function loadSafetensors(
     if (!(opts?.allowNonFinite ?? false)) checkFiniteTensor(p.name, data);
     return [p.value, data];
   });
+  verify(bytes, header); // last: a file that breaks a rule is refused naming it
   for (const [value, data] of staged) {
     const t = value.backend.fromData(data, value.shape);
     ops.copyInPlace(value, t);

@@ -14,20 +14,34 @@
  *   in PyTorch's state dict (AdamW `exp_avg`, `exp_avg_sq`; SGD with
  *   momentum `momentum_buffer`), present from step 1 on;
  * - `__metadata__` (strings): `format` = `"conveyor-training-checkpoint"`,
- *   `format_version` = `"1"`, `step` (optimizer steps taken), `optimizer`
- *   (JSON of the optimizer spec it was written with: kind, every
- *   hyper-parameter, `lrSchedule`), `lr_override` (JSON number, only when
- *   `setLearningRate` was called) and `data` (JSON object of strings, only
- *   when given: whatever the data order needs, e.g. an `Rng` state).
+ *   `format_version` = `"1"`, `step` (training steps taken, steps skipped
+ *   as non-finite included: the next step's index), `optimizer_step`
+ *   (optimizer steps applied: AdamW's bias correction and the lr schedule's
+ *   position), `skipped_steps` (steps skipped; `step` = `optimizer_step` +
+ *   `skipped_steps`), `optimizer` (JSON of the optimizer spec it was
+ *   written with: kind, every hyper-parameter, `lrSchedule`), `lr_override`
+ *   (JSON number, only when `setLearningRate` was called), `data` (JSON
+ *   object of strings, only when given: whatever the data order needs, e.g.
+ *   an `Rng` state) and the safetensors checksums (`data_crc32`,
+ *   `header_crc32`: see `parseSafetensors`).
+ *
+ * A file written before `optimizer_step`, `skipped_steps` and the checksums
+ * existed loads as it did: `optimizer_step` = `step`, nothing skipped, no
+ * checksum to check.
  *
  * **Loading.** Everything is checked before anything changes: the file's
- * layout, the format and version, every metadata field, every tensor's
- * name, the optimizer kind against the model's, every parameter present
- * with its shape, no tensor the model lacks, every state slot present
- * with its parameter's shape from step 1 on. The checkpoint restores
- * *state* (weights, state slots, the step count, a hand-set lr); the
- * optimizer's *configuration* (hyper-parameters, lr schedule) stays the
- * model's own, and the schedule continues from the restored step count.
+ * layout, the format and version, every metadata field and that the step
+ * counts agree, every tensor's name, every weight finite and every
+ * optimizer state value finite (unless `allowNonFinite`), no negative
+ * `exp_avg_sq` (never, whatever is allowed: no run writes one), the
+ * optimizer kind against the model's, every parameter present with its
+ * shape, no tensor the model lacks, every state slot present with its
+ * parameter's shape once the optimizer has stepped, and last the
+ * checksums (a flipped bit is refused naming its tensor). The checkpoint
+ * restores *state* (weights, state slots, the step counts, a hand-set lr);
+ * the optimizer's *configuration* (hyper-parameters, lr schedule) stays
+ * the model's own, and the schedule continues from the restored optimizer
+ * step count.
  *
  * @module
  */
@@ -36,13 +50,15 @@ import type { Layer, Parameter } from "./layer.ts";
 import * as ops from "../tensor/ops.ts";
 import { fmtShape, sameShape } from "./_util.ts";
 import {
+  decodeSafetensors,
   encodeSafetensors,
-  parseSafetensors,
   type SafetensorsEntry,
   type SafetensorsTensor,
 } from "./safetensors.ts";
 import type { OptimizerBase, OptimizerState } from "./optimizer_base.ts";
 import { checkOptimizerSpec, type OptimizerSpec, optimizerStateSlots } from "./optimizer_spec.ts";
+import { checkValues } from "./_state_values.ts";
+import { checkData, checkStepsAgree, fail, json, stepCounts } from "./_checkpoint_fields.ts";
 
 /** The `format` metadata value of a training checkpoint. */
 export const CHECKPOINT_FORMAT = "conveyor-training-checkpoint";
@@ -51,8 +67,12 @@ export const CHECKPOINT_FORMAT_VERSION = 1;
 
 /** A parsed, validated training checkpoint. */
 export interface TrainingCheckpoint {
-  /** Optimizer steps taken when it was written (the lr schedule's position). */
+  /** Training steps taken when it was written, skipped ones included: the next step's index. */
   readonly step: number;
+  /** Optimizer steps applied (AdamW's bias correction, the lr schedule's position). */
+  readonly optimizerStep: number;
+  /** Steps skipped as non-finite: `step - optimizerStep`. */
+  readonly skippedSteps: number;
   /** The optimizer spec it was written with (every hyper-parameter, the lr schedule). */
   readonly optimizer: OptimizerSpec;
   /** The learning rate set by hand (`setLearningRate`), or null. */
@@ -67,8 +87,10 @@ export interface TrainingCheckpoint {
 
 /** What {@linkcode encodeTrainingCheckpoint} writes. */
 export interface TrainingCheckpointContents {
-  /** Optimizer steps taken. */
+  /** Training steps taken, skipped ones included. */
   readonly step: number;
+  /** Optimizer steps applied (default `step`: none skipped); at most `step`. */
+  readonly optimizerStep?: number;
   /** The optimizer spec (written as JSON; its kind decides the state slots). */
   readonly optimizer: OptimizerSpec;
   /** A learning rate set by hand, or null. */
@@ -83,12 +105,24 @@ export interface TrainingCheckpointContents {
 
 /** What a loaded checkpoint tells its loader. */
 export interface TrainingCheckpointInfo {
-  /** Optimizer steps taken: the next training step has this index (0-based). */
+  /** Training steps taken, skipped ones included: the next training step has this index (0-based). */
   readonly step: number;
+  /** Optimizer steps applied (`step` less the steps skipped as non-finite). */
+  readonly optimizerStep: number;
   /** The optimizer spec it was written with. */
   readonly optimizer: OptimizerSpec;
   /** The data order's state as the writer gave it (empty when none). */
   readonly data: Readonly<Record<string, string>>;
+}
+
+/** Options of the checkpoint readers. */
+export interface LoadCheckpointOptions {
+  /**
+   * Accept NaN and ±Infinity in the weights and the optimizer state
+   * (default `false`: refused, naming the tensor and the index, before any
+   * change). A negative `exp_avg_sq` is refused either way.
+   */
+  readonly allowNonFinite?: boolean;
 }
 
 /** An optimizer as a checkpoint is checked against it. */
@@ -110,11 +144,6 @@ export interface CheckpointParameter {
 }
 
 const SEP = "."; // tensor names: model.<name>, optim.<name>.<slot>
-
-function fail(message: string, type: "range" | "type" = "range"): never {
-  const text = `checkpoint: ${message}`;
-  throw type === "range" ? new RangeError(text) : new TypeError(text);
-}
 
 /**
  * Writes a training checkpoint (see the module documentation for the
@@ -141,6 +170,10 @@ export function encodeTrainingCheckpoint(contents: TrainingCheckpointContents): 
   }
   if (!Number.isSafeInteger(c.step) || c.step < 0) {
     fail(`step must be an integer ≥ 0, got ${String(c.step)}`);
+  }
+  const optimizerStep = c.optimizerStep ?? c.step;
+  if (!Number.isSafeInteger(optimizerStep) || optimizerStep < 0 || optimizerStep > c.step) {
+    fail(`optimizerStep must be an integer from 0 to step ${c.step}, got ${String(optimizerStep)}`);
   }
   const optimizer = checkOptimizerSpec(c.optimizer);
   const slotNames = optimizerStateSlots(optimizer);
@@ -169,6 +202,8 @@ export function encodeTrainingCheckpoint(contents: TrainingCheckpointContents): 
     format: CHECKPOINT_FORMAT,
     format_version: String(CHECKPOINT_FORMAT_VERSION),
     step: String(c.step),
+    optimizer_step: String(optimizerStep),
+    skipped_steps: String(c.step - optimizerStep),
     optimizer: JSON.stringify(optimizer),
   };
   if (c.lrOverride !== null && c.lrOverride !== undefined) {
@@ -180,44 +215,19 @@ export function encodeTrainingCheckpoint(contents: TrainingCheckpointContents): 
   return encodeSafetensors(tensors, { metadata });
 }
 
-function checkData(data: unknown, where: string): Record<string, string> {
-  if (data === null || typeof data !== "object" || Array.isArray(data)) {
-    fail(`${where} must be an object of strings, got ${JSON.stringify(data)}`, "type");
-  }
-  const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries(data as Record<string, unknown>)) {
-    if (typeof v !== "string") fail(`${where}.${k} must be a string, got ${typeof v}`, "type");
-    out[k] = v;
-  }
-  return out;
-}
-
-function json(meta: Record<string, string>, key: string): unknown {
-  try {
-    return JSON.parse(meta[key]);
-  } catch (e) {
-    fail(`__metadata__.${key} is not valid JSON: ${(e as Error).message}`, "type");
-  }
-}
-
 /**
- * Parses and validates a training checkpoint on its own (not against a
- * model): a RangeError or TypeError beginning `checkpoint:` names the field
- * or tensor and the rule. A weights-only safetensors file is refused (its
- * `format` metadata is missing).
- *
- * @example
- * ```ts
- * import assert from "node:assert/strict";
- * import { encodeSafetensors, parseTrainingCheckpoint } from "@conveyor/core";
- * const weightsOnly = encodeSafetensors([{ name: "w", shape: [1], data: new Float32Array(1) }]);
- * assert.throws(() => parseTrainingCheckpoint(weightsOnly), /__metadata__\.format must be/);
- * ```
+ * Parses and checks a training checkpoint as {@linkcode parseTrainingCheckpoint}
+ * does, except the checksums, which `verify()` checks: a loader checks the
+ * file against its model first, so that a file breaking a rule is refused
+ * naming that rule. Not exported from the package.
  */
-export function parseTrainingCheckpoint(bytes: Uint8Array): TrainingCheckpoint {
-  let file;
+export function decodeTrainingCheckpoint(
+  bytes: Uint8Array,
+  options?: LoadCheckpointOptions,
+): { ck: TrainingCheckpoint; verify(): void } {
+  let decoded;
   try {
-    file = parseSafetensors(bytes);
+    decoded = decodeSafetensors(bytes);
   } catch (e) {
     const err = e as Error;
     fail(
@@ -225,6 +235,7 @@ export function parseTrainingCheckpoint(bytes: Uint8Array): TrainingCheckpoint {
       err instanceof TypeError ? "type" : "range",
     );
   }
+  const file = decoded.file;
   const meta = file.metadata;
   if (meta.format !== CHECKPOINT_FORMAT) {
     fail(
@@ -239,10 +250,8 @@ export function parseTrainingCheckpoint(bytes: Uint8Array): TrainingCheckpoint {
         `(this version reads ${CHECKPOINT_FORMAT_VERSION})`,
     );
   }
-  if (meta.step === undefined || !/^\d+$/.test(meta.step) || !Number.isSafeInteger(+meta.step)) {
-    fail(`__metadata__.step must be an integer ≥ 0, got ${JSON.stringify(meta.step)}`);
-  }
-  const step = Number(meta.step);
+  const counts = stepCounts(meta);
+  const { step, optimizerStep, skippedSteps } = counts;
   if (meta.optimizer === undefined) fail("__metadata__.optimizer is missing", "type");
   let optimizer: OptimizerSpec;
   try {
@@ -284,10 +293,12 @@ export function parseTrainingCheckpoint(bytes: Uint8Array): TrainingCheckpoint {
       fail(`tensor ${name} is neither model.<parameter> nor optim.<parameter>.<slot>`);
     }
   }
-  if (step === 0 && slotData.size > 0) {
-    fail(
-      `tensor optim.${[...slotData.keys()][0]}.*: a checkpoint at step 0 has no optimizer state`,
-    );
+  const noState = (what: string): never =>
+    fail(`tensor optim.${[...slotData.keys()][0]}.*: a checkpoint ${what} has no optimizer state`);
+  if (step === 0 && slotData.size > 0) noState("at step 0");
+  checkStepsAgree(counts);
+  if (optimizerStep === 0 && slotData.size > 0) {
+    noState("whose optimizer has taken no step (optimizer_step 0)");
   }
   for (const [param, slots] of slotData) {
     const w = weights.get(param);
@@ -308,16 +319,57 @@ export function parseTrainingCheckpoint(bytes: Uint8Array): TrainingCheckpoint {
       }
     }
   }
+  // Values, in the file's order: finite unless allowed, no negative second moment.
+  const allow = options?.allowNonFinite ?? false;
+  for (const [name, e] of file.tensors) {
+    const slot = name.startsWith(`optim${SEP}`) ? name.slice(name.lastIndexOf(SEP) + 1) : null;
+    checkValues("checkpoint: ", name, e.data, slot, allow);
+  }
   const slots = new Map<string, Float32Array[]>();
   for (const [param, m] of slotData) slots.set(param, slotNames.map((s) => m.get(s)!));
-  return {
+  const ck: TrainingCheckpoint = {
     step,
+    optimizerStep,
+    skippedSteps,
     optimizer,
     lrOverride,
     data,
     weights,
-    optimizerState: { step, lrOverride, slots },
+    optimizerState: { step: optimizerStep, lrOverride, slots },
   };
+  const verify = (): void => {
+    try {
+      decoded.verify();
+    } catch (e) {
+      fail((e as Error).message);
+    }
+  };
+  return { ck, verify };
+}
+
+/**
+ * Parses and validates a training checkpoint on its own (not against a
+ * model): a RangeError or TypeError beginning `checkpoint:` names the field
+ * or tensor and the rule (see the module documentation: step counts that
+ * disagree, a non-finite value unless `options.allowNonFinite`, a negative
+ * `exp_avg_sq`, a checksum that fails). A weights-only safetensors file is
+ * refused (its `format` metadata is missing).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { encodeSafetensors, parseTrainingCheckpoint } from "@conveyor/core";
+ * const weightsOnly = encodeSafetensors([{ name: "w", shape: [1], data: new Float32Array(1) }]);
+ * assert.throws(() => parseTrainingCheckpoint(weightsOnly), /__metadata__\.format must be/);
+ * ```
+ */
+export function parseTrainingCheckpoint(
+  bytes: Uint8Array,
+  options?: LoadCheckpointOptions,
+): TrainingCheckpoint {
+  const { ck, verify } = decodeTrainingCheckpoint(bytes, options);
+  verify();
+  return ck;
 }
 
 /**
@@ -351,7 +403,8 @@ export function checkCheckpointFits(
     );
   }
   const fileSlots = optimizerStateSlots(ck.optimizer);
-  if (ck.step > 0 && fileSlots.join(",") !== optimizer.stateSlots.join(",")) {
+  const stepped = ck.optimizerStep ?? ck.step; // what its optimizer has done
+  if (stepped > 0 && fileSlots.join(",") !== optimizer.stateSlots.join(",")) {
     fail(
       `its ${ck.optimizer.kind} state has slots [${fileSlots.join(", ")}], the model's ` +
         `optimizer keeps [${optimizer.stateSlots.join(", ")}] (e.g. SGD with and without momentum)`,
@@ -371,12 +424,12 @@ export function checkCheckpointFits(
   for (const name of ck.weights.keys()) {
     if (!wanted.has(name)) fail(`the file has tensor model.${name}, which the model lacks`);
   }
-  if (ck.step > 0 && fileSlots.length > 0) {
+  if (stepped > 0 && fileSlots.length > 0) {
     for (const name of optimizer.paramNames ?? params.map((p) => p.name)) {
       if (!ck.optimizerState.slots.has(name)) {
         fail(
-          `the file has no tensor optim.${name}.${fileSlots[0]} (at step ${ck.step} every ` +
-            "optimized parameter has state)",
+          `the file has no tensor optim.${name}.${fileSlots[0]} (at optimizer step ${stepped} ` +
+            "every optimized parameter has state)",
         );
       }
     }
@@ -415,6 +468,9 @@ function checkOptimizerOf(optimizer: OptimizerBase, params: readonly Parameter[]
 /**
  * A single-device model's training checkpoint: its weights, `optimizer`'s
  * state and step count, and `data` (see the module documentation).
+ * `opts.step` is the training steps taken when a loop of yours skipped
+ * some (it did not call `optimizer.step()`, e.g. on a non-finite loss):
+ * at least the optimizer's step count, which it is by default.
  *
  * @example
  * ```ts
@@ -438,16 +494,24 @@ function checkOptimizerOf(optimizer: OptimizerBase, params: readonly Parameter[]
 export async function saveTrainingCheckpoint(
   model: Layer | readonly Parameter[],
   optimizer: OptimizerBase,
-  opts?: { readonly data?: Readonly<Record<string, string>> },
+  opts?: { readonly data?: Readonly<Record<string, string>>; readonly step?: number },
 ): Promise<Uint8Array> {
   const params = paramsOf(model);
   checkOptimizerOf(optimizer, params);
+  const step = opts?.step ?? optimizer.stepCount;
+  if (!Number.isSafeInteger(step) || step < optimizer.stepCount) {
+    throw new RangeError(
+      `checkpoint: step must be an integer ≥ the optimizer's step count ${optimizer.stepCount} ` +
+        `(training steps include the optimizer's), got ${String(opts?.step)}`,
+    );
+  }
   const [datas, state] = await Promise.all([
     Promise.all(params.map((p) => p.value.toArray())),
     optimizer.saveState(),
   ]);
   return encodeTrainingCheckpoint({
-    step: state.step,
+    step,
+    optimizerStep: state.step,
     optimizer: optimizer.spec() as unknown as OptimizerSpec,
     lrOverride: state.lrOverride,
     ...(opts?.data === undefined ? {} : { data: opts.data }),
@@ -459,8 +523,9 @@ export async function saveTrainingCheckpoint(
 /**
  * Loads a training checkpoint into a single-device model and its
  * optimizer: weights, optimizer state, step count and hand-set lr. Checks
- * everything first, so a refused file changes nothing; returns the step
- * count and the data order's state.
+ * everything first (non-finite values refused unless
+ * `options.allowNonFinite`; the checksums last), so a refused file changes
+ * nothing; returns the step counts and the data order's state.
  *
  * @example
  * ```ts
@@ -477,10 +542,11 @@ export function loadTrainingCheckpoint(
   model: Layer | readonly Parameter[],
   optimizer: OptimizerBase,
   bytes: Uint8Array,
+  options?: LoadCheckpointOptions,
 ): TrainingCheckpointInfo {
   const params = paramsOf(model);
   checkOptimizerOf(optimizer, params);
-  const ck = parseTrainingCheckpoint(bytes);
+  const { ck, verify } = decodeTrainingCheckpoint(bytes, options);
   checkCheckpointFits(ck, params.map((p) => ({ name: p.name, shape: p.value.shape })), {
     kind: optimizer.kind,
     stateSlots: optimizer.stateSlots,
@@ -489,13 +555,15 @@ export function loadTrainingCheckpoint(
   for (const p of params) {
     if (p.value.disposed) throw new TypeError(`checkpoint: parameter ${p.name} was disposed`);
   }
-  optimizer.checkState(ck.optimizerState);
+  const allow = { allowNonFinite: options?.allowNonFinite ?? false };
+  optimizer.checkState(ck.optimizerState, allow);
+  verify();
   // Checked: now write.
-  optimizer.loadState(ck.optimizerState);
+  optimizer.loadState(ck.optimizerState, allow);
   for (const p of params) {
     const t = p.value.backend.fromData(ck.weights.get(p.name)!.data, p.value.shape);
     ops.copyInPlace(p.value, t);
     t.dispose();
   }
-  return { step: ck.step, optimizer: ck.optimizer, data: ck.data };
+  return { step: ck.step, optimizerStep: ck.optimizerStep, optimizer: ck.optimizer, data: ck.data };
 }

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import * as zlib from "node:zlib";
 import type { Backend, Tensor } from "../../src/tensor/mod.ts";
 import { CpuBackend } from "../../src/tensor/cpu/backend.ts";
 import { createTinyGPT } from "../../src/nn/gpt.ts";
@@ -42,14 +43,34 @@ function build(header: Record<string, unknown> | string, body: Uint8Array): Uint
   return out;
 }
 
-Deno.test("safetensors: the layout is the documented one (LE u64 length, JSON header, LE f32 data)", async () => {
+Deno.test("safetensors: the layout is the documented one (LE u64 length, JSON header, LE f32 data, data_crc32 and header_crc32 as zlib's CRC-32)", async () => {
   const be = new CpuBackend();
   const m = mlp(be, 1);
   const bytes = await saveSafetensors(m, { metadata: { format: "pt", by: "conveyor" } });
   const { header, body } = split(bytes);
   assert.equal((bytes.length - body.length - 8) % 8, 0, "header padded to 8 bytes");
-  assert.deepEqual(header.__metadata__, { format: "pt", by: "conveyor" });
+  const { data_crc32, header_crc32, ...meta } = header.__metadata__ as Record<string, string>;
+  assert.deepEqual(meta, { format: "pt", by: "conveyor" });
   const params = m.parameters();
+  // The checksums, against zlib's CRC-32 (an independent implementation).
+  let at = 0;
+  const sums = params.map((p) => {
+    const n = p.value.size * 4;
+    at += n;
+    return zlib.crc32(body.subarray(at - n, at)).toString(16).padStart(8, "0");
+  });
+  assert.equal(data_crc32, sums.join(" "));
+  const canonical = JSON.stringify([
+    [["by", "conveyor"], ["data_crc32", data_crc32], ["format", "pt"]],
+    params.reduce<[string, string, number[], number, number][]>((list, p) => {
+      const begin = list.length === 0 ? 0 : list[list.length - 1][4];
+      return [...list, [p.name, "F32", [...p.value.shape], begin, begin + p.value.size * 4]];
+    }, []),
+  ]);
+  assert.equal(
+    header_crc32,
+    zlib.crc32(new TextEncoder().encode(canonical)).toString(16).padStart(8, "0"),
+  );
   assert.deepEqual(
     Object.keys(header).filter((k) => k !== "__metadata__"),
     params.map((p) => p.name),
@@ -315,4 +336,154 @@ Deno.test("loadSafetensors refuses a file holding NaN or Infinity, naming the te
   for (const t of [bad]) t.dispose();
   src.dispose();
   dst.dispose();
+});
+
+/** The tensor of `file` whose bytes hold data-section byte `at`. */
+function tensorAt(file: Uint8Array, at: number): string {
+  const { header } = split(file);
+  for (const [name, e] of Object.entries(header)) {
+    if (name === "__metadata__") continue;
+    const [b, end] = (e as { data_offsets: number[] }).data_offsets;
+    if (at >= b && at < end) return name;
+  }
+  throw new Error(`no tensor holds byte ${at}`);
+}
+
+Deno.test("safetensors checksums: a flipped bit anywhere in the data section is refused naming the tensor it falls in (300 random flips), by parseSafetensors and loadSafetensors, and the model stays unchanged", async () => {
+  const be = new CpuBackend();
+  const src = mlp(be, 1), target = mlp(be, 9);
+  const good = await saveSafetensors(src);
+  const before = await snapshot(target);
+  const dataStart = good.length - split(good).body.length;
+  const rng = (() => {
+    let x = 12345;
+    return () => (x = (x * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
+  })();
+  for (let k = 0; k < 300; k++) {
+    const at = Math.floor(rng() * (good.length - dataStart));
+    const bad = good.slice();
+    bad[dataStart + at] ^= 1 << Math.floor(rng() * 8);
+    const name = tensorAt(good, at).replace(/\./g, "\\.");
+    const rule = new RegExp(`tensor ${name} fails its checksum`);
+    assert.throws(() => parseSafetensors(bad), rule, `flip at data byte ${at}`);
+    // A flip may make a value non-finite: then that is named first (allowNonFinite skips it).
+    assert.throws(() => loadSafetensors(target, bad, { allowNonFinite: true }), rule);
+  }
+  assert.deepEqual(await snapshot(target), before, "model unchanged");
+  src.dispose();
+  target.dispose();
+});
+
+Deno.test("safetensors checksums: an edit of the header that every other rule accepts (a metadata value, a shape of the same size) is refused as a header that fails its checksum", async () => {
+  const be = new CpuBackend();
+  const lin = new Linear(be, 2, 3, { seed: 1 });
+  const good = await saveSafetensors(lin, { metadata: { step: "2" } });
+  const text = new TextDecoder().decode(good);
+  const patch = (from: string, to: string): Uint8Array => {
+    assert.equal(from.length, to.length);
+    const at = text.indexOf(from);
+    assert.ok(at > 0, from);
+    const out = good.slice();
+    out.set(new TextEncoder().encode(to), at);
+    return out;
+  };
+  assert.throws(
+    () => parseSafetensors(patch('"step":"2"', '"step":"9"')),
+    /safetensors: the header fails its checksum \(header_crc32 "[0-9a-f]{8}", the header gives [0-9a-f]{8}\)/,
+  );
+  assert.throws(
+    () => parseSafetensors(patch('"shape":[3,2]', '"shape":[2,3]')),
+    /the header fails its checksum/,
+  );
+  lin.dispose();
+});
+
+Deno.test("safetensors checksums: a file without them (another writer's, or from before checksums) is read; one of the two alone or a reserved key in the caller's metadata is refused", async () => {
+  const be = new CpuBackend();
+  const lin = new Linear(be, 2, 2, { seed: 3 });
+  const good = await saveSafetensors(lin, { metadata: { a: "b" } });
+  // The same file as written before checksums existed.
+  const old = editHeader(good, (h) => {
+    delete h.__metadata__.data_crc32;
+    delete h.__metadata__.header_crc32;
+  });
+  const parsed = parseSafetensors(old);
+  assert.deepEqual(parsed.metadata, { a: "b" });
+  assert.deepEqual(parsed.tensors.get("weight")!.data, await lin.weight.toArray());
+  const flipped = old.slice();
+  flipped[flipped.length - 1] ^= 4;
+  parseSafetensors(flipped); // unchecked: nothing to check it against
+  assert.throws(
+    () => parseSafetensors(editHeader(good, (h) => delete h.__metadata__.header_crc32)),
+    /__metadata__ has data_crc32 but not header_crc32/,
+  );
+  assert.throws(
+    () => parseSafetensors(editHeader(good, (h) => delete h.__metadata__.data_crc32)),
+    /__metadata__ has header_crc32 but not data_crc32/,
+  );
+  assert.deepEqual(parseSafetensors(good).metadata, { a: "b" }, "the checksums are not shown");
+  for (const key of ["data_crc32", "header_crc32"]) {
+    await assert.rejects(
+      () => saveSafetensors(lin, { metadata: { [key]: "0" } }),
+      new RegExp(`metadata key ${key} is reserved`),
+    );
+  }
+  lin.dispose();
+});
+
+/** A header-only file: `{"t0": …, "t1": …}` of `count` zero-size tensors. */
+function crafted(
+  count: number,
+  entry = (i: number) => `"t${i}":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}`,
+): Uint8Array {
+  const parts: string[] = [];
+  for (let i = 0; i < count; i++) parts.push(entry(i));
+  return build(`{${parts.join(",")}}`, new Uint8Array(0));
+}
+
+Deno.test("safetensors limits: a header of more than 100000 tensors, 2000000 values, a 65-dimension shape or deeper nesting is refused before its JSON is parsed, quickly", () => {
+  const cases: [string, Uint8Array, RegExp][] = [
+    [
+      "100001 tensors",
+      crafted(100_001),
+      /the header lists more than 100000 tensors \(at the entry of "t100000"\); refused before parsing it/,
+    ],
+    [
+      "2000001 values",
+      crafted(
+        40_000,
+        (i) => `"t${i}":{"dtype":"F32","shape":[${"1,".repeat(48)}0],"data_offsets":[0,0]}`,
+      ),
+      /holds more than 2000000 values/,
+    ],
+    [
+      "65 dimensions",
+      crafted(1, () => `"t":{"dtype":"F32","shape":[${"1,".repeat(64)}0],"data_offsets":[0,0]}`),
+      /an array of more than 64 values \(a shape has at most 64 dimensions\) \(at the entry of "t"\)/,
+    ],
+    [
+      "nesting",
+      crafted(1, () => `"t":{"dtype":"F32","shape":[[0]],"data_offsets":[0,0]}`),
+      /nests deeper than 3 levels/,
+    ],
+  ];
+  for (const [label, file, rule] of cases) {
+    const t0 = performance.now();
+    assert.throws(() => parseSafetensors(file), (e: Error) => {
+      assert.ok(e instanceof RangeError, `${label}: ${e}`);
+      assert.match(e.message, rule, label);
+      return true;
+    });
+    const ms = performance.now() - t0;
+    assert.ok(ms < 2000, `${label}: refused in ${ms.toFixed(0)} ms`);
+  }
+  // At the limits a header is read: 100000 tensors, 64 dimensions.
+  assert.equal(parseSafetensors(crafted(100_000)).tensors.size, 100_000);
+  const rank64 = parseSafetensors(
+    crafted(1, () => `"t":{"dtype":"F32","shape":[${"1,".repeat(63)}0],"data_offsets":[0,0]}`),
+  );
+  assert.equal(rank64.tensors.get("t")!.shape.length, 64);
+  // Strings may hold any bytes that look like structure.
+  const tricky = crafted(1, () => `"t,{[\\"]}":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}`);
+  assert.deepEqual([...parseSafetensors(tricky).tensors.keys()], ['t,{["]}']);
 });

@@ -88,7 +88,7 @@ for (const [label, spec] of SPECS) {
   });
 }
 
-Deno.test("checkpoint layout: model.<name> then optim.<name>.<slot> (PyTorch's slot names), metadata with the format, step, full optimizer spec", async () => {
+Deno.test("checkpoint layout: model.<name> then optim.<name>.<slot> (PyTorch's slot names), metadata with the format, step counts, full optimizer spec", async () => {
   const m = net(2);
   const opt = createOptimizer({ kind: "adamw", lr: 3e-3 }, m.parameters());
   train(m, opt, new Rng(1), 1);
@@ -102,6 +102,8 @@ Deno.test("checkpoint layout: model.<name> then optim.<name>.<slot> (PyTorch's s
     format: "conveyor-training-checkpoint",
     format_version: "1",
     step: "1",
+    optimizer_step: "1",
+    skipped_steps: "0",
     optimizer: JSON.stringify({
       kind: "adamw",
       lr: 3e-3,
@@ -300,4 +302,224 @@ Deno.test("parseTrainingCheckpoint gives the step, optimizer, data and state; a 
   assert.equal((await fresh.saveState()).slots.size, 0, "moments dropped");
   fresh.dispose();
   m.dispose();
+});
+
+/** A checkpoint of `net(7)` after 2 AdamW steps, its first parameter's name. */
+async function trainedCheckpoint(): Promise<{ bytes: Uint8Array; first: string }> {
+  const m = net(7);
+  const opt = createOptimizer({ kind: "adamw", lr: 1e-2 }, m.parameters());
+  train(m, opt, new Rng(4), 2);
+  const bytes = await saveTrainingCheckpoint(m, opt);
+  const first = m.parameters()[0].name;
+  opt.dispose();
+  m.dispose();
+  return { bytes, first };
+}
+
+/** Loads `bytes` into a fresh trained model; asserts a refusal matching `re` that changes nothing. */
+async function refusedLoad(bytes: Uint8Array, re: RegExp, label: string, allow = false) {
+  const target = net(4);
+  const opt = createOptimizer({ kind: "adamw", lr: 1e-2 }, target.parameters());
+  train(target, opt, new Rng(8), 1);
+  const before = await saveTrainingCheckpoint(target, opt);
+  for (
+    const call of [
+      () => parseTrainingCheckpoint(bytes, { allowNonFinite: allow }),
+      () => loadTrainingCheckpoint(target, opt, bytes, { allowNonFinite: allow }),
+    ]
+  ) {
+    assert.throws(call, (e: unknown) => {
+      assert.ok(e instanceof RangeError, `${label}: ${e}`);
+      assert.match((e as Error).message, re, label);
+      assert.match((e as Error).message, /^checkpoint: /, label);
+      return true;
+    });
+  }
+  assert.deepEqual(await saveTrainingCheckpoint(target, opt), before, `${label}: nothing changed`);
+  opt.dispose();
+  target.dispose();
+}
+
+/** `bytes` with the text `from` replaced in place by `to` (of the same length). */
+function patch(bytes: Uint8Array, from: string, to: string): Uint8Array {
+  assert.equal(from.length, to.length);
+  const at = new TextDecoder().decode(bytes).indexOf(from);
+  assert.ok(at > 0, `${from} is in the file`);
+  const out = bytes.slice();
+  out.set(new TextEncoder().encode(to), at);
+  return out;
+}
+
+const esc = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+
+Deno.test("non-finite weights and optimizer state (NaN, ±Infinity) are refused by parseTrainingCheckpoint and loadTrainingCheckpoint, naming the tensor and the index, before anything changes; allowNonFinite loads them", async () => {
+  const { bytes, first } = await trainedCheckpoint();
+  const cases: [string, number, number][] = [
+    [`model.${first}`, 5, NaN],
+    [`model.${first}`, 0, Infinity],
+    [`optim.${first}.exp_avg`, 3, -Infinity],
+    [`optim.${first}.exp_avg_sq`, 2, NaN],
+    [`optim.${first}.exp_avg_sq`, 1, Infinity],
+  ];
+  for (const [tensor, index, value] of cases) {
+    const bad = edited(bytes, (t) => {
+      const e = t.get(tensor)!;
+      const data = e.data.slice();
+      data[index] = value;
+      t.set(tensor, { shape: e.shape, data });
+    });
+    await refusedLoad(
+      bad,
+      new RegExp(
+        `tensor ${
+          esc(tensor)
+        } holds ${value} at index ${index}; .* must be finite \\(pass allowNonFinite`,
+      ),
+      `${tensor}[${index}] = ${value}`,
+    );
+    // Allowed: it loads as written.
+    const m = net(4), opt = createOptimizer({ kind: "adamw", lr: 1e-2 }, m.parameters());
+    loadTrainingCheckpoint(m, opt, bad, { allowNonFinite: true });
+    const ck = parseTrainingCheckpoint(await saveTrainingCheckpoint(m, opt), {
+      allowNonFinite: true,
+    });
+    const back = tensor.startsWith("model.")
+      ? ck.weights.get(first)!.data
+      : ck.optimizerState.slots.get(first)![tensor.endsWith("_sq") ? 1 : 0];
+    assert.ok(Object.is(back[index], value), `${tensor}[${index}] loaded as ${back[index]}`);
+    opt.dispose();
+    m.dispose();
+  }
+});
+
+Deno.test("a negative AdamW second moment (exp_avg_sq) is refused naming the tensor and the index, even with allowNonFinite, by the checkpoint readers and by AdamW.loadState itself", async () => {
+  const { bytes, first } = await trainedCheckpoint();
+  for (const value of [-0.5, -Infinity]) {
+    const bad = edited(bytes, (t) => {
+      const e = t.get(`optim.${first}.exp_avg_sq`)!;
+      const data = e.data.slice();
+      data[4] = value;
+      t.set(`optim.${first}.exp_avg_sq`, { shape: e.shape, data });
+    });
+    const re = new RegExp(
+      `tensor optim\\.${
+        esc(first)
+      }\\.exp_avg_sq holds ${value} at index 4; exp_avg_sq .* is never negative`,
+    );
+    await refusedLoad(bad, re, `exp_avg_sq = ${value}`);
+    await refusedLoad(bad, re, `exp_avg_sq = ${value}, allowNonFinite`, true);
+  }
+  // The optimizer's own loader (OptimizerBase.loadState) applies the same rules.
+  const good = parseTrainingCheckpoint(bytes).optimizerState;
+  const m = net(4), opt = createOptimizer({ kind: "adamw", lr: 1e-2 }, m.parameters());
+  const withValue = (value: number) => {
+    const slots = new Map([...good.slots].map(([k, v]) => [k, v.map((d) => d.slice())]));
+    slots.get(first)![1][4] = value;
+    return { ...good, slots };
+  };
+  for (const allowNonFinite of [false, true]) {
+    assert.throws(
+      () => opt.loadState(withValue(-2), { allowNonFinite }),
+      new RegExp(`AdamW: tensor ${esc(first)}\\.exp_avg_sq holds -2 at index 4; .* never negative`),
+    );
+  }
+  assert.equal(opt.stepCount, 0, "refused: nothing loaded");
+  assert.throws(() => opt.loadState(withValue(NaN)), /exp_avg_sq holds NaN at index 4; .* finite/);
+  opt.loadState(withValue(NaN), { allowNonFinite: true });
+  assert.equal(opt.stepCount, 2);
+  opt.dispose();
+  m.dispose();
+});
+
+Deno.test("step counts: a step edited from 2 to 9 is refused (it contradicts optimizer_step + skipped_steps), an edit no rule sees fails the header checksum; a file from before optimizer_step loads with optimizer_step = step", async () => {
+  const { bytes } = await trainedCheckpoint();
+  await refusedLoad(
+    edited(bytes, (_, m) => void (m.step = "9")),
+    /__metadata__\.step 9 contradicts the optimizer state: optimizer_step 2 \+ skipped_steps 0 = 2/,
+    "step 9, re-encoded",
+  );
+  // Patched in place (the same length): the step counts disagree, whatever the checksum says.
+  await refusedLoad(patch(bytes, '"step":"2"', '"step":"9"'), /step 9 contradicts/, "in place");
+  // An edit no other rule sees (the optimizer's lr in its spec): the header checksum does.
+  await refusedLoad(
+    patch(bytes, '\\"lr\\":0.01', '\\"lr\\":0.02'),
+    /safetensors: the header fails its checksum/,
+    "lr patched in place",
+  );
+  await refusedLoad(
+    edited(bytes, (_, m) => void (m.optimizer_step = "3")),
+    /__metadata__\.step 2 contradicts the optimizer state: optimizer_step 3/,
+    "optimizer_step 3",
+  );
+  await refusedLoad(
+    edited(bytes, (_, m) => void delete m.skipped_steps),
+    /__metadata__ has optimizer_step but not skipped_steps/,
+    "skipped_steps missing",
+  );
+  await refusedLoad(
+    edited(bytes, (_, m) => void (m.skipped_steps = "-1")),
+    /__metadata__\.skipped_steps must be an integer ≥ 0, got "-1"/,
+    "negative skipped steps",
+  );
+  // Written before the step counts and checksums existed: loads, optimizer_step = step.
+  const old = edited(bytes, (_, m) => {
+    delete m.optimizer_step;
+    delete m.skipped_steps;
+  });
+  const ck = parseTrainingCheckpoint(old);
+  assert.deepEqual([ck.step, ck.optimizerStep, ck.skippedSteps], [2, 2, 0]);
+  // Steps skipped by a loop of one's own: step 5 of which 3 skipped.
+  const m = net(7), opt = createOptimizer({ kind: "adamw", lr: 1e-2 }, m.parameters());
+  train(m, opt, new Rng(4), 2);
+  const skipped = parseTrainingCheckpoint(await saveTrainingCheckpoint(m, opt, { step: 5 }));
+  assert.deepEqual([skipped.step, skipped.optimizerStep, skipped.skippedSteps], [5, 2, 3]);
+  await assert.rejects(
+    () => saveTrainingCheckpoint(m, opt, { step: 1 }),
+    /step must be an integer ≥ the optimizer's step count 2/,
+  );
+  const m2 = net(8), opt2 = createOptimizer({ kind: "adamw", lr: 1e-2 }, m2.parameters());
+  const info = loadTrainingCheckpoint(m2, opt2, await saveTrainingCheckpoint(m, opt, { step: 5 }));
+  assert.deepEqual([info.step, info.optimizerStep, opt2.stepCount], [5, 2, 2]);
+  for (const x of [opt, m, opt2, m2]) x.dispose();
+});
+
+Deno.test("a flipped bit in a training checkpoint's data section is refused naming the tensor it falls in (300 random flips), before anything changes", async () => {
+  const { bytes } = await trainedCheckpoint();
+  const n = Number(new DataView(bytes.buffer).getBigUint64(0, true));
+  const header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + n)));
+  const dataStart = 8 + n;
+  let x = 99;
+  const rand = () => (x = (x * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
+  const target = net(4);
+  const opt = createOptimizer({ kind: "adamw", lr: 1e-2 }, target.parameters());
+  const before = await saveTrainingCheckpoint(target, opt);
+  for (let k = 0; k < 300; k++) {
+    const at = Math.floor(rand() * (bytes.length - dataStart));
+    const bad = bytes.slice();
+    bad[dataStart + at] ^= 1 << Math.floor(rand() * 8);
+    const name = Object.entries(header).find(([key, e]) =>
+      key !== "__metadata__" &&
+      at >= (e as { data_offsets: number[] }).data_offsets[0] &&
+      at < (e as { data_offsets: number[] }).data_offsets[1]
+    )![0];
+    // A flip that makes a value non-finite or a second moment negative is named by that rule.
+    assert.throws(
+      () => loadTrainingCheckpoint(target, opt, bad),
+      (e: Error) => {
+        assert.match(
+          e.message,
+          new RegExp(
+            `^checkpoint: (safetensors: tensor ${esc(name)} fails its checksum|tensor ${
+              esc(name)
+            } holds )`,
+          ),
+          `flip at data byte ${at}`,
+        );
+        return true;
+      },
+    );
+  }
+  assert.deepEqual(await saveTrainingCheckpoint(target, opt), before, "nothing changed");
+  opt.dispose();
+  target.dispose();
 });

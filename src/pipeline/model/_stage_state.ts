@@ -63,12 +63,14 @@ export async function saveStageState(stages: readonly StageState[]): Promise<Uin
 
 /**
  * Loads the rank's stages from a whole training checkpoint (already
- * checked against the whole model by the caller): checks the stages' share
- * again (weights present with their shapes, each optimizer's state) before
- * writing anything.
+ * checked against the whole model by the caller, who also chose whether
+ * non-finite values may load): checks the stages' share again (weights
+ * present with their shapes, each optimizer's state) before writing
+ * anything.
  */
 export function loadStageState(stages: readonly StageState[], bytes: Uint8Array): void {
-  const ck = parseTrainingCheckpoint(bytes);
+  const allow = { allowNonFinite: true };
+  const ck = parseTrainingCheckpoint(bytes, allow);
   const states: OptimizerState[] = stages.map((s) => {
     const slots = new Map<string, readonly Float32Array[]>();
     for (const p of s.params) {
@@ -81,12 +83,12 @@ export function loadStageState(stages: readonly StageState[], bytes: Uint8Array)
       const st = ck.optimizerState.slots.get(p.name);
       if (st !== undefined) slots.set(p.name, st);
     }
-    return { step: ck.step, lrOverride: ck.lrOverride, slots };
+    return { step: ck.optimizerStep, lrOverride: ck.lrOverride, slots };
   });
-  stages.forEach((s, i) => s.optimizer.checkState(states[i]));
+  stages.forEach((s, i) => s.optimizer.checkState(states[i], allow));
   // Checked: now write.
   stages.forEach((s, i) => {
-    s.optimizer.loadState(states[i]);
+    s.optimizer.loadState(states[i], allow);
     for (const p of s.params) {
       const t = p.value.backend.fromData(ck.weights.get(p.name)!.data, p.value.shape);
       ops.copyInPlace(p.value, t);

@@ -15,14 +15,16 @@ import { parseSafetensors } from "../../nn/safetensors.ts";
 import { createOptimizer, type OptimizerSpec } from "../../nn/optimizer_spec.ts";
 import {
   checkCheckpointFits,
+  decodeTrainingCheckpoint,
   encodeTrainingCheckpoint,
-  parseTrainingCheckpoint,
   type TrainingCheckpoint,
   type TrainingCheckpointInfo,
 } from "../../nn/training_checkpoint.ts";
 import type { RankGroup } from "../runtime/rank_group.ts";
 import type { ModelStageCalls } from "./stage_calls.ts";
 import { callEveryRank } from "./_every_rank.ts";
+import { filePath } from "./_file_path.ts";
+import { describeValue } from "../../tensor/describe.ts";
 
 /** Options of `PipelineParallelModel.saveCheckpoint`. */
 export interface SaveCheckpointOptions {
@@ -40,23 +42,27 @@ export interface ModelParameter {
   readonly shape: readonly number[];
 }
 
-/** The bytes of `source`: a path or file URL is read, bytes are taken as they are. */
+/**
+ * The bytes of `source`: a path or a `file:` URL (percent-decoded) is read,
+ * bytes are taken as they are; another URL scheme is a TypeError.
+ */
 export async function readCheckpointSource(
   source: string | URL | Uint8Array,
   where: string,
 ): Promise<Uint8Array> {
   if (source instanceof Uint8Array) return source;
-  if (typeof source === "string" ? source === "" : !(source instanceof URL)) {
+  if (typeof source !== "string" && !(source instanceof URL)) {
     throw new TypeError(
       `${where} must be a path, a file URL or the checkpoint's bytes (Uint8Array), got ${
-        source === "" ? "an empty string" : String(source)
+        describeValue(source)
       }`,
     );
   }
+  const path = filePath(source, where);
   try {
-    return await Deno.readFile(source);
+    return await Deno.readFile(path);
   } catch (e) {
-    throw new Error(`${where}: cannot read ${String(source)}: ${(e as Error).message}`, {
+    throw new Error(`${where}: cannot read ${path}: ${(e as Error).message}`, {
       cause: e,
     });
   }
@@ -71,22 +77,37 @@ export async function readModelCheckpoint(
   where: string,
   params: readonly ModelParameter[],
   optimizer: OptimizerSpec,
+  allowNonFinite = false,
 ): Promise<{ bytes: Uint8Array; info: TrainingCheckpointInfo }> {
   const bytes = await readCheckpointSource(source, where);
-  const ck = checkModelCheckpoint(bytes, params, optimizer);
-  return { bytes, info: { step: ck.step, optimizer: ck.optimizer, data: ck.data } };
+  const ck = checkModelCheckpoint(bytes, params, optimizer, allowNonFinite);
+  return {
+    bytes,
+    info: {
+      step: ck.step,
+      optimizerStep: ck.optimizerStep,
+      optimizer: ck.optimizer,
+      data: ck.data,
+    },
+  };
 }
 
-/** Parses `bytes` and checks them against the whole model (see `checkCheckpointFits`). */
+/**
+ * Parses `bytes` and checks them against the whole model (see
+ * `checkCheckpointFits`), then their checksums: every rule of the training
+ * checkpoint reader (non-finite values refused unless `allowNonFinite`).
+ */
 export function checkModelCheckpoint(
   bytes: Uint8Array,
   params: readonly ModelParameter[],
   optimizer: OptimizerSpec,
+  allowNonFinite = false,
 ): TrainingCheckpoint {
-  const ck = parseTrainingCheckpoint(bytes);
+  const { ck, verify } = decodeTrainingCheckpoint(bytes, { allowNonFinite });
   const probe = createOptimizer(optimizer, []);
   probe.dispose();
   checkCheckpointFits(ck, params, { kind: probe.kind, stateSlots: probe.stateSlots });
+  verify();
   return ck;
 }
 
@@ -94,28 +115,30 @@ export function checkModelCheckpoint(
  * Gathers every rank's share into one checkpoint: tensors in the model's
  * parameter order (the single-device writer's order, so the same state
  * gives the same bytes), metadata from `optimizer` (its full description)
- * and `options.data`.
+ * and `options.data`. `step` is the model's training steps (skipped ones
+ * included); the ranks' optimizers tell the steps they applied.
  */
 export async function gatherCheckpoint(
   ranks: RankGroup<ModelStageCalls>,
   params: readonly ModelParameter[],
   optimizer: OptimizerSpec,
   options: SaveCheckpointOptions | undefined,
+  step: number,
 ): Promise<Uint8Array> {
   const parts = await callEveryRank(ranks, "saveState", null);
   const tensors = new Map<string, Float32Array>();
-  let step: number | undefined, override: string | undefined;
+  let applied: number | undefined, override: string | undefined;
   parts.forEach((bytes, r) => {
     const f = parseSafetensors(bytes);
     if (
-      step !== undefined &&
-      (String(step) !== f.metadata.step || override !== f.metadata.lr_override)
+      applied !== undefined &&
+      (String(applied) !== f.metadata.step || override !== f.metadata.lr_override)
     ) {
       throw new Error(
-        `rank ${r} is at step ${f.metadata.step}, rank 0 at ${step}: the ranks disagree`,
+        `rank ${r} is at step ${f.metadata.step}, rank 0 at ${applied}: the ranks disagree`,
       );
     }
-    step = Number(f.metadata.step);
+    applied = Number(f.metadata.step);
     override = f.metadata.lr_override;
     for (const [name, e] of f.tensors) tensors.set(name, e.data);
   });
@@ -126,8 +149,14 @@ export async function gatherCheckpoint(
     const s = probe.stateSlots.map((slot) => tensors.get(`optim.${name}.${slot}`));
     if (s.length > 0 && s.every((d) => d !== undefined)) slots.set(name, s as Float32Array[]);
   }
+  if ((applied ?? 0) > step) {
+    throw new Error(
+      `the ranks' optimizers applied ${applied} steps, more than the model's ${step} steps`,
+    );
+  }
   return encodeTrainingCheckpoint({
-    step: step ?? 0,
+    step,
+    optimizerStep: applied ?? 0,
     optimizer: probe.spec() as unknown as OptimizerSpec,
     lrOverride: override === undefined ? null : Number(JSON.parse(override)),
     ...(options?.data === undefined ? {} : { data: options.data }),
@@ -186,22 +215,5 @@ export function checkSaveOptions(options: SaveCheckpointOptions | undefined): vo
     if (typeof v !== "string") {
       throw new TypeError(`options.data.${k} must be a string, got ${typeof v}`);
     }
-  }
-}
-
-/**
- * Writes `bytes` to `path` through a temporary file in the same folder and
- * a rename, so that a crash mid-write never leaves a torn checkpoint where
- * the previous one was.
- */
-export async function writeFileAtomically(path: string | URL, bytes: Uint8Array): Promise<void> {
-  const target = path instanceof URL ? path.pathname : path;
-  const tmp = `${target}.tmp-${crypto.randomUUID().slice(0, 8)}`;
-  try {
-    await Deno.writeFile(tmp, bytes);
-    await Deno.rename(tmp, target);
-  } catch (e) {
-    await Deno.remove(tmp).catch(() => {});
-    throw e;
   }
 }

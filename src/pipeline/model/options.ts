@@ -107,6 +107,12 @@ export interface PipelineParallelModelOptions {
    * and data.
    */
   readonly resume?: string | URL | Uint8Array;
+  /**
+   * Load a `resume` checkpoint holding NaN or ±Infinity in its weights or
+   * optimizer state (default `false`: refused, naming the tensor and the
+   * index, as `loadCheckpoint` without `allowNonFinite`).
+   */
+  readonly resumeAllowNonFinite?: boolean;
 }
 
 /** The options after their checks, with defaults filled in. */
@@ -122,6 +128,7 @@ export interface CheckedModelOptions {
   readonly modules: readonly string[];
   readonly faultInjection?: FaultInjection;
   readonly nonFinite: "skip" | "throw" | "off";
+  readonly resumeAllowNonFinite: boolean;
 }
 
 function checkpointOptions(
@@ -193,6 +200,11 @@ export function checkModelOptions(o: PipelineParallelModelOptions): CheckedModel
       `nonFinite must be "skip", "throw" or "off", got ${JSON.stringify(o.nonFinite)}`,
     );
   }
+  if (o.resumeAllowNonFinite !== undefined && typeof o.resumeAllowNonFinite !== "boolean") {
+    throw new TypeError(
+      `resumeAllowNonFinite must be a boolean, got ${describeValue(o.resumeAllowNonFinite)}`,
+    );
+  }
   // Checked in every mode, though only worker ranks use them.
   for (const [name, v] of [["heartbeatMs", o.heartbeatMs], ["stallTimeoutMs", o.stallTimeoutMs]]) {
     if (v !== undefined && (typeof v !== "number" || !(v > 0) || !Number.isFinite(v))) {
@@ -233,6 +245,7 @@ export function checkModelOptions(o: PipelineParallelModelOptions): CheckedModel
     modules: (o.modules ?? []).map((m) => String(m)),
     ...(o.faultInjection === undefined ? {} : { faultInjection: o.faultInjection }),
     nonFinite,
+    resumeAllowNonFinite: o.resumeAllowNonFinite ?? false,
   };
 }
 

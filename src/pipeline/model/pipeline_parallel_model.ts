@@ -38,7 +38,10 @@ import type {
   TrainResult,
 } from "./results.ts";
 import type { OptimizerSpec } from "../../nn/optimizer_spec.ts";
-import type { TrainingCheckpointInfo } from "../../nn/training_checkpoint.ts";
+import type {
+  LoadCheckpointOptions,
+  TrainingCheckpointInfo,
+} from "../../nn/training_checkpoint.ts";
 import { type BatchSource, runTrainLoop, type TrainOptions } from "./train_loop.ts";
 import {
   checkSaveOptions,
@@ -46,8 +49,9 @@ import {
   gatherCheckpoint,
   readModelCheckpoint,
   type SaveCheckpointOptions,
-  writeFileAtomically,
 } from "./checkpoint_file.ts";
+import { writeFileAtomically } from "./_atomic_write.ts";
+import { filePath } from "./_file_path.ts";
 import { ModelLock } from "./_model_lock.ts";
 import { callEveryRank } from "./_every_rank.ts";
 import { gatherWeights, weightsFile, weightStats } from "./_weights.ts";
@@ -127,9 +131,13 @@ export class PipelineParallelModel {
       o.checkpoint === undefined ? undefined : o.checkpoint.maxActivationsInMemory ?? 0,
     );
     // A checkpoint to resume from is read and checked before any rank starts.
-    const resume = options.resume === undefined
-      ? null
-      : await readModelCheckpoint(options.resume, "resume", plan.params, o.optimizer);
+    const resume = options.resume === undefined ? null : await readModelCheckpoint(
+      options.resume,
+      "resume",
+      plan.params,
+      o.optimizer,
+      o.resumeAllowNonFinite,
+    );
     const ranks = await buildRanks(o, plan, {
       heartbeatMs: options.heartbeatMs,
       stallTimeoutMs: options.stallTimeoutMs,
@@ -151,6 +159,8 @@ export class PipelineParallelModel {
   readonly #lock: ModelLock;
   #nextStep = 0;
   #training = false;
+  #inOnStep = 0; // onStep callbacks running now
+
   #lastEvents: readonly TimedEvent[] = [];
 
   private constructor(
@@ -246,7 +256,10 @@ export class PipelineParallelModel {
    * array runs as one window (checked whole first); iterables in windows of
    * 4 (`options.window`). `options.onStep` gets each `StepResult` after its
    * window; `options.signal` stops the call after the current window. Equals
-   * calling `step` on each batch in turn. See `TrainOptions`.
+   * calling `step` on each batch in turn. See `TrainOptions`. While it runs,
+   * calls that change the model (`setLearningRate`, `loadSafetensors`) are
+   * refused unless made from `onStep`, and `loadCheckpoint` always (it
+   * would move the step count under the running call).
    */
   async train(batches: BatchSource, options?: TrainOptions): Promise<TrainResult> {
     this.#lock.check();
@@ -254,6 +267,21 @@ export class PipelineParallelModel {
       throw new Error("the PipelineParallelModel is already training: train() cannot nest");
     }
     this.#training = true;
+    const onStep = options?.onStep;
+    if (typeof onStep === "function") {
+      // Calls made while onStep runs are the caller's own, between windows.
+      options = {
+        ...options,
+        onStep: async (s) => {
+          this.#inOnStep++;
+          try {
+            await onStep(s);
+          } finally {
+            this.#inOnStep--;
+          }
+        },
+      };
+    }
     // The call's i-th batch is training step base + i (Dropout's masks follow it).
     const base = this.#nextStep;
     try {
@@ -314,10 +342,12 @@ export class PipelineParallelModel {
   /**
    * Fixes the learning rate of every stage's optimizer at `lr` for the
    * following steps, replacing the spec's `lrSchedule` (a user's own rule:
-   * call it before each step). A checkpoint keeps it. Throws a RangeError
-   * unless `lr` is a finite number ≥ 0.
+   * call it before each step, or from `train`'s `onStep`; during `train`
+   * it is refused from anywhere else). A checkpoint keeps it. Throws a
+   * RangeError unless `lr` is a finite number ≥ 0.
    */
   async setLearningRate(lr: number): Promise<void> {
+    this.#notTraining("setLearningRate", true);
     if (typeof lr !== "number" || !Number.isFinite(lr) || lr < 0) {
       throw new RangeError(`setLearningRate: lr must be a finite number ≥ 0, got ${String(lr)}`);
     }
@@ -372,10 +402,12 @@ export class PipelineParallelModel {
    * Loads a whole-model safetensors file into every stage. The file is
    * checked first (layout, every parameter present with its shape, no
    * tensor the model lacks, every value finite unless
-   * `options.allowNonFinite`), so a refused file changes nothing. Under MPI
-   * every process passes the file (each loads its own rank's stages).
+   * `options.allowNonFinite`, then the checksums), so a refused file changes
+   * nothing. Under MPI every process passes the file (each loads its own
+   * rank's stages). While `train` runs, only its `onStep` may call it.
    */
   async loadSafetensors(bytes: Uint8Array, options?: LoadSafetensorsOptions): Promise<void> {
+    this.#notTraining("loadSafetensors", true);
     this.#lock.check();
     checkWeightsFile(bytes, this.#params, options?.allowNonFinite ?? false);
     await this.#lock.exclusive(() => callEveryRank(this.#ranks, "load", { bytes }));
@@ -396,19 +428,19 @@ export class PipelineParallelModel {
 
   /**
    * Writes the last step's (or run's) events: an SVG timeline when `path`
-   * ends in `.svg`, else a Chrome trace (JSON, opens in Perfetto). Under
-   * MPI every rank has every rank's events and only rank 0 writes.
+   * ends in `.svg`, else a Chrome trace (JSON, opens in Perfetto). `path`
+   * is a path or a `file:` URL (percent-decoded; other schemes are a
+   * TypeError). Under MPI every rank has every rank's events and only rank
+   * 0 writes.
    */
-  async writeTrace(path: string): Promise<void> {
-    if (typeof path !== "string" || path === "") {
-      throw new TypeError(`writeTrace: path must be a non-empty string, got ${String(path)}`);
-    }
+  async writeTrace(path: string | URL): Promise<void> {
+    const file = filePath(path, "writeTrace: path");
     if (this.#lastEvents.length === 0) {
       throw new RangeError("writeTrace: no step has run yet, so there is nothing to write");
     }
     if ((this.#ranks.localRank ?? 0) !== 0) return;
-    const text = traceText(path, this.#lastEvents, this.schedule, this.ranks, this.microBatches);
-    await Deno.writeTextFile(path, text);
+    const text = traceText(file, this.#lastEvents, this.schedule, this.ranks, this.microBatches);
+    await Deno.writeTextFile(file, text);
   }
 
   /**
@@ -422,42 +454,53 @@ export class PipelineParallelModel {
   async checkpointBytes(options?: SaveCheckpointOptions): Promise<Uint8Array> {
     checkSaveOptions(options);
     return await this.#lock.exclusive(() =>
-      gatherCheckpoint(this.#ranks, this.#params, this.#optimizer, options)
+      gatherCheckpoint(this.#ranks, this.#params, this.#optimizer, options, this.#nextStep)
     );
   }
 
   /**
-   * Writes {@linkcode PipelineParallelModel.checkpointBytes} to `path`
-   * (through a temporary file beside it and a rename: a crash never leaves
-   * a torn file). Needs read and write permission for the folder
-   * (`Deno.rename` asks for both).
+   * Writes {@linkcode PipelineParallelModel.checkpointBytes} to `path`, a
+   * path or a `file:` URL (percent-decoded; other schemes are a TypeError),
+   * through `<name>.tmp-XXXXXXXX` beside it, flushed to the disk (fsync)
+   * before it is renamed over `path`, and the folder flushed after: neither
+   * a crash nor a power cut leaves a torn file. Temporary files of the same
+   * target that a killed save left are removed. Needs read and write
+   * permission for the folder (`Deno.rename` asks for both).
    */
   async saveCheckpoint(path: string | URL, options?: SaveCheckpointOptions): Promise<void> {
-    if (typeof path === "string" ? path === "" : !(path instanceof URL)) {
-      throw new TypeError(`saveCheckpoint: path must be a non-empty string or URL, got ${path}`);
-    }
+    const file = filePath(path, "saveCheckpoint: path");
     const bytes = await this.checkpointBytes(options);
     // Under MPI every rank gathers (each answers the others' calls); rank 0 writes.
-    if ((this.#ranks.localRank ?? 0) === 0) await writeFileAtomically(path, bytes);
+    if ((this.#ranks.localRank ?? 0) === 0) await writeFileAtomically(file, bytes);
   }
 
   /**
-   * Loads a training checkpoint (a path, a file URL or its bytes) into every
-   * rank: weights, optimizer state, step count, a hand-set lr. It may come
-   * from any rank count or schedule, or the single-device model. Everything
-   * is checked first (format, every field and tensor, the optimizer kind,
-   * every parameter and state slot with its shape), so a refused file
-   * changes nothing (a RangeError or TypeError beginning `checkpoint:`).
-   * The optimizer's configuration (hyper-parameters, lr schedule) stays the
-   * model's own; the schedule continues from the loaded step count.
+   * Loads a training checkpoint (a path, a `file:` URL or its bytes) into
+   * every rank: weights, optimizer state, step counts, a hand-set lr. It may
+   * come from any rank count or schedule, or the single-device model.
+   * Everything is checked first (format, every field and tensor, step counts
+   * that agree, every value finite unless `options.allowNonFinite`, no
+   * negative `exp_avg_sq`, the optimizer kind, every parameter and state
+   * slot with its shape, then the checksums), so a refused file changes
+   * nothing (a RangeError or TypeError beginning `checkpoint:`, naming the
+   * field, or the tensor and index). The optimizer's configuration
+   * (hyper-parameters, lr schedule) stays the model's own; `stepCount`
+   * becomes the file's `step`, and the schedule continues from its
+   * optimizer step count. Refused while `train` runs (from its `onStep`
+   * too).
    */
-  async loadCheckpoint(source: string | URL | Uint8Array): Promise<TrainingCheckpointInfo> {
+  async loadCheckpoint(
+    source: string | URL | Uint8Array,
+    options?: LoadCheckpointOptions,
+  ): Promise<TrainingCheckpointInfo> {
+    this.#notTraining("loadCheckpoint", false);
     this.#lock.check();
     const { bytes, info } = await readModelCheckpoint(
       source,
       "loadCheckpoint",
       this.#params,
       this.#optimizer,
+      options?.allowNonFinite ?? false,
     );
     await this.#lock.exclusive(() => callEveryRank(this.#ranks, "loadState", { bytes }), true);
     this.#nextStep = info.step;
@@ -483,6 +526,22 @@ export class PipelineParallelModel {
 
   #gather(): Promise<Map<string, Float32Array>> {
     return this.#lock.exclusive(() => gatherWeights(this.#ranks));
+  }
+
+  /**
+   * Refuses `call` while `train` runs (from its `onStep` too, unless
+   * `fromOnStep`): it would change the model under the running call.
+   */
+  #notTraining(call: string, fromOnStep: boolean): void {
+    if (!this.#training || (fromOnStep && this.#inOnStep > 0)) return;
+    throw new Error(
+      `${call}: the model is training (a train() call is running) and ${call} would change it ` +
+        `under that call: ${
+          fromOnStep
+            ? "call it from train's onStep, or after train() resolves"
+            : "call it after train() resolves (stop train with its signal first)"
+        }`,
+    );
   }
 
   #lastRank(): number {

@@ -59,9 +59,12 @@ export interface TrainOptions {
   /**
    * Called with each step's result, in step order, once the window holding
    * the step has ended (and awaited). The model may be used from it
-   * (evaluate, checkpoint, setLearningRate): it then stands after the
-   * window's last step, which is this step when it ends a window. A throw
-   * stops `train` and is rethrown; the model stays usable.
+   * (evaluate, checkpoint, setLearningRate, loadSafetensors; not
+   * loadCheckpoint, which would move the step count under the running
+   * call): it then stands after the window's last step, which is this step
+   * when it ends a window. Outside `onStep` the calls that change the model
+   * are refused while `train` runs. A throw stops `train` and is rethrown;
+   * the model stays usable.
    */
   readonly onStep?: (step: StepResult) => void | Promise<void>;
   /**

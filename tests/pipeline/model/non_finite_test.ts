@@ -16,6 +16,7 @@ import {
 } from "../../../src/pipeline/model/pipeline_parallel_model.ts";
 import { NonFiniteStepError } from "../../../src/pipeline/model/results.ts";
 import { parseSafetensors } from "../../../src/nn/safetensors.ts";
+import { parseTrainingCheckpoint } from "../../../src/nn/training_checkpoint.ts";
 import { liveWorkerCount } from "../../../src/pipeline/runtime/worker_rank_group.ts";
 import { cpu } from "./_reference_training.ts";
 import { NanAt, type NanAtOptions } from "./_nan_layer.ts";
@@ -193,4 +194,51 @@ Deno.test("loadSafetensors of a file holding NaN is refused before any change; a
   } finally {
     await m.dispose();
   }
+});
+
+Deno.test("a skipped step counts as a training step everywhere: stepCount, the checkpoint's step (its optimizer_step counts the applied ones) and the next step's index agree; 2 steps with a skip, a checkpoint and 2 resumed steps equal 4 uninterrupted steps (numbering, skips, losses, bytes)", async () => {
+  const o = { schedule: "zb-h1" as const, ranks: 4, stagesPerRank: 1 };
+  const at: NanAtOptions = { step: 1, row: 2, pass: "forward" }; // step 1 of the model's life
+  const four = [...batches, batches[0]];
+  const whole = await build(net(1, at), o);
+  const w = await whole.train(four);
+  assert.deepEqual(w.steps.map((s) => [s.step, s.skipped === true]), [
+    [0, false],
+    [1, true],
+    [2, false],
+    [3, false],
+  ]);
+  assert.equal(whole.stepCount, 4);
+  const wantBytes = await whole.checkpointBytes();
+  await whole.dispose();
+
+  const first = await build(net(1, at), o);
+  const a = await first.train(four.slice(0, 2));
+  assert.equal(first.stepCount, 2);
+  const mid = await first.checkpointBytes();
+  await first.dispose();
+  const ck = parseTrainingCheckpoint(mid);
+  assert.deepEqual(
+    [ck.step, ck.optimizerStep, ck.skippedSteps],
+    [2, 1, 1],
+    "the checkpoint's step is the model's stepCount; its optimizer applied 1 step",
+  );
+  const resumed = await build(net(1, at), { ...o, resume: mid });
+  assert.equal(resumed.stepCount, 2, "resumed: the next step is step 2, as uninterrupted");
+  const b = await resumed.train(four.slice(2));
+  const got = [...a.steps, ...b.steps];
+  assert.deepEqual(got.map((s) => s.step), [0, 1, 2, 3], "numbering");
+  assert.deepEqual(got.map((s) => s.skipped === true), [false, true, false, false], "skips");
+  assert.deepEqual(
+    got.map((s) => s.loss),
+    w.steps.map((s) => s.loss),
+    "losses, exactly",
+  );
+  assert.deepEqual(got.map((s) => s.lr), w.steps.map((s) => s.lr), "lrs");
+  assert.deepEqual(
+    await resumed.checkpointBytes(),
+    wantBytes,
+    "the same checkpoint, byte for byte",
+  );
+  await resumed.dispose();
 });

@@ -225,3 +225,69 @@ Deno.test("train: steadyStateBubble comes from the median period over the call's
   }
   assert.equal(liveWorkerCount(), 0);
 });
+
+Deno.test("train: during an async train(), loadCheckpoint, setLearningRate and loadSafetensors made between windows from outside onStep are refused naming the call, the model is unchanged and the steps are numbered 0, 1, 2; from onStep setLearningRate and loadSafetensors work, loadCheckpoint is refused", async () => {
+  await using m = await build();
+  const atZero = await m.checkpointBytes();
+  const weights = await m.saveSafetensors();
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  let stepped!: () => void;
+  const firstStep = new Promise<void>((r) => (stepped = r));
+  async function* source() {
+    yield batches[0];
+    await gate; // the loop waits here for window 2: between windows
+    yield batches[1];
+    yield batches[2];
+  }
+  const training = m.train(source(), { window: 1, onStep: () => stepped() });
+  await firstStep;
+  await new Promise((r) => setTimeout(r, 10)); // onStep has returned; the loop awaits the source
+  const refused = (call: string, where: RegExp) => (e: Error) => {
+    assert.match(
+      e.message,
+      new RegExp(`^${call}: the model is training \\(a train\\(\\) call is running\\)`),
+    );
+    assert.match(e.message, where);
+    return true;
+  };
+  await assert.rejects(
+    m.loadCheckpoint(atZero),
+    refused(
+      "loadCheckpoint",
+      /call it after train\(\) resolves \(stop train with its signal first\)/,
+    ),
+  );
+  await assert.rejects(
+    m.setLearningRate(0.5),
+    refused("setLearningRate", /call it from train's onStep, or after train\(\) resolves/),
+  );
+  await assert.rejects(
+    m.loadSafetensors(weights),
+    refused("loadSafetensors", /from train's onStep/),
+  );
+  release();
+  const r = await training;
+  assert.deepEqual(r.steps.map((s) => s.step), [0, 1, 2], "step indices");
+  assert.deepEqual(r.steps.map((s) => s.loss), reference.losses.slice(0, 3), "nothing changed");
+  assert.equal(m.stepCount, 3);
+
+  // From onStep: the model stands between windows; the step count may not move.
+  const lrs: number[] = [];
+  const r2 = await m.train(batches.slice(3, 6), {
+    window: 1,
+    onStep: async (s) => {
+      lrs.push(s.lr);
+      if (s.step === 3) {
+        await m.setLearningRate(0.5);
+        await m.loadSafetensors(await m.saveSafetensors());
+        await assert.rejects(m.loadCheckpoint(atZero), refused("loadCheckpoint", /after train/));
+      }
+    },
+  });
+  assert.deepEqual(r2.steps.map((s) => s.step), [3, 4, 5]);
+  assert.deepEqual(lrs.slice(1), [0.5, 0.5], "the lr set from onStep holds for the next steps");
+  // After train() resolves, everything is allowed again.
+  assert.equal((await m.loadCheckpoint(atZero)).step, 0);
+  assert.equal(m.stepCount, 0);
+});
