@@ -292,7 +292,7 @@ export class SubprocessRankGroup<C extends CallMap = NoCalls> extends RankGroupB
       // status watcher fails every request with how it ended.
       writeFrame(this.#stdin, sent).catch(() => {});
     });
-    // The host and its socket keep this process alive only while a request waits.
+    // The host and its pipes keep this process alive only while a request waits.
     this.#refs++;
     this.#setRef();
     return reply.finally(() => {
