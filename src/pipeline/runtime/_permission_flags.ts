@@ -152,13 +152,17 @@ function state(d: Deno.PermissionDescriptor): Deno.PermissionState | "unknown" {
  * does, or a working directory changed since, which moves relative paths).
  */
 export function checkPermissionFlags(flags: readonly string[]): void {
+  // A name denied outright (`-A --deny-net`) is denied, not granted, to a query.
+  const deniedAll = new Set(
+    flags.map(grantOf).filter((g) => g?.kind === "deny" && g.values === null).map((g) => g!.name),
+  );
   for (const flag of flags) {
     const grants: Grant[] = flag === "-A"
       ? NAMES.map((name) => ({ kind: "allow", name, values: null }))
       : [grantOf(flag)!];
     for (const g of grants) {
       if (g.kind === "ignore") continue;
-      const want = g.kind === "allow" ? "granted" : "denied";
+      const want = g.kind === "allow" && !deniedAll.has(g.name) ? "granted" : "denied";
       for (const v of g.values ?? [null]) {
         const got = state(descriptor(g.name, v));
         if (got !== want) {

@@ -48,13 +48,13 @@ async function exists(path: string): Promise<boolean> {
 }
 
 for (const kind of ["workers", "subprocess", "in-process"]) {
-  Deno.test(`${kind} ranks cannot cross their script's deny list (deno run -A --deny-write=DIR)`, async () => {
+  Deno.test(`${kind} ranks cannot cross their script's deny list (deno run -A --deny-net --deny-write=DIR)`, async () => {
     const base = await Deno.makeTempDir();
     try {
       const denied = `${base}/denied`, allowed = `${base}/allowed`;
       await Deno.mkdir(denied);
       await Deno.mkdir(allowed);
-      const r = await runScript(["-A", `--deny-write=${denied}`], [
+      const r = await runScript(["-A", "--deny-net", `--deny-write=${denied}`], [
         kind,
         `${denied}/f`,
         `${allowed}/f`,
