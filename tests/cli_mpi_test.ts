@@ -226,6 +226,80 @@ for (const [btl, where] of [[SHM, "shared memory"], [TCP, "TCP only"]] as const)
   });
 }
 
+Deno.test("a rank SIGSTOPped mid-training ends the job within heartbeatTimeoutMs (5 s), non-zero, the survivor naming it", async () => {
+  let stoppedAt = 0;
+  const job = await mpirun(
+    2,
+    deno(
+      CLI,
+      ...MPI_1F1B_P2,
+      "--microbatches",
+      "4",
+      "--steps",
+      "100000",
+      "--backend",
+      "cpu",
+      "--json",
+    ),
+    {
+      timeoutMs: 60_000,
+      onOutput: (j) => {
+        const pid = j.pids.get(1);
+        if (stoppedAt === 0 && pid !== undefined && j.stdout.includes('"step":2,')) {
+          stoppedAt = performance.now();
+          Deno.kill(pid, "SIGSTOP");
+        }
+      },
+    },
+  );
+  assert.ok(stoppedAt > 0, `rank 1 was stopped:\n${job.stdout}\n${job.stderr}`);
+  const endedIn = job.endedAt - stoppedAt;
+  assert.ok(endedIn < 12_000, `the job ended ${endedIn.toFixed(0)} ms after the stop`);
+  assert.notEqual(job.code, 0, "the job fails");
+  assert.match(
+    job.stderr,
+    /conveyor: rank 0: lost rank 1 \(hung: no message for [\d.]+ s and its process \d+ used no CPU for [\d.]+ s \(it is stopped\)\)/,
+  );
+  console.log(`a stopped rank: the job ended ${endedIn.toFixed(0)} ms after SIGSTOP`);
+});
+
+// Every process must be started with the same arguments: a rank given
+// another --seed (other weights, other batches) or --batch is refused at
+// start, before any step, naming the flag.
+for (const [flag, mine, theirs] of [["--seed", "1", "2"], ["--batch", "8", "16"]]) {
+  Deno.test(`mpirun with rank 1 given another ${flag}: every rank refuses at start, naming ${flag}`, async () => {
+    const args = (v: string) =>
+      deno(
+        CLI,
+        ...MPI_1F1B_P2,
+        "--microbatches",
+        "8",
+        "--layers",
+        "5",
+        "--steps",
+        "3",
+        "--backend",
+        "cpu",
+        "--json",
+        flag,
+        v,
+      );
+    // MPMD: one command line per rank.
+    const job = await mpirun(1, [...args(mine), ":", "-n", "1", ...args(theirs)], {
+      timeoutMs: 60_000,
+    });
+    assert.notEqual(job.code, 0, `the job fails:\n${job.stdout}\n${job.stderr}`);
+    assert.doesNotMatch(job.stdout, /"step"/, "no step ran");
+    assert.match(
+      job.stderr,
+      new RegExp(
+        `rank\\(s\\) 1 planned a different pipeline than rank 0: .*rank 1's ${flag}: ${theirs} ` +
+          `\\(rank 0's: ${mine}\\).*: every process must run the same script with the same arguments`,
+      ),
+    );
+  });
+}
+
 Deno.test("bad MPI launches are one clear line each, exit 2", async () => {
   const flags = [...MPI_1F1B_P2, "--microbatches", "2"];
   // Not under mpirun (this process).

@@ -387,6 +387,10 @@ async function train(
       backend,
       rankGroup: comm,
       ...(resumeBytes === undefined ? {} : { resume: resumeBytes }),
+      // Under MPI every process checks these against rank 0's (besides the model's own).
+      ...(comm === "mpi"
+        ? { sameOnEveryRank: { "--seed": seed, "--batch": batch, "--steps": steps } }
+        : {}),
     });
   } catch (e) {
     // A checkpoint that does not fit these flags is a bad --resume value.

@@ -98,6 +98,9 @@ const LIBC_SYMBOLS = {
   usleepSync: { name: "usleep", parameters: ["u32"], result: "i32" },
   poll: { parameters: ["buffer", "u64", "i32"], result: "i32" },
   close: { parameters: ["i32"], result: "i32" },
+  fopen: { parameters: ["buffer", "buffer"], result: "pointer" },
+  fread: { parameters: ["buffer", "usize", "usize", "pointer"], result: "usize" },
+  fclose: { parameters: ["pointer"], result: "i32" },
   errnoLocation: {
     name: Deno.build.os === "darwin" ? "__error" : "__errno_location",
     parameters: [],
@@ -169,6 +172,35 @@ export function processExists(pid: number): boolean {
   const ESRCH = 3;
   const p = c.errnoLocation();
   return p === null || new Deno.UnsafePointerView(p).getInt32() !== ESRCH;
+}
+
+/** What /proc tells of a process's main thread. */
+export interface ThreadStat {
+  /** Its state letter: R running, S sleeping, D waiting on a device, T stopped, … */
+  readonly state: string;
+  /** CPU time it used (user + system), in clock ticks. */
+  readonly ticks: number;
+}
+
+/**
+ * The state and CPU time of process `pid`'s main thread, read from
+ * /proc/<pid>/task/<pid>/stat through libc (Deno lets only a process with
+ * every permission read /proc/<pid>, and FFI is allowed here anyway);
+ * undefined where there is no such file (not Linux, the process gone).
+ */
+export function mainThreadStat(pid: number): ThreadStat | undefined {
+  const c = openLibc();
+  const f = c.fopen(cString(`/proc/${pid}/task/${pid}/stat`), cString("r"));
+  if (f === null) return undefined;
+  const buf = new Uint8Array(1024);
+  const n = Number(c.fread(buf, 1n, BigInt(buf.length), f));
+  c.fclose(f);
+  const text = new TextDecoder().decode(buf.subarray(0, n));
+  // After the parenthesised name: state, ppid, …; utime and stime are the
+  // 12th and 13th fields after the name.
+  const fields = text.slice(text.lastIndexOf(")") + 2).split(" ");
+  const ticks = Number(fields[11]) + Number(fields[12]);
+  return fields.length > 13 && Number.isFinite(ticks) ? { state: fields[0], ticks } : undefined;
 }
 
 /** Whether this process was started by Open MPI's launcher (mpirun/mpiexec/orterun/prterun). */

@@ -1,10 +1,11 @@
 // What a rank of the MPI backend knows of its peers: who they are (pid,
-// host), whether they are alive (a pidfd for those on this host, silence for
-// the others), whether they closed, and the envelopes from each still to be
-// applied in the order the peer sent them. Used by mpi_backend.ts only.
+// host), whether they are alive (silence; for those on this host also a
+// pidfd and their main thread's CPU time), whether they closed, and the
+// envelopes from each still to be applied in the order the peer sent them.
+// Used by mpi_backend.ts only.
 
 import { CommAbortedError } from "./backend.ts";
-import { ProcessWatch } from "./_mpi_ffi.ts";
+import { mainThreadStat, ProcessWatch } from "./_mpi_ffi.ts";
 import { PAYLOAD_TAG_MIN } from "./_mpi_wire.ts";
 import type { Settings } from "./_mpi_settings.ts";
 
@@ -24,6 +25,10 @@ export interface Peer {
   lost: boolean;
   queue: Slot[];
   nextPayloadTag: number;
+  /** Its main thread's CPU ticks when last read while it was silent (this host). */
+  ticks: number | undefined;
+  /** When its CPU time last grew while it was silent. */
+  lastCpuAt: number;
   /** Rejects once the peer has closed (a receive from it then fails). */
   gone: PromiseWithResolvers<never>;
 }
@@ -60,6 +65,8 @@ export class PeerTable {
         lost: false,
         queue: [],
         nextPayloadTag: PAYLOAD_TAG_MIN,
+        ticks: undefined,
+        lastCpuAt: -Infinity,
         gone,
       };
     });
@@ -154,19 +161,20 @@ export class PeerTable {
   }
 
   /**
-   * Peers that are gone: on this host, their process has ended; elsewhere,
-   * silent for peerTimeoutMs (or, when `suspect`, for two heartbeat periods).
+   * Peers that are gone: silent for peerTimeoutMs (or, when `suspect`, for
+   * two heartbeat periods), or on this host, ended, or silent for
+   * heartbeatTimeoutMs while their main thread used no CPU (stopped or
+   * blocked; a thread that computes is judged by peerTimeoutMs).
    */
   findLost(suspect: boolean): [number, string][] {
     const now = performance.now();
     const out: [number, string][] = [];
     const ended = new Set(this.#watch.ended());
+    const s = this.#settings;
     const limit = suspect
-      ? Math.min(
-        this.#settings.peerTimeoutMs,
-        2 * Math.max(this.#settings.heartbeatIntervalMs, 500),
-      )
-      : this.#settings.peerTimeoutMs;
+      ? Math.min(s.peerTimeoutMs, 2 * Math.max(s.heartbeatIntervalMs, 500))
+      : s.peerTimeoutMs;
+    const secs = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
     for (let q = 0; q < this.peers.length; q++) {
       const p = this.peers[q];
       if (q === this.rank || p.closed) continue;
@@ -174,13 +182,40 @@ export class PeerTable {
         if (suspect) out.push([q, "reported lost earlier"]);
         continue;
       }
-      if (p.hello && p.host === this.host) {
-        if (ended.has(q)) out.push([q, this.endedWhy(q)]);
+      const here = p.hello && p.host === this.host;
+      if (here && ended.has(q)) {
+        out.push([q, this.endedWhy(q)]);
         continue;
       }
+      if (s.heartbeatIntervalMs === 0) continue;
       const silent = now - p.lastHeard;
-      if (this.#settings.heartbeatIntervalMs > 0 && silent > limit) {
-        out.push([q, `no message for ${(silent / 1000).toFixed(1)} s from ${p.host || "?"}`]);
+      if (silent <= s.heartbeatIntervalMs) {
+        p.ticks = undefined;
+        continue;
+      }
+      const stat = here ? mainThreadStat(p.pid) : undefined;
+      if (stat !== undefined) {
+        if (p.ticks !== undefined && stat.ticks > p.ticks) p.lastCpuAt = now;
+        p.ticks = stat.ticks;
+        const quiet = now - Math.max(p.lastHeard, p.lastCpuAt);
+        if (quiet > s.heartbeatTimeoutMs) {
+          out.push([
+            q,
+            `hung: no message for ${secs(silent)} and its process ${p.pid} used no CPU for ${
+              secs(quiet)
+            }${stat.state === "T" ? " (it is stopped)" : ""}`,
+          ]);
+          continue;
+        }
+      }
+      if (silent > limit) {
+        out.push([
+          q,
+          stat === undefined
+            ? `no message for ${secs(silent)} from ${p.host || "?"}`
+            : `stalled: no message for ${secs(silent)} while its process ${p.pid} computes ` +
+              `without a break (peerTimeoutMs ${s.peerTimeoutMs})`,
+        ]);
       }
     }
     return out;

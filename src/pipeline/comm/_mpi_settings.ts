@@ -9,18 +9,26 @@ export interface MpiBackendOptions {
   /**
    * Heartbeat period in ms (default 1000; 0 turns heartbeats and liveness
    * checks off, leaving mpirun's SIGTERM as the only news of a dead peer).
-   * Every period each rank sends a small message to each peer; a peer on
-   * another host is lost after `peerTimeoutMs` of silence. A peer on this
-   * host is checked before every MPI call (a pidfd, one poll(2)) and is
-   * lost as soon as its process has ended.
+   * Every period each rank sends a small message to each peer; a peer is
+   * lost after `peerTimeoutMs` of silence. A peer on this host is also
+   * checked before every MPI call (a pidfd, one poll(2)) and is lost as
+   * soon as its process has ended, or after `heartbeatTimeoutMs` of silence
+   * with its main thread using no CPU (stopped, or blocked in a wait).
    */
   readonly heartbeatIntervalMs?: number;
   /**
-   * Silence after which a peer on another host counts as lost, in ms
-   * (default 15 000). A rank is silent while it computes synchronously, so
-   * this must exceed the longest synchronous stretch of any rank.
+   * Silence after which a peer counts as lost, in ms (default 15 000): it
+   * hangs, or computes without a break (a rank is silent while it computes
+   * synchronously, so this must exceed the longest synchronous stretch of
+   * any rank).
    */
   readonly peerTimeoutMs?: number;
+  /**
+   * Silence after which a peer on this host whose main thread uses no CPU
+   * meanwhile (stopped by a signal, blocked in a wait or a deadlock) counts
+   * as lost, in ms (default 5000; Linux, from /proc). At most `peerTimeoutMs`.
+   */
+  readonly heartbeatTimeoutMs?: number;
   /**
    * Longest pause between two polls while an operation is pending, in µs
    * (default 1000). Pauses grow from 25 µs to this; a message that comes
@@ -57,6 +65,7 @@ export interface MpiBackendOptions {
 export interface Settings {
   readonly heartbeatIntervalMs: number;
   readonly peerTimeoutMs: number;
+  readonly heartbeatTimeoutMs: number;
   readonly pollMaxUs: number;
   readonly pollSpinUs: number;
   readonly idlePollMs: number;
@@ -86,9 +95,14 @@ export function readSettings(options: MpiBackendOptions): Settings {
   if (options === null || typeof options !== "object") {
     throw new TypeError(`options must be an object, got ${options}`);
   }
+  const peerTimeoutMs = optionMs(options, "peerTimeoutMs", 15_000, 1);
   return {
     heartbeatIntervalMs: optionMs(options, "heartbeatIntervalMs", 1000, 0),
-    peerTimeoutMs: optionMs(options, "peerTimeoutMs", 15_000, 1),
+    peerTimeoutMs,
+    heartbeatTimeoutMs: Math.min(
+      optionMs(options, "heartbeatTimeoutMs", 5000, 1),
+      peerTimeoutMs,
+    ),
     pollMaxUs: optionMs(options, "pollMaxUs", 1000, POLL_MIN_US),
     pollSpinUs: optionMs(options, "pollSpinUs", 200, 0),
     idlePollMs: optionMs(options, "idlePollMs", 10, 1),

@@ -70,8 +70,17 @@ export async function buildRanks(
       comm: o.comm ?? await processMpiComm(),
       createExecutor: createModelStageExecutor,
       executorOptions: stageOptions,
-      // Every process must plan the same model: same chunks, same training.
-      fingerprint: JSON.stringify([plan.chunks, o.loss, o.optimizer, o.checkpoint ?? null]),
+      // Every process must plan the same model: same chunks, weights, training.
+      settings: {
+        layers: plan.chunks,
+        ...(resume === undefined ? { weights: plan.weights } : { resume }),
+        optimizer: o.optimizer,
+        loss: o.loss,
+        checkpointing: o.checkpoint ?? null,
+        clipGradNorm: o.clipGradNorm ?? null,
+        nonFinite: o.nonFinite,
+        ...o.sameOnEveryRank,
+      },
       ...fault,
     });
   } else if (o.rankGroup !== "in-process") {

@@ -494,6 +494,18 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
       return null;
     }
     if (dx === null) throw new Error(`${formatAction(ctx.action)}: the chunk returned no dx`);
+    // Checked here, where it is made: the rank that receives it could only blame itself.
+    const plan = this.#needPlan(ctx);
+    const want = [plan.rows[ctx.action.microBatch], ...plan.inputTails[s]];
+    if (dx.shape.length !== want.length || dx.shape.some((d, i) => d !== want[i])) {
+      const seq = chunk instanceof CheckpointedChunk ? chunk.sequential : chunk as Sequential;
+      const got = `[${dx.shape.join(", ")}]`;
+      dx.dispose();
+      throw new RangeError(
+        `layer ${seq.names[0]} (${seq.layers[0].kind}), the first of stage ${s}, returned an ` +
+          `input gradient of shape ${got}, not its input's shape [${want.join(", ")}]`,
+      );
+    }
     return this.#send(dx);
   }
 

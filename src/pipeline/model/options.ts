@@ -72,6 +72,15 @@ export interface PipelineParallelModelOptions {
    */
   readonly comm?: CommBackend;
   /**
+   * With `rankGroup: "mpi"`: more named values every process must agree on
+   * (your script's seed, batch size, data file…). `create` compares them,
+   * with the model's own (schedule, layers, initial weights or the
+   * `resume` checkpoint, optimizer and its learning-rate schedule, loss,
+   * checkpointing, clipping), with rank 0's and refuses a difference on
+   * every process, naming it.
+   */
+  readonly sameOnEveryRank?: Readonly<Record<string, string | number | boolean>>;
+  /**
    * Clip by the global gradient norm, as `clipGradNorm` on one device,
    * with no barrier: each stage steps unclipped and a step whose global norm
    * turns out above the limit is redone clipped on every stage, the next
@@ -123,6 +132,7 @@ export interface CheckedModelOptions {
   readonly backend: BackendKind;
   readonly rankGroup: "workers" | "subprocess" | "in-process" | "mpi";
   readonly comm?: CommBackend;
+  readonly sameOnEveryRank: Readonly<Record<string, string | number | boolean>>;
   readonly checkpoint?: ActivationCheckpointOptions;
   readonly clipGradNorm?: number;
   readonly modules: readonly string[];
@@ -211,6 +221,19 @@ export function checkModelOptions(o: PipelineParallelModelOptions): CheckedModel
       throw new RangeError(`${name} must be a finite number of ms > 0, got ${describeValue(v)}`);
     }
   }
+  const same = o.sameOnEveryRank ?? {};
+  if (same === null || typeof same !== "object" || Array.isArray(same)) {
+    throw new TypeError(
+      `sameOnEveryRank must be an object of named values, got ${describeValue(same)}`,
+    );
+  }
+  for (const [k, v] of Object.entries(same)) {
+    if (!["string", "number", "boolean"].includes(typeof v)) {
+      throw new TypeError(
+        `sameOnEveryRank.${k} must be a string, number or boolean, got ${describeValue(v)}`,
+      );
+    }
+  }
   if (o.modules !== undefined) {
     if (!Array.isArray(o.modules)) {
       throw new TypeError(`modules must be an array of module URLs, got ${typeof o.modules}`);
@@ -240,6 +263,7 @@ export function checkModelOptions(o: PipelineParallelModelOptions): CheckedModel
     backend,
     rankGroup,
     ...(comm === undefined ? {} : { comm }),
+    sameOnEveryRank: { ...same },
     ...(checkpoint === undefined ? {} : { checkpoint }),
     ...(o.clipGradNorm === undefined ? {} : { clipGradNorm: o.clipGradNorm }),
     modules: (o.modules ?? []).map((m) => String(m)),

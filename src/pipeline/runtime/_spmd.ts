@@ -91,3 +91,28 @@ export function digest(text: string): string {
   }
   return (h >>> 0).toString(16).padStart(8, "0");
 }
+
+/** A short, stable digest of `bytes` (FNV-1a over 32-bit words, hex): to compare, not to secure. */
+export function digestBytes(bytes: Uint8Array): string {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const words = bytes.length >>> 2;
+  let h = 0x811c9dc5 ^ bytes.length;
+  for (let i = 0; i < words; i++) h = Math.imul(h ^ view.getUint32(4 * i, true), 0x01000193);
+  for (let i = 4 * words; i < bytes.length; i++) h = Math.imul(h ^ bytes[i], 0x01000193);
+  return (h >>> 0).toString(16).padStart(8, "0");
+}
+
+/**
+ * How a setting that every rank must agree on is compared and shown: short
+ * values as JSON, bytes (or a list of them) by size and digest, anything
+ * longer by its JSON's digest.
+ */
+export function settingText(value: unknown): string {
+  const parts = value instanceof Uint8Array ? [value] : value;
+  if (Array.isArray(parts) && parts.length > 0 && parts.every((p) => p instanceof Uint8Array)) {
+    const bytes = parts.reduce((n, p: Uint8Array) => n + p.length, 0);
+    return `${bytes} bytes, digest ${digest(parts.map((p) => digestBytes(p)).join(","))}`;
+  }
+  const json = JSON.stringify(value) ?? String(value);
+  return json.length <= 48 ? json : `digest ${digest(json)}`;
+}

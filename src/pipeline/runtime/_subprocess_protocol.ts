@@ -42,6 +42,7 @@ export type ToHost =
   | { readonly type: "dispose"; readonly id: number };
 
 export type FromHost =
+  | { readonly type: "started" }
   | { readonly type: "ready" }
   | { readonly type: "result"; readonly id: number; readonly value: unknown }
   | {

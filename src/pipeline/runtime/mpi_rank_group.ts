@@ -46,7 +46,7 @@ import { checkClipNorm } from "./_verdicts.ts";
 import { executorInit, optionsFor } from "./_placement.ts";
 import { raiseAbort, RankGroupBase } from "./_rank_group_base.ts";
 import { type CheckedFault, checkFaultInjection, type FaultInjection } from "./fault_injection.ts";
-import { allGather, broadcastValue, digest, recvValue, sendValue } from "./_spmd.ts";
+import { allGather, broadcastValue, digest, recvValue, sendValue, settingText } from "./_spmd.ts";
 
 /** Options of {@linkcode MpiRankGroup.create}. */
 export interface MpiRankGroupOptions<C extends CallMap = NoCalls> {
@@ -67,6 +67,14 @@ export interface MpiRankGroupOptions<C extends CallMap = NoCalls> {
   readonly executorOptions?: unknown;
   /** Extra text every rank must agree on (e.g. the model's description); default none. */
   readonly fingerprint?: string;
+  /**
+   * Named values every rank must agree on (the model, its initial weights,
+   * the optimizer, a seed, the batch size…): compared with rank 0's at
+   * creation (a digest of them all first, then each), a difference refused
+   * on every rank naming the setting and both values. Bytes (a `Uint8Array`
+   * or a list of them) are compared by digest.
+   */
+  readonly settings?: Readonly<Record<string, unknown>>;
   /** Close `comm` when the group is disposed (default false). */
   readonly closeComm?: boolean;
   /** A fault to inject (tests), checked here. */
@@ -80,7 +88,10 @@ export interface MpiRankGroupOptions<C extends CallMap = NoCalls> {
 // What every rank tells the others at creation.
 interface Hello {
   readonly error: string | null;
-  readonly fingerprint: string;
+  /** Each setting's name and text (see `settingText`). */
+  readonly settings: readonly (readonly [string, string])[];
+  /** A digest of them all, compared first. */
+  readonly digest: string;
   readonly timeOrigin: number;
 }
 
@@ -102,6 +113,20 @@ const groupsOn = new WeakMap<CommBackend, number>();
 function scheduleFingerprint(s: Schedule): string {
   return `${s.name} p=${s.ranks} m=${s.microBatches} v=${s.stagesPerRank} ` +
     digest(JSON.stringify([s.stageToRank, s.actions]));
+}
+
+// What differs between rank `r`'s settings and rank 0's, setting by setting.
+function settingsDiffer(
+  theirs: readonly (readonly [string, string])[],
+  ours: readonly (readonly [string, string])[],
+  r: number,
+): string {
+  const mine = new Map(theirs);
+  const zero = new Map(ours);
+  const names = [...new Set([...zero.keys(), ...mine.keys()])];
+  return names.filter((k) => mine.get(k) !== zero.get(k)).map((k) =>
+    `rank ${r}'s ${k}: ${mine.get(k) ?? "not set"} (rank 0's: ${zero.get(k) ?? "not set"})`
+  ).join("; ");
 }
 
 /**
@@ -171,6 +196,18 @@ export class MpiRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<C> 
     if (typeof fingerprint !== "string") {
       throw new TypeError(`fingerprint must be a string, got ${typeof fingerprint}`);
     }
+    const extra = options.settings ?? {};
+    if (extra === null || typeof extra !== "object") {
+      throw new TypeError(`settings must be an object of named values, got ${String(extra)}`);
+    }
+    const settings: [string, string][] = [
+      ["schedule", scheduleFingerprint(schedule)],
+      ...(fingerprint === "" ? [] : [["fingerprint", `digest ${digest(fingerprint)}`] as [
+        string,
+        string,
+      ]]),
+      ...Object.entries(extra).map(([k, v]) => [k, settingText(v)] as [string, string]),
+    ];
     const group = (groupsOn.get(comm) ?? 0) + 1;
     groupsOn.set(comm, group);
     const rank = comm.rank;
@@ -190,7 +227,8 @@ export class MpiRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<C> 
     }
     const mine: Hello = {
       error,
-      fingerprint: `${scheduleFingerprint(schedule)}, the rest ${digest(fingerprint)}`,
+      settings,
+      digest: digest(JSON.stringify(settings)),
       timeOrigin: performance.timeOrigin,
     };
     let hellos: Hello[];
@@ -201,16 +239,16 @@ export class MpiRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<C> 
       throw e;
     }
     const failed = hellos.flatMap((h, r) => h.error === null ? [] : [`rank ${r}: ${h.error}`]);
-    const differ = hellos.flatMap((h, r) => h.fingerprint === hellos[0].fingerprint ? [] : [r]);
+    const differ = hellos.flatMap((h, r) => h.digest === hellos[0].digest ? [] : [r]);
     if (failed.length > 0 || differ.length > 0) {
       await executor?.dispose?.();
       if (options.closeComm === true) comm.close();
       throw failed.length > 0
         ? new Error(`could not build every rank's stages: ${failed.join("; ")}`)
-        : new Error(
-          `rank(s) ${differ.join(", ")} planned a different pipeline than rank 0 ` +
-            `(${hellos[differ[0]].fingerprint} against ${hellos[0].fingerprint}): every process ` +
-            "must run the same script with the same arguments",
+        : new RangeError(
+          `rank(s) ${differ.join(", ")} planned a different pipeline than rank 0: ${
+            settingsDiffer(hellos[differ[0]].settings, hellos[0].settings, differ[0])
+          }: every process must run the same script with the same arguments`,
         );
     }
     return new MpiRankGroup<C>(schedule, comm, executor!, {

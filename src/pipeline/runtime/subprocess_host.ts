@@ -1,10 +1,14 @@
 /**
  * Host process of a subprocess rank group: started by
  * {@linkcode SubprocessRankGroup} as `deno run <flags> subprocess_host.ts
- * <socket path>`, it connects back over the Unix socket, builds a worker
- * rank group from the first message and serves runs, calls and the dispose
- * until told to end, then exits (even when a rank's thread could not be
- * ended: the parent may also kill it at any time).
+ * <word>`, it reads the group's messages from its standard input and
+ * answers in tagged lines on its standard output (which its ranks print to
+ * too; `<word>` makes the tag), builds a worker rank group from the first
+ * message and serves runs, calls and the dispose until told to end, then
+ * exits (even when a rank's thread could not be ended: the parent may also
+ * kill it at any time). It leaves SIGINT and SIGTERM to the parent: a
+ * Ctrl-C reaches every process of the terminal's group, and the parent's
+ * script decides what happens (save, then dispose, or end).
  *
  * Not meant to be imported.
  *
@@ -13,20 +17,40 @@
 
 import { WorkerRankGroup } from "./worker_rank_group.ts";
 import type { CallMap } from "./stage_executor.ts";
-import { readFrames, writeFrame } from "./_frames.ts";
+import { readFrames } from "./_frames.ts";
+import { frameLines, lineTag } from "./_frame_lines.ts";
 import { toErrorFields } from "./_error_fields.ts";
 import type { FromHost, HostInit, ToHost } from "./_subprocess_protocol.ts";
 
-async function main(path: string): Promise<void> {
-  const conn = await Deno.connect({ transport: "unix", path });
-  const send = (m: FromHost) => writeFrame(conn, m).catch(() => {});
+async function main(word: string): Promise<void> {
+  for (const signal of ["SIGINT", "SIGTERM"] as const) Deno.addSignalListener(signal, () => {});
+  const tag = lineTag(word);
   let group: WorkerRankGroup<CallMap> | null = null;
-  let writes = Promise.resolve();
   const reply = (m: FromHost) => {
-    writes = writes.then(() => send(m));
+    let lines: string[];
+    try {
+      lines = frameLines(m, tag);
+    } catch (e) {
+      // An answer that cannot be serialised fails its request, not the host.
+      if (m.type !== "result") throw e;
+      lines = frameLines({ type: "error", id: m.id, error: toErrorFields(e), fatal: false }, tag);
+    }
+    try {
+      for (const line of lines) console.log(line);
+    } catch {
+      Deno.exit(0); // the parent is gone (its end of the pipe closed)
+    }
   };
-  for await (const raw of readFrames(conn)) {
-    const msg = raw as ToHost;
+  reply({ type: "started" });
+  try {
+    for await (const raw of readFrames(Deno.stdin)) await serve(raw as ToHost);
+  } catch {
+    // A broken stream: the parent went away.
+  }
+  // The parent went away: nothing here may outlive it.
+  Deno.exit(0);
+
+  async function serve(msg: ToHost): Promise<void> {
     switch (msg.type) {
       case "init": {
         const init = msg as HostInit;
@@ -74,15 +98,11 @@ async function main(path: string): Promise<void> {
       case "dispose": {
         await group?.dispose().catch(() => {});
         reply({ type: "disposed", id: msg.id, stuck: group?.stuckRanks ?? [] });
-        await writes;
-        conn.close();
         // A rank's thread that could not be ended would keep this process alive.
         Deno.exit(0);
       }
     }
   }
-  // The parent went away: nothing here may outlive it.
-  Deno.exit(0);
 }
 
 if (import.meta.main) await main(Deno.args[0]);

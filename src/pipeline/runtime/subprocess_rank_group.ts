@@ -2,11 +2,15 @@
  * The ranks of a pipeline in a child Deno process: a {@linkcode RankGroup}
  * whose host process runs them as a worker rank group (one worker per rank,
  * tensors over MessagePorts as usual) and answers this process's runs and
- * calls over a Unix socket. It costs a process start (about 0.1–0.3 s) and
- * one hop per run for payloads and results; in exchange it can always be
- * ended: a rank whose code holds its thread (a synchronous loop, a blocking
- * wait), which Deno cannot stop in a worker, ends with its process. Needs
- * `--allow-run` here; the host gets this process's permissions.
+ * calls over its standard input and output (what the ranks print comes
+ * through here). It costs a process start (about 0.1–0.3 s) and one hop per
+ * run for payloads and results; in exchange it can always be ended: a rank
+ * whose code holds its thread (a synchronous loop, a blocking wait), which
+ * Deno cannot stop in a worker, ends with its process. Needs `--allow-run`
+ * here; the host gets exactly this process's permission flags, deny lists
+ * included (read from its command line), and nothing else: no temporary
+ * file, no socket. It ignores SIGINT and SIGTERM, which this process's
+ * script handles (or dies of, which ends the host).
  *
  * @module
  */
@@ -18,7 +22,9 @@ import { checkWorkerGroupOptions, type WorkerRankGroupOptions } from "./worker_r
 import { PipelineWorkerError } from "./pipeline_worker_error.ts";
 import { checkRunOptions, checkValidateSteps } from "./_run_results.ts";
 import { checkClipNorm } from "./_verdicts.ts";
-import { readFrames, writeFrame } from "./_frames.ts";
+import { type FrameSink, writeFrame } from "./_frames.ts";
+import { FrameLineReader, lineTag } from "./_frame_lines.ts";
+import { childPermissionFlags, denoCommand } from "./_permission_flags.ts";
 import { optionsFor } from "./_placement.ts";
 import { RankGroupBase } from "./_rank_group_base.ts";
 import { fromErrorFields } from "./_error_fields.ts";
@@ -48,19 +54,6 @@ function within<T>(p: Promise<T>, ms: number, fallback: () => T): Promise<T> {
       }, ms);
     }),
   ]).finally(() => clearTimeout(timer));
-}
-
-/** The `deno run` permission flags that give the host what this process has. */
-function permissionFlags(): string[] {
-  const names = ["read", "write", "net", "env", "sys", "run", "ffi", "import"] as const;
-  const granted = names.filter((name) => {
-    try {
-      return Deno.permissions.querySync({ name } as Deno.PermissionDescriptor).state === "granted";
-    } catch {
-      return false;
-    }
-  });
-  return granted.length === names.length ? ["-A"] : granted.map((n) => `--allow-${n}`);
 }
 
 /**
@@ -94,38 +87,38 @@ export class SubprocessRankGroup<C extends CallMap = NoCalls> extends RankGroupB
     const schedule = options.schedule;
     const ex = options.executor;
     const perRank = Array.from({ length: schedule.ranks }, (_, r) => optionsFor(ex.options, r));
-    const dir = await Deno.makeTempDir({ prefix: "conveyor-ranks-" });
-    const path = `${dir}/host.sock`;
-    const listener = Deno.listen({ transport: "unix", path });
-    const child = new Deno.Command(Deno.execPath(), {
-      args: ["run", "--no-prompt", ...permissionFlags(), HOST_URL, path],
-      stdin: "null",
-      stdout: "inherit",
+    let flags: string[];
+    try {
+      flags = await childPermissionFlags();
+    } catch (e) {
+      throw new PipelineWorkerError({
+        rank: 0,
+        kind: "startup",
+        detail: `the ranks' host process cannot be given exactly this process's permissions: ${
+          (e as Error).message
+        }`,
+      });
+    }
+    const word = crypto.randomUUID().replaceAll("-", "");
+    const child = new Deno.Command(denoCommand(), {
+      args: ["run", ...flags, HOST_URL, word],
+      stdin: "piped",
+      stdout: "piped",
       stderr: "inherit",
     }).spawn();
-    const group = new SubprocessRankGroup<C>(schedule, child, dir);
+    const group = new SubprocessRankGroup<C>(schedule, child, word);
     try {
-      const conn = await within(
-        Promise.race([
-          listener.accept(),
-          child.status.then((s): never => {
-            throw new PipelineWorkerError({
-              rank: 0,
-              kind: "startup",
-              detail: `the ranks' host process exited with code ${s.code} before connecting`,
-            });
-          }),
-        ]),
+      await within(
+        group.#started,
         t.startupTimeoutMs,
         () => {
           throw new PipelineWorkerError({
             rank: 0,
             kind: "startup",
-            detail: `the ranks' host process did not connect within ${t.startupTimeoutMs} ms`,
+            detail: `the ranks' host process did not start within ${t.startupTimeoutMs} ms`,
           });
         },
       );
-      group.#attach(conn);
       await group.#request({
         type: "init",
         schedule,
@@ -137,10 +130,9 @@ export class SubprocessRankGroup<C extends CallMap = NoCalls> extends RankGroupB
         ...(options.clipNorm === undefined ? {} : { clipNorm: checkClipNorm(options.clipNorm) }),
       });
     } catch (e) {
+      group.isClosed = true;
       await group.#kill();
       throw e;
-    } finally {
-      listener.close();
     }
     return group;
   }
@@ -148,8 +140,11 @@ export class SubprocessRankGroup<C extends CallMap = NoCalls> extends RankGroupB
   /** The ranks live in a child process. */
   readonly kind: RankGroupKind = "subprocess";
   readonly #child: Deno.ChildProcess;
-  readonly #dir: string;
-  #conn: Deno.Conn | null = null;
+  readonly #stdin: FrameSink;
+  #started: Promise<void>;
+  #startedNow!: (ok: boolean, e?: Error) => void;
+  #reading: Promise<void>;
+  #printing = Promise.resolve();
   #pending = new Map<number, Pending>();
   #nextId = 1;
   #running = false;
@@ -157,18 +152,30 @@ export class SubprocessRankGroup<C extends CallMap = NoCalls> extends RankGroupB
   #ended: Promise<void> | null = null;
   #refs = 0;
 
-  private constructor(schedule: Schedule, child: Deno.ChildProcess, dir: string) {
+  private constructor(schedule: Schedule, child: Deno.ChildProcess, word: string) {
     super(schedule);
     this.#child = child;
-    this.#dir = dir;
+    const writer = child.stdin.getWriter();
+    this.#stdin = {
+      write: async (p) => {
+        await writer.write(p);
+        return p.length;
+      },
+    };
+    this.#started = new Promise<void>((resolve, reject) => {
+      this.#startedNow = (ok, e) => ok ? resolve() : reject(e);
+    });
+    this.#started.catch(() => {});
+    this.#reading = this.#read(new FrameLineReader(lineTag(word)));
     // The host exiting on its own fails whatever waits for it.
     child.status.then((s) => {
       if (this.isClosed) return;
+      const ranks = this.ranks === 1 ? "rank 0" : `ranks 0-${this.ranks - 1}`;
       this.#fail(
         new PipelineWorkerError({
           rank: 0,
           kind: "exit",
-          detail: `the ranks' host process exited with code ${s.code}${
+          detail: `the ranks' host process (${ranks}) exited with code ${s.code}${
             s.signal === null ? "" : ` (${s.signal})`
           }`,
         }),
@@ -215,33 +222,44 @@ export class SubprocessRankGroup<C extends CallMap = NoCalls> extends RankGroupB
   async dispose(): Promise<void> {
     if (this.isClosed) return await this.#end();
     this.isClosed = true;
-    if (this.#conn !== null) {
-      try {
-        const r = await within(
-          this.#request({ type: "dispose", id: 0 }, true),
-          HOST_EXIT_GRACE_MS,
-          () => null,
-        ) as { stuck: readonly number[] } | null;
-        if (r !== null) this.#stuck = r.stuck;
-      } catch {
-        // The host failed or went away: it is killed below.
-      }
+    try {
+      const r = await within(
+        this.#request({ type: "dispose", id: 0 }, true),
+        HOST_EXIT_GRACE_MS,
+        () => null,
+      ) as { stuck: readonly number[] } | null;
+      if (r !== null) this.#stuck = r.stuck;
+    } catch {
+      // The host failed or went away: it is killed below.
     }
     await this.#end();
   }
 
-  #attach(conn: Deno.Conn): void {
-    this.#conn = conn;
-    (async () => {
-      try {
-        for await (const raw of readFrames(conn)) this.#onMessage(raw as FromHost);
-      } catch {
-        // A broken stream: the status watcher reports the host's end.
+  // Reads the host's output: messages are answered, the ranks' text goes
+  // on to this process's standard output as it came.
+  async #read(reader: FrameLineReader): Promise<void> {
+    const print = (parts: Uint8Array[]) => {
+      for (const p of parts) {
+        if (p.length === 0) continue;
+        this.#printing = this.#printing.then(async () => {
+          for (let at = 0; at < p.length;) at += await Deno.stdout.write(p.subarray(at));
+        }).catch(() => {});
       }
-    })();
+    };
+    try {
+      for await (const chunk of this.#child.stdout) {
+        const { text, messages } = reader.push(chunk);
+        print(text);
+        for (const m of messages) this.#onMessage(m as FromHost);
+      }
+    } catch {
+      // A broken stream: the status watcher reports the host's end.
+    }
+    print([reader.end()]);
   }
 
   #onMessage(msg: FromHost): void {
+    if (msg.type === "started") return this.#startedNow(true);
     const id = msg.type === "ready" ? 0 : msg.id;
     const p = this.#pending.get(id);
     this.#pending.delete(id);
@@ -270,12 +288,11 @@ export class SubprocessRankGroup<C extends CallMap = NoCalls> extends RankGroupB
     const sent = msg.type === "init" ? msg : { ...msg, id };
     const reply = new Promise<unknown>((resolve, reject) => {
       this.#pending.set(id, { resolve, reject });
-      writeFrame(this.#conn!, sent).catch((e) => {
-        this.#pending.delete(id);
-        reject(e);
-      });
+      // A host that cannot take the message has ended or is ending: the
+      // status watcher fails every request with how it ended.
+      writeFrame(this.#stdin, sent).catch(() => {});
     });
-    // The host and its socket keep this process alive only while a request waits.
+    // The host and its pipes keep this process alive only while a request waits.
     this.#refs++;
     this.#setRef();
     return reply.finally(() => {
@@ -287,13 +304,8 @@ export class SubprocessRankGroup<C extends CallMap = NoCalls> extends RankGroupB
   #setRef(): void {
     const on = this.#refs > 0;
     try {
-      if (on) {
-        this.#child.ref();
-        this.#conn?.ref();
-      } else {
-        this.#child.unref();
-        this.#conn?.unref();
-      }
+      if (on) this.#child.ref();
+      else this.#child.unref();
     } catch {
       // gone
     }
@@ -305,6 +317,7 @@ export class SubprocessRankGroup<C extends CallMap = NoCalls> extends RankGroupB
     this.isClosed = true;
     for (const p of this.#pending.values()) p.reject(error);
     this.#pending.clear();
+    this.#startedNow(false, error);
     // A failed group is spent: its host (and any thread it could not end) goes now.
     void this.#end();
   }
@@ -321,12 +334,8 @@ export class SubprocessRankGroup<C extends CallMap = NoCalls> extends RankGroupB
         () => false,
       );
       if (!exited) await this.#kill();
-      try {
-        this.#conn?.close();
-      } catch {
-        // already closed
-      }
-      await Deno.remove(this.#dir, { recursive: true }).catch(() => {});
+      await this.#reading;
+      await this.#printing;
     })();
     return this.#ended;
   }

@@ -158,9 +158,12 @@ async function main(): Promise<void> {
   // kill-quiet: no heartbeats, so only mpirun's SIGTERM tells survivors.
   const heartbeatIntervalMs = scenario === "kill-quiet" ? 0 : 200;
   // A close handshake that never completes shows up as a job that does not end.
+  // stop, spin, block: rank 1 goes silent; the bounds are kept short.
+  const live = ["stop", "spin", "block"].includes(scenario);
   const comm = await MpiBackend.init({
     heartbeatIntervalMs,
-    peerTimeoutMs: 5000,
+    peerTimeoutMs: live ? 3000 : 5000,
+    ...(live ? { heartbeatTimeoutMs: 1000 } : {}),
     closeTimeoutMs: 600_000,
   });
   console.log(`PID ${comm.rank} ${Deno.pid}`);
@@ -223,6 +226,29 @@ async function main(): Promise<void> {
           console.log(`FAILED ${rank} ${(e as Error).message}`);
           throw e;
         }
+      }
+      case "stop":
+      case "spin":
+      case "block": {
+        // Rank 1 goes silent: stopped by the test (SIGSTOP), computing
+        // without a break for 30 s, or blocked in a wait that never ends.
+        if (rank === 1) {
+          console.log("SILENT");
+          if (scenario === "spin") {
+            const until = performance.now() + 30_000;
+            let x = 0;
+            while (performance.now() < until) x = (x + Math.sqrt(x + 1)) % 1e6;
+          } else if (scenario === "block") {
+            Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);
+          }
+        }
+        try {
+          await comm.recv(1, "never");
+        } catch (e) {
+          console.log(`FAILED ${rank} ${(e as Error).message}`);
+          throw e;
+        }
+        break;
       }
       case "noclose": {
         // Never calls close: the backend finalises MPI on the unload event.

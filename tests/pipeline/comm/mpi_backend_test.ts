@@ -238,6 +238,59 @@ Deno.test("MpiBackend: when mpirun keeps the job going (--enable-recovery), surv
   }
 });
 
+// Rank 1 goes silent while the others wait for it (heartbeats every 200 ms,
+// heartbeatTimeoutMs 1000, peerTimeoutMs 3000): stopped or blocked, its
+// process uses no CPU and it is lost after heartbeatTimeoutMs; computing
+// without a break, after peerTimeoutMs. Either way the job ends, non-zero,
+// and every survivor names rank 1.
+for (
+  const [scenario, why, bound] of [
+    [
+      "stop",
+      /hung: no message for [\d.]+ s and its process \d+ used no CPU for [\d.]+ s \(it is stopped\)/,
+      1000,
+    ],
+    ["block", /hung: no message for [\d.]+ s and its process \d+ used no CPU for [\d.]+ s\)/, 1000],
+    [
+      "spin",
+      /stalled: no message for [\d.]+ s while its process \d+ computes without a break/,
+      3000,
+    ],
+  ] as const
+) {
+  Deno.test(`MpiBackend: a rank that is ${scenario === "stop" ? "SIGSTOPped" : scenario === "spin" ? "computing for 30 s" : "blocked"} ends the job within its bound, the survivors naming it`, async () => {
+    let silentAt = 0;
+    const failedAt = new Map<number, number>();
+    const job = await mpirun(3, scenario, {
+      timeoutMs: 30_000,
+      onLine: (line, j) => {
+        if (line === "SILENT" && silentAt === 0) {
+          silentAt = performance.now();
+          if (scenario === "stop") Deno.kill(j.pids.get(1)!, "SIGSTOP");
+        }
+        const m = /^FAILED (\d+) /.exec(line);
+        if (m !== null) failedAt.set(Number(m[1]), performance.now());
+      },
+    });
+    assert.notEqual(job.code, 0, "the job fails");
+    for (const rank of [0, 2]) {
+      assert.match(
+        job.stderr,
+        new RegExp(`conveyor: rank ${rank}: lost rank 1 \\((?:${why.source}|.*seen by rank)`),
+      );
+      assert.match(job.stdout, new RegExp(`FAILED ${rank} communication aborted: rank 1 lost: `));
+      const ms = failedAt.get(rank)! - silentAt;
+      // The bound, plus a heartbeat period to see it, plus a loaded machine's delays.
+      assert.ok(
+        ms < bound + 1500,
+        `rank ${rank} failed ${ms.toFixed(0)} ms after rank 1 went silent`,
+      );
+      console.log(`${scenario}: rank ${rank} failed ${ms.toFixed(0)} ms after rank 1 went silent`);
+    }
+    assert.match(job.stderr, why, "at least one survivor saw it itself");
+  });
+}
+
 Deno.test("MpiBackend: a rank that never calls close finalises MPI at exit (status 0)", async () => {
   const job = await mpirun(3, "noclose", { btl: TCP });
   assertClean(job, 3);
@@ -316,5 +369,9 @@ Deno.test("MpiBackend: bad options are refused before anything starts", async ()
   await assert.rejects(
     MpiBackend.init({ pollSpinUs: NaN }),
     /pollSpinUs must be a number >= 0, got NaN/,
+  );
+  await assert.rejects(
+    MpiBackend.init({ heartbeatTimeoutMs: 0 }),
+    /heartbeatTimeoutMs must be a number >= 1, got 0/,
   );
 });

@@ -12,7 +12,7 @@ import {
   PipelineParallelModel,
   type PipelineParallelModelOptions,
 } from "../../../src/pipeline/model/pipeline_parallel_model.ts";
-import { cpu, gpt, referenceTraining, tokenBatches } from "./_reference_training.ts";
+import { cpu, GPT, gpt, referenceTraining, tokenBatches } from "./_reference_training.ts";
 import { maxRelative, paramError, tensorsOf } from "./_compare.ts";
 
 const SGD: OptimizerSpec = { kind: "sgd", lr: 0.1, momentum: 0.9, weightDecay: 0.01 };
@@ -196,5 +196,67 @@ Deno.test("SPMD: a rank count other than the transport's, or a different model, 
   } finally {
     net.dispose();
     for (const c of comms) c.close();
+  }
+});
+
+Deno.test("SPMD: a process whose initial weights, optimizer or own settings differ from rank 0's is refused, naming them", async () => {
+  const cases: {
+    what: string;
+    options: (rank: number) => Partial<PipelineParallelModelOptions>;
+    seed?: (rank: number) => number;
+    want: RegExp;
+  }[] = [
+    {
+      what: "weights (another seed)",
+      options: () => ({}),
+      seed: (r) => 7 + r,
+      want:
+        /^RangeError: rank\(s\) 1 planned a different pipeline than rank 0: rank 1's weights: \d+ bytes, digest \w+ \(rank 0's: \d+ bytes, digest \w+\): every process must run the same script/,
+    },
+    {
+      what: "a setting of the script",
+      options: (r) => ({ sameOnEveryRank: { seed: 3, batch: 8 + r } }),
+      want: /: rank 1's batch: 9 \(rank 0's: 8\): every process/,
+    },
+    {
+      what: "the learning-rate schedule",
+      options: (r) => ({
+        optimizer: r === 0
+          ? SGD
+          : { ...SGD, lrSchedule: { kind: "step", stepSize: 2, gamma: 0.5 } },
+      }),
+      want: /: rank 1's optimizer: digest \w+ \(rank 0's: digest \w+\): every process/,
+    },
+  ];
+  for (const k of cases) {
+    const comms = InProcessBackend.createGroup(2);
+    const nets = comms.map((_, r) =>
+      k.seed === undefined ? gpt() : gpt({ ...GPT, seed: k.seed(r) })
+    );
+    try {
+      const errs: PromiseSettledResult<PipelineParallelModel>[] = await Promise.allSettled(
+        comms.map((comm, r): Promise<PipelineParallelModel> =>
+          PipelineParallelModel.create({
+            model: nets[r],
+            schedule: "1f1b",
+            ranks: 2,
+            microBatches: M,
+            optimizer: SGD,
+            loss: "cross-entropy",
+            backend: "cpu",
+            rankGroup: "mpi",
+            comm,
+            ...k.options(r),
+          })
+        ),
+      );
+      for (const e of errs) {
+        assert.equal(e.status, "rejected", k.what);
+        assert.match(String((e as PromiseRejectedResult).reason), k.want, k.what);
+      }
+    } finally {
+      for (const n of nets) n.dispose();
+      for (const comm of comms) comm.close();
+    }
   }
 });

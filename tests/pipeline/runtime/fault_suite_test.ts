@@ -68,11 +68,14 @@ function threads(): number {
   return [...Deno.readDirSync("/proc/self/task")].length;
 }
 
+// Host processes started by this process (the machine may run other tests' hosts).
 function hostProcesses(): number {
   let n = 0;
   for (const e of Deno.readDirSync("/proc")) {
     if (!/^\d+$/.test(e.name)) continue;
     try {
+      const stat = Deno.readTextFileSync(`/proc/${e.name}/stat`);
+      if (Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) !== Deno.pid) continue;
       if (Deno.readTextFileSync(`/proc/${e.name}/cmdline`).includes("subprocess_host.ts")) n++;
     } catch {
       // gone meanwhile
