@@ -258,10 +258,8 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
    */
   deviceDone(): Promise<void | DeviceSpan> | undefined {
     if (this.backend.name === "cpu") return undefined;
-    const start = this.#startMark;
-    const end = this.#endMark ?? this.backend.timeMark?.();
-    this.#startMark = undefined;
-    this.#endMark = undefined;
+    const [start, end] = [this.#startMark, this.#endMark ?? this.backend.timeMark?.()];
+    this.#startMark = this.#endMark = undefined;
     if (start === undefined || end === undefined) return this.backend.sync();
     // The device's own timestamps around the action: its exact span.
     this.backend.flush();
@@ -509,10 +507,9 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
     return this.#send(dx);
   }
 
-  // Data that can be had within the call (CPU; WebGPU where read-backs
-  // complete when issued) is handed over at once, so the runtime posts it
-  // before the next action starts; otherwise the read-back runs while the
-  // runtime goes on with the next action and is sent when it resolves.
+  // Data had within the call (CPU; WebGPU where maps complete when issued)
+  // is posted before the next action starts; otherwise the read-back runs
+  // while the runtime goes on and is sent when it resolves.
   #send(t: Tensor): StageOutput {
     // The action's work ends before its read-back (which waits on the device).
     if (this.backend.name !== "cpu") this.#endMark = this.backend.timeMark?.();
