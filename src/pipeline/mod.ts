@@ -65,7 +65,14 @@ export type {
   StageCostTable,
   StepPrediction,
 } from "./advise/step_prediction.ts";
-export { layerLoads, planCandidate, predictStep, stageCosts } from "./advise/step_prediction.ts";
+export {
+  layerLoads,
+  MAX_RANK_BALANCE_CUTS,
+  planCandidate,
+  predictStep,
+  rankBalancedBoundaries,
+  stageCosts,
+} from "./advise/step_prediction.ts";
 export type { AdviceCandidate, AdviceJson } from "./advise/advice_table.ts";
 export {
   adviceJson,

@@ -13,7 +13,11 @@ import type { ActionCosts } from "../schedule/costs.ts";
 import { generateSchedule, type ScheduleName } from "../schedule/generate.ts";
 import { simulate } from "../analysis/simulate.ts";
 import { summarizeTimeline } from "../analysis/timeline_summary.ts";
-import { LoadBalancedPartition, type PartitionResult } from "../partition/partition.ts";
+import {
+  FixedPartition,
+  LoadBalancedPartition,
+  type PartitionResult,
+} from "../partition/partition.ts";
 
 /** One layer's measured times for one micro-batch, ms (medians). */
 export interface LayerTimes {
@@ -170,7 +174,9 @@ export interface PlannedCandidate {
 /**
  * Builds schedule `name` for `ranks` and `microBatches`, cuts the layers
  * into its chunks by the exact min-max partition of {@linkcode layerLoads}
- * and costs each chunk ({@linkcode stageCosts}). `zb-auto` searches with
+ * (with several chunks per rank, or by {@linkcode rankBalancedBoundaries}
+ * when that predicts a shorter step) and costs each chunk
+ * ({@linkcode stageCosts}). `zb-auto` searches with
  * the model's costs per full stage (a rank's share) and the hand-over
  * delay. Throws the generator's RangeError for a combination the schedule
  * does not support, and a RangeError when there are fewer layers than
@@ -218,12 +224,86 @@ export function planCandidate(
       `${name} at ${ranks} ranks has ${chunks} chunks, more than the model's ${layers.length} layers`,
     );
   }
-  const partition = new LoadBalancedPartition().partition(loads, chunks);
-  return {
+  const minMax = new LoadBalancedPartition().partition(loads, chunks);
+  const plan = (partition: PartitionResult): PlannedCandidate => ({
     schedule,
     partition,
     costs: stageCosts(layers, partition.boundaries, { lossMs, actionMs: overheads.actionMs }),
+  });
+  const best = plan(minMax);
+  if (schedule.stagesPerRank === 1) return best;
+  // Several chunks per rank: the cut whose busiest rank is lightest may beat min-max.
+  const balanced = rankBalancedBoundaries(loads, schedule.stageToRank);
+  if (balanced === null || balanced.join() === minMax.boundaries.join()) return best;
+  const other = plan(new FixedPartition(balanced).partition(loads, chunks));
+  const time = (c: PlannedCandidate) => predictStep(c.schedule, c.costs, overheads).stepMs;
+  return time(other) < time(best) ? other : best;
+}
+
+/** The most cuts {@linkcode rankBalancedBoundaries} tries before it gives up. */
+export const MAX_RANK_BALANCE_CUTS = 50_000;
+
+/**
+ * With several chunks per rank: the boundaries whose busiest rank (the sum
+ * of its chunks' loads, `stageToRank` placing chunk s) carries the least,
+ * ties broken by the smaller largest chunk, then the earlier cut; null
+ * when there are more than {@linkcode MAX_RANK_BALANCE_CUTS} cuts to try.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { rankBalancedBoundaries } from "@conveyor/core";
+ * // A V placement: rank 0 holds chunks 0 and 3, rank 1 chunks 1 and 2.
+ * assert.deepEqual(rankBalancedBoundaries([4, 1, 1, 1, 1, 4], [0, 1, 1, 0]), [0, 2, 3, 4, 6]);
+ * ```
+ */
+export function rankBalancedBoundaries(
+  loads: readonly number[],
+  stageToRank: readonly number[],
+): number[] | null {
+  const n = loads.length;
+  const S = stageToRank.length;
+  if (S < 1 || n < S) return null;
+  let cuts = 1;
+  for (let k = 1; k < S; k++) {
+    cuts = (cuts * (n - k)) / k; // C(n − 1, S − 1)
+    if (cuts > MAX_RANK_BALANCE_CUTS) return null;
+  }
+  const prefix = [0];
+  for (const l of loads) prefix.push(prefix[prefix.length - 1] + l);
+  const ranks = Math.max(...stageToRank) + 1;
+  const b = new Array<number>(S + 1).fill(0);
+  b[S] = n;
+  let best: number[] | null = null;
+  let bestRank = Infinity;
+  let bestChunk = Infinity;
+  const sums = new Array<number>(ranks);
+  const visit = (k: number): void => {
+    if (k === S) {
+      sums.fill(0);
+      let chunk = 0;
+      for (let s = 0; s < S; s++) {
+        const c = prefix[b[s + 1]] - prefix[b[s]];
+        sums[stageToRank[s]] += c;
+        if (c > chunk) chunk = c;
+      }
+      const rank = Math.max(...sums);
+      if (rank < bestRank || (rank === bestRank && chunk < bestChunk)) {
+        bestRank = rank;
+        bestChunk = chunk;
+        best = [...b];
+      }
+      return;
+    }
+    // Boundary k lies after boundary k − 1 and leaves a layer for each later chunk.
+    for (let i = b[k - 1] + 1; i <= n - (S - k); i++) {
+      b[k] = i;
+      visit(k + 1);
+    }
   };
+  if (S === 1) return [0, n];
+  visit(1);
+  return best;
 }
 
 /** What {@linkcode predictStep} predicts. */
