@@ -7,6 +7,7 @@
  */
 
 import type { RankMemory } from "./rank_memory.ts";
+import type { Schedule } from "../schedule/schedule.ts";
 
 /** One candidate configuration, predicted (and, when verified, measured). */
 export interface AdviceCandidate {
@@ -30,6 +31,12 @@ export interface AdviceCandidate {
   readonly memory: readonly RankMemory[];
   /** Whether every rank's `peakBytes` is within the memory limit (true without one). */
   readonly fits: boolean;
+  /**
+   * The schedule predicted (for `zb-auto`, the one its search found with
+   * the measured costs): pass it with `new FixedPartition(boundaries)` to
+   * `PipelineParallelModel.create` to run what was predicted.
+   */
+  readonly generated?: Schedule;
   /** Measured steady-state time per step (with `verify`), ms. */
   readonly measuredMs?: number;
   /** Measured steady-state bubble (with `verify`). */

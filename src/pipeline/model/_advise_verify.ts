@@ -19,7 +19,7 @@ export interface Measured {
   readonly stepMs: number;
   /** Steady-state bubble over the same periods. */
   readonly bubble: number;
-  /** Per rank: the largest peak activation bytes any measured step reported. */
+  /** Per rank: the largest peak activation bytes any step (warm-up included) reported. */
   readonly activationBytes: readonly number[];
 }
 
@@ -51,15 +51,18 @@ export async function measureCandidate(
     nonFinite: o.nonFinite,
   });
   try {
-    if (o.warmup > 0) await pipe.train(new Array<TrainingBatch>(o.warmup).fill(sample));
+    const warm = o.warmup > 0
+      ? (await pipe.train(new Array<TrainingBatch>(o.warmup).fill(sample))).steps
+      : [];
     const r = await pipe.train(new Array<TrainingBatch>(o.steps).fill(sample));
+    const all = [...warm, ...r.steps];
     const sum = summarizeTimeline(r.events, schedule.ranks, { steadyFrom: 1 });
     return {
       stepMs: sum.period ?? r.makespanMs,
       bubble: sum.steadyStateBubble ?? r.bubble,
       activationBytes: Array.from(
         { length: schedule.ranks },
-        (_, rank) => Math.max(...r.steps.map((s) => s.peakActivationBytes[rank] ?? 0)),
+        (_, rank) => Math.max(...all.map((s) => s.peakActivationBytes[rank] ?? 0)),
       ),
     };
   } finally {

@@ -17,7 +17,6 @@ import type { BackendKind } from "../../tensor/create_backend.ts";
 import { describeValue } from "../../tensor/describe.ts";
 import type { PassProfile } from "../partition/layer_passes.ts";
 import type { ChunkMemory } from "../partition/chunk_memory.ts";
-import type { Schedule } from "../schedule/schedule.ts";
 import { SCHEDULE_NAMES, type ScheduleName } from "../schedule/generate.ts";
 import { WorkerRankGroup } from "../runtime/worker_rank_group.ts";
 import { rankMemory } from "../advise/rank_memory.ts";
@@ -235,6 +234,19 @@ function checkAdvise(model: Sequential, sample: TrainingBatch, o: AdviseOptions)
       } values (shape [${targetShape}] for ${o.loss}), got ${describeArray(sample.targets)}`,
     );
   }
+  if (o.loss === "cross-entropy") {
+    const V = out[out.length - 1];
+    const t = sample.targets;
+    for (let i = 0; i < t.length; i++) {
+      if (!Number.isInteger(t[i]) || t[i] < 0 || t[i] >= V) {
+        throw new RangeError(
+          `sample.targets[${i}] is ${
+            t[i]
+          }: cross-entropy targets are class ids, integers in [0, ${V})`,
+        );
+      }
+    }
+  } else checkFinite(sample.targets, "sample.targets");
   const microBatches = list("microBatches", o.microBatches, 8);
   for (const m of microBatches) {
     if (m > shape[0]) {
@@ -343,7 +355,6 @@ export async function adviseSchedule(
   const candidates: AdviceCandidate[] = [];
   const skipped: SkippedCandidate[] = [];
   const profiles: AdviceProfile[] = [];
-  const planned = new Map<AdviceCandidate, Schedule>();
   for (const P of o.ranks) {
     const group = await WorkerRankGroup.create<AdviseCalls>({
       schedule: calibrationSchedule(P),
@@ -394,9 +405,9 @@ export async function adviseSchedule(
             peakBytes,
             memory,
             fits: peakBytes.every((x) => x <= o.memoryLimit),
+            generated: plan.schedule,
           };
           candidates.push(c);
-          planned.set(c, plan.schedule);
         }
       }
     } finally {
@@ -412,7 +423,7 @@ export async function adviseSchedule(
       continue;
     }
     progress(`verifying ${c.schedule} at ${c.ranks} ranks, ${c.microBatches} micro-batches`);
-    const r = await measureCandidate(model, sample, planned.get(c)!, c.boundaries, {
+    const r = await measureCandidate(model, sample, c.generated!, c.boundaries, {
       loss: o.loss,
       optimizer: o.optimizer,
       backend: o.backend,
