@@ -225,7 +225,10 @@ Deno.test("adviseSchedule: bad options and samples are refused before any worker
       /sample.inputs must be a Float32Array of 128 values/,
     );
     await assert.rejects(
-      () => adviseSchedule(net, { ...sample, shape: [16, 9] }, { loss: "mse" }),
+      () =>
+        adviseSchedule(net, { ...sample, inputs: new Float32Array(144), shape: [16, 9] }, {
+          loss: "mse",
+        }),
       /inFeatures = 8/,
     );
     await assert.rejects(() => adviseSchedule({} as never, sample, { loss: "mse" }), /Sequential/);
