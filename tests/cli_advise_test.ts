@@ -62,6 +62,18 @@ Deno.test("cli advise: a Markdown table that renders (header separator, same col
   assert.equal(text[text.indexOf(table[0]) - 1], "");
   assert.match(r.out, /tiny GPT: 2 blocks, dim 16/);
   assert.match(r.out, /spread \d+% over 1 sweeps/);
+  const s = await cli(
+    "advise",
+    "--schedule",
+    "zb-h1",
+    "--microbatches",
+    "4",
+    "--summary",
+    ...QUICK,
+  );
+  assert.equal(s.code, 0, s.err);
+  assert.match(s.out, /zb-h1 at P = 2, m = 4:\n_+\nLayer \(type\)/);
+  assert.match(s.out, /stage 1 \(rank 1\)/);
 });
 
 Deno.test("cli advise --rank-memory: candidates over the limit are marked and ranked last", async () => {

@@ -36,6 +36,7 @@ import {
   formatAdviceTable,
   formatBytes,
 } from "../pipeline/advise/advice_table.ts";
+import { summary } from "../pipeline/partition/summary.ts";
 import { type CliCommand, type CliIo, UsageError } from "./command.ts";
 import { checkTrainMemory } from "./_train_memory.ts";
 import { flagCommand, type FlagValues, HELP_LINE, integer, positiveInt } from "./_options.ts";
@@ -73,6 +74,7 @@ const FLAGS = {
   verify: { type: "string" },
   "verify-steps": { type: "string" },
   json: { type: "boolean" },
+  summary: { type: "boolean" },
   help: { type: "boolean", short: "h" },
 } as const;
 
@@ -108,6 +110,8 @@ Options:
   --alone                profile one copy alone instead of P at once
   --verify K             train the best K for real: adds measured ms (and the ratio)
   --verify-steps N       measured steps per verification, after 2 warm-up (default 8)
+  --summary              after the table, the best candidate's model summary per stage
+                         (layers, output shapes, parameters and bytes per chunk)
   --json                 one JSON line per candidate, best first:
                          {"schedule","ranks","microBatches","stagesPerRank","boundaries",
                          "predictedMs","bubble","peakBytes","memory","fits"} and with
@@ -325,6 +329,7 @@ async function run(values: FlagValues, io: CliIo): Promise<number> {
     ? tinyGpt(values, schedules, ranks, ms)
     : await userModel(String(values.model));
   let advice: Advice;
+  let best = "";
   try {
     advice = await adviseSchedule(subject.model, subject.sample, {
       loss: subject.loss,
@@ -342,6 +347,16 @@ async function run(values: FlagValues, io: CliIo): Promise<number> {
       modules: subject.modules,
       onProgress: (m) => io.err(`advise: ${m}\n`),
     });
+    const top = advice.candidates[0];
+    if (values.summary && top !== undefined) {
+      best = `\n${top.schedule} at P = ${top.ranks}, m = ${top.microBatches}:\n` +
+        summary(subject.model, {
+          inputShape: [...subject.sample.shape],
+          boundaries: top.boundaries,
+          ...(top.generated === undefined ? {} : { stageToRank: top.generated.stageToRank }),
+          optimizer: subject.optimizer ?? { kind: "adamw", lr: 1e-3, weightDecay: 0 },
+        }).text + "\n";
+    }
   } catch (e) {
     // A model or sample the advisor refuses is a bad --model (or flag) value.
     if (e instanceof RangeError || e instanceof TypeError) throw new UsageError(e.message);
@@ -365,6 +380,7 @@ async function run(values: FlagValues, io: CliIo): Promise<number> {
     io.out(`\nnot possible: ${s.schedule} at P = ${s.ranks}, m = ${s.microBatches}: ${s.reason}`);
   }
   if (advice.skipped.length > 0) io.out("\n");
+  io.out(best);
   return 0;
 }
 

@@ -54,6 +54,13 @@ export type {
   PassTiming,
 } from "./partition/layer_passes.ts";
 export { passTiming, profileLayerPasses } from "./partition/layer_passes.ts";
+export type {
+  LayerSummary,
+  ModelSummary,
+  StageSummary,
+  SummaryOptions,
+} from "./partition/summary.ts";
+export { summary } from "./partition/summary.ts";
 export type { ChunkMemory, ChunkMemoryOptions } from "./partition/chunk_memory.ts";
 export { profileChunkMemory } from "./partition/chunk_memory.ts";
 export type { LayerBytes, RankMemory } from "./advise/rank_memory.ts";
