@@ -111,6 +111,8 @@ export interface Advice {
   readonly profiles: readonly AdviceProfile[];
   /** Wall time of the advice (verification included), ms. */
   readonly elapsedMs: number;
+  /** Wall time until the ranked predictions (without verification), ms. */
+  readonly predictionMs: number;
 }
 
 function list(name: string, v: unknown, fallback: number): number[] {
@@ -415,6 +417,7 @@ export async function adviseSchedule(
     }
   }
   const ranked = rankCandidates(candidates);
+  const predictionMs = performance.now() - t0;
   const out: AdviceCandidate[] = [];
   for (let i = 0; i < ranked.length; i++) {
     const c = ranked[i];
@@ -439,5 +442,5 @@ export async function adviseSchedule(
       measuredActivationBytes: r.activationBytes,
     });
   }
-  return { candidates: out, skipped, profiles, elapsedMs: performance.now() - t0 };
+  return { candidates: out, skipped, profiles, elapsedMs: performance.now() - t0, predictionMs };
 }
