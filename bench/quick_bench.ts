@@ -6,14 +6,14 @@
  * - "schedules, real compute": a small tiny GPT (dim 64, 3 blocks as 6
  *   residual halves, an 8 × 32 batch, m = 8) on the CPU backend, P = 2
  *   ranks in workers, one bench per schedule (gpipe the baseline), each
- *   timed call training 2 steps back to back; 2 warm-up and 10 timed
+ *   timed call training 4 steps back to back; 2 warm-up and 15 timed
  *   calls per schedule, so Deno's min … max column is the spread;
  * - "advisor arithmetic": planning and simulating every schedule from
  *   measured per-layer costs (what `adviseSchedule` does per candidate).
  *
  * Nothing is printed while the benches run; once they end, one table sets
  * the advisor's predicted ms per step (profiled before the first bench)
- * beside the median measured here.
+ * beside the median steady-state period of the timed calls.
  *
  * ```sh
  * deno bench -A bench/quick_bench.ts
@@ -35,8 +35,10 @@ import { PipelineParallelModel } from "../src/pipeline/model/pipeline_parallel_m
 import type { TrainingBatch } from "../src/pipeline/model/batch.ts";
 import { planCandidate, predictStep } from "../src/pipeline/advise/step_prediction.ts";
 import type { AdviceCandidate } from "../src/pipeline/advise/advice_table.ts";
+import { summarizeTimeline } from "../src/pipeline/analysis/timeline_summary.ts";
 
-const STEPS_PER_CALL = 2;
+const STEPS_PER_CALL = 4;
+const WARMUP = 2;
 const RANKS = 2;
 const M = 8;
 const GROUP = `schedules, real compute: small GPT, CPU, P=${RANKS}, m=${M}, ` +
@@ -71,8 +73,8 @@ for (const name of SCHEDULE_NAMES) {
     name,
     group: GROUP,
     baseline: name === "gpipe",
-    n: 10,
-    warmup: 2,
+    n: 15,
+    warmup: WARMUP,
     ignore: c === undefined,
     async fn(b) {
       if (live?.name !== name) {
@@ -91,12 +93,11 @@ for (const name of SCHEDULE_NAMES) {
       }
       const batches = Array.from({ length: STEPS_PER_CALL }, batch);
       b.start();
-      const t0 = performance.now();
-      await live.model.train(batches);
-      const ms = performance.now() - t0;
+      const r = await live.model.train(batches);
       b.end();
+      // The steady-state period (what the advisor predicts), after the warm-up calls.
       const list = measured.get(name) ?? [];
-      list.push(ms / STEPS_PER_CALL);
+      list.push(summarizeTimeline(r.events, RANKS, { steadyFrom: 1 }).period ?? NaN);
       measured.set(name, list);
     },
   });
@@ -123,13 +124,13 @@ const median = (xs: readonly number[]) => [...xs].sort((a, b) => a - b)[xs.lengt
 globalThis.addEventListener("unload", () => {
   if (measured.size === 0) return;
   const lines = [
-    "| schedule | predicted ms per step | measured ms per step (median, timed calls) | measured / predicted |",
-    "| :------- | --------------------: | -----------------------------------------: | -------------------: |",
+    "| schedule | predicted ms per step | measured ms per step | measured / predicted |",
+    "| :------- | --------------------: | -------------------: | -------------------: |",
   ];
   for (const c of advice.candidates) {
     const ms = measured.get(c.schedule);
     if (ms === undefined) continue;
-    const m = median(ms);
+    const m = median(ms.slice(WARMUP));
     lines.push(
       `| ${c.schedule} | ${c.predictedMs.toFixed(1)} | ${m.toFixed(1)} | ${
         (m / c.predictedMs).toFixed(2)
@@ -138,6 +139,8 @@ globalThis.addEventListener("unload", () => {
   }
   console.log(
     `\nThe advisor's ranking (predicted in ${(advice.predictionMs / 1000).toFixed(1)} s) beside ` +
-      `the timed calls (${STEPS_PER_CALL} steps each, ramp-up included):\n${lines.join("\n")}\n`,
+      `the median steady-state period of the timed calls (from their second step on):\n${
+        lines.join("\n")
+      }\n`,
   );
 });

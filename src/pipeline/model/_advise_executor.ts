@@ -46,7 +46,12 @@ export interface AdviseRankOptions {
 /** The advisor's requests. */
 export type AdviseCalls = {
   readonly profile: {
-    readonly args: { readonly rows: number; readonly repeats: number; readonly warmup: number };
+    readonly args: {
+      readonly rows: number;
+      readonly repeats: number;
+      readonly warmup: number;
+      readonly minTimeMs: number;
+    };
     readonly result: PassProfile;
   };
   readonly chunkMemory: {
@@ -113,12 +118,13 @@ class AdviseExecutor implements StageExecutor<AdviseCalls> {
   step(): void {}
 
   readonly calls: CallHandlers<AdviseCalls> = {
-    profile: async ({ rows, repeats, warmup }) => {
+    profile: async ({ rows, repeats, warmup, minTimeMs }) => {
       const { x, t } = this.#batch(rows);
       try {
         return await profileLayerPasses(this.#model, x, {
           repeats,
           warmup,
+          minTimeMs,
           targets: t,
           loss: this.#o.loss,
           totalRows: this.#o.lossRows,

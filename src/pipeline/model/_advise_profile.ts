@@ -27,7 +27,8 @@ function mergeTiming(ts: readonly PassTiming[]): PassTiming {
 export function mergeProfiles(ps: readonly PassProfile[]): PassProfile {
   if (ps.length === 1) return ps[0];
   const first = ps[0];
-  const totals = first.totals.map((_, r) => median(ps.map((p) => p.totals[r])));
+  const n = Math.min(...ps.map((p) => p.totals.length));
+  const totals = first.totals.slice(0, n).map((_, r) => median(ps.map((p) => p.totals[r])));
   const all = ps.flatMap((p) => p.totals);
   const t = passTiming(all);
   return {
@@ -58,9 +59,13 @@ export async function profileOnRanks(
   rows: number,
   repeats: number,
   warmup: number,
+  minTimeMs: number,
 ): Promise<PassProfile> {
   const ps = await Promise.all(
-    Array.from({ length: copies }, (_, r) => group.call(r, "profile", { rows, repeats, warmup })),
+    Array.from(
+      { length: copies },
+      (_, r) => group.call(r, "profile", { rows, repeats, warmup, minTimeMs }),
+    ),
   );
   return mergeProfiles(ps);
 }

@@ -57,6 +57,11 @@ export interface AdviseOptions {
   /** Untimed sweeps first (integer ≥ 0, default 1). */
   readonly warmup?: number;
   /**
+   * Sweep past `repeats` until the timed sweeps take this long, ms (at most
+   * 20 × `repeats` sweeps; default 1000): small models get enough samples.
+   */
+  readonly profileMs?: number;
+  /**
    * Profile with P copies of the model computing at once, one per worker
    * (default true): each pass then runs as slowly as it will beside the
    * other ranks (they share the cores' memory bandwidth and caches). With
@@ -136,6 +141,14 @@ function int(name: string, v: unknown, fallback: number, min: number): number {
   return x;
 }
 
+function checkProfileMs(v: unknown): number {
+  const x = v ?? 1000;
+  if (typeof x !== "number" || !(x >= 0) || !Number.isFinite(x)) {
+    throw new RangeError(`profileMs must be a finite number of ms >= 0, got ${describeValue(v)}`);
+  }
+  return x;
+}
+
 interface Checked {
   readonly loss: PipelineLoss;
   readonly optimizer: OptimizerSpec;
@@ -146,6 +159,7 @@ interface Checked {
   readonly memoryLimit: number;
   readonly repeats: number;
   readonly warmup: number;
+  readonly profileMs: number;
   readonly concurrent: boolean;
   readonly nonFinite: "skip" | "throw" | "off";
   readonly verify: number;
@@ -269,6 +283,7 @@ function checkAdvise(model: Sequential, sample: TrainingBatch, o: AdviseOptions)
     memoryLimit,
     repeats: int("repeats", o.repeats, 5, 1),
     warmup: int("warmup", o.warmup, 1, 0),
+    profileMs: checkProfileMs(o.profileMs),
     concurrent,
     nonFinite,
     verify: int("verify", o.verify, 0, 0),
@@ -368,7 +383,14 @@ export async function adviseSchedule(
       const byRows = new Map<number, PassProfile>();
       for (const rows of new Set(o.microBatches.map(rowsFor))) {
         progress(`profiling ${L} layers, ${rows}-row micro-batches, ${copies} at once`);
-        const profile = await profileOnRanks(group, copies, rows, o.repeats, o.warmup);
+        const profile = await profileOnRanks(
+          group,
+          copies,
+          rows,
+          o.repeats,
+          o.warmup,
+          o.profileMs,
+        );
         byRows.set(rows, profile);
         profiles.push({ ranks: P, concurrency: copies, profile, overheads });
       }

@@ -88,6 +88,12 @@ export interface PassProfileOptions {
   readonly repeats?: number;
   /** Untimed sweeps first (compilation, caches). Integer ≥ 0, default 1. */
   readonly warmup?: number;
+  /**
+   * Keep sweeping past `repeats` until the timed sweeps add up to this many
+   * ms (at most 20 × `repeats` sweeps): small models, whose sweeps take
+   * milliseconds, get enough samples for a stable median. Default 0.
+   */
+  readonly minTimeMs?: number;
   /** Targets of the loss on the last layer's output (shape as the loss needs). */
   readonly targets?: Tensor;
   /** The loss with `targets` (default `"cross-entropy"`). */
@@ -138,8 +144,9 @@ const turn = () => new Promise<void>((resolve) => setTimeout(resolve, 0));
  * micro-batch), as a pipeline stage runs them: every sweep runs the
  * forwards in order (state kept), the loss when `targets` are given, the
  * input gradients last layer first (layer 0 with `needInputGrad: false`),
- * then the weight gradients; the first `warmup` sweeps are not timed. Each
- * pass is timed to the backend's `sync()`. With `optimizer`, each layer's
+ * then the weight gradients; the first `warmup` sweeps are not timed. The
+ * passes of a sweep run back to back, as in a chunk, each timed from the
+ * end of the one before (on a device backend, to its `sync()`). With `optimizer`, each layer's
  * step is timed too (see {@linkcode LayerPasses.step}). Parameters,
  * gradients and every layer's state are as before afterwards (bitwise on
  * the CPU backend). Bad options are refused before any work.
@@ -170,6 +177,10 @@ export async function profileLayerPasses(
   }
   const repeats = count("repeats", options.repeats, 5, 1);
   const warmup = count("warmup", options.warmup, 1, 0);
+  const minTimeMs = options.minTimeMs ?? 0;
+  if (typeof minTimeMs !== "number" || !(minTimeMs >= 0) || !Number.isFinite(minTimeMs)) {
+    throw new RangeError(`minTimeMs must be a finite number >= 0, got ${describeValue(minTimeMs)}`);
+  }
   const layers = layersOf(model);
   if (layers.length === 0) throw new RangeError("model must have at least one layer");
   const loss = options.loss ?? "cross-entropy";
@@ -212,19 +223,39 @@ export async function profileLayerPasses(
     await backend.sync();
     if (out !== null) out.push(performance.now() - t0);
   };
+  // The passes of a sweep run back to back, as in a chunk: each is dated
+  // from the end of the one before (a device backend waits for each, to
+  // tell them apart; the CPU's work is done when the call returns).
+  const cpu = backend.name === "cpu";
+  const sweep = async (
+    times: number[][] | null,
+    order: readonly number[],
+    pass: (i: number) => void,
+  ): Promise<void> => {
+    await backend.sync();
+    let t = performance.now();
+    for (const i of order) {
+      pass(i);
+      if (!cpu) await backend.sync();
+      const now = performance.now();
+      times?.[i].push(now - t);
+      t = now;
+    }
+    await turn();
+  };
+  const up = layers.map((_, i) => i);
+  const down = [...up].reverse();
   try {
-    for (let r = 0; r < warmup + repeats; r++) {
+    let spent = 0;
+    for (let r = 0; r < warmup + repeats || (spent < minTimeMs && r < warmup + 20 * repeats); r++) {
       const keep = r >= warmup;
+      const t0 = performance.now();
       let h = ops.copy(input);
-      for (let i = 0; i < layers.length; i++) {
-        let y!: Tensor;
-        await timed(keep ? F[i] : null, () => {
-          y = layers[i].forward(h, { key: KEY, training: true, step: 0 });
-        });
+      await sweep(keep ? F : null, up, (i) => {
+        const y = layers[i].forward(h, { key: KEY, training: true, step: 0 });
         h.dispose();
         h = y;
-        await turn();
-      }
+      });
       let dy!: Tensor;
       if (options.targets !== undefined) {
         const targets = options.targets;
@@ -240,27 +271,20 @@ export async function profileLayerPasses(
       }
       h.dispose();
       let g: Tensor | null = dy;
-      for (let i = layers.length - 1; i >= 0; i--) {
-        const gi = g!;
-        let next: Tensor | null = null;
-        await timed(keep ? I[i] : null, () => {
-          next = layers[i].backwardInput(gi, KEY, { needInputGrad: i > 0 });
-        });
-        gi.dispose();
+      await sweep(keep ? I : null, down, (i) => {
+        const next = layers[i].backwardInput(g!, KEY, { needInputGrad: i > 0 });
+        g!.dispose();
         g = next;
-        await turn();
-      }
+      });
       (g as Tensor | null)?.dispose();
-      for (let i = layers.length - 1; i >= 0; i--) {
-        await timed(keep ? W[i] : null, () => layers[i].backwardWeight(KEY));
-        await turn();
-      }
+      await sweep(keep ? W : null, down, (i) => layers[i].backwardWeight(KEY));
+      if (keep) spent += performance.now() - t0;
     }
     for (let i = 0; i < layers.length; i++) {
       steps.push(
         optimizer === undefined || params[i].length === 0
           ? undefined
-          : await timeStep(layers[i], optimizer, stepCheck, warmup, repeats, timed),
+          : await timeStep(layers[i], optimizer, stepCheck, warmup, F[0].length, timed),
       );
     }
   } finally {
@@ -270,7 +294,7 @@ export async function profileLayerPasses(
       g.dispose();
     }
   }
-  const totals = Array.from({ length: repeats }, (_, r) => {
+  const totals = Array.from({ length: F[0].length }, (_, r) => {
     let t = lossTimes[r] ?? 0;
     for (let i = 0; i < layers.length; i++) t += F[i][r] + I[i][r] + W[i][r];
     return t;

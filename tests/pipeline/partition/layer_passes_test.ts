@@ -124,6 +124,24 @@ Deno.test("profileLayerPasses: a tiny GPT with its loss on sequences of tokens",
   }
 });
 
+Deno.test("profileLayerPasses: minTimeMs sweeps past repeats, up to 20 × repeats", async () => {
+  const be = new CpuBackend();
+  const m = new Sequential([new Linear(be, 4, 4, { seed: 1 })]);
+  const x = be.zeros([2, 4]);
+  try {
+    const few = await profileLayerPasses(m, x, { repeats: 2, warmup: 0 });
+    assert.equal(few.totals.length, 2);
+    // A tiny layer's sweeps take far less than a minute: the cap stops them.
+    const capped = await profileLayerPasses(m, x, { repeats: 2, warmup: 0, minTimeMs: 60_000 });
+    assert.equal(capped.totals.length, 40);
+    assert.ok(capped.layers.every((l) => l.F.max >= l.F.min));
+    await assert.rejects(() => profileLayerPasses(m, x, { minTimeMs: -1 }), /minTimeMs must be/);
+  } finally {
+    x.dispose();
+    m.dispose();
+  }
+});
+
 Deno.test("profileLayerPasses: bad options are refused before any work", async () => {
   const be = new CpuBackend();
   const m = new Sequential([new Linear(be, 4, 2)]);
