@@ -61,7 +61,7 @@ Deno.test("cli advise: a Markdown table that renders (header separator, same col
   const text = r.out.split("\n");
   assert.equal(text[text.indexOf(table[0]) - 1], "");
   assert.match(r.out, /tiny GPT: 2 blocks, dim 16/);
-  assert.match(r.out, /spread \d+% over \d+ sweeps/);
+  assert.match(r.out, /median of \d+ sweeps, interquartile spread \d+%/);
   const s = await cli(
     "advise",
     "--schedule",

@@ -37,6 +37,7 @@ import {
   formatBytes,
 } from "../pipeline/advise/advice_table.ts";
 import { summary } from "../pipeline/partition/summary.ts";
+import { passTiming } from "../pipeline/partition/layer_passes.ts";
 import { type CliCommand, type CliIo, UsageError } from "./command.ts";
 import { checkTrainMemory } from "./_train_memory.ts";
 import { flagCommand, type FlagValues, HELP_LINE, integer, positiveInt } from "./_options.ts";
@@ -280,9 +281,11 @@ function header(advice: Advice, title: string, backend: string): string {
         p.concurrency === 1 ? "y" : "ies"
       } computing at once), ${pr.rows}-row micro-batches: ` +
         `F + I + W through the model ${
-          (pr.totals.reduce((a, b) => a + b, 0) / pr.totals.length).toFixed(1)
-        } ms per micro-batch, spread ${(100 * pr.spread).toFixed(0)}% over ${pr.totals.length} ` +
-        `sweeps; hand-over ${(1000 * p.overheads.handOverMs).toFixed(0)} µs, ` +
+          passTiming(pr.totals).median.toFixed(1)
+        } ms per micro-batch (median of ${pr.totals.length} sweeps, interquartile spread ${
+          (100 * pr.spread).toFixed(0)
+        }%); ` +
+        `hand-over ${(1000 * p.overheads.handOverMs).toFixed(0)} µs, ` +
         `runtime ${(1000 * p.overheads.actionMs).toFixed(0)} µs per action`,
     );
   }

@@ -53,7 +53,7 @@ export type {
   PassProfileOptions,
   PassTiming,
 } from "./partition/layer_passes.ts";
-export { passTiming, profileLayerPasses } from "./partition/layer_passes.ts";
+export { passTiming, profileLayerPasses, relativeSpread } from "./partition/layer_passes.ts";
 export type {
   LayerSummary,
   ModelSummary,

@@ -4,7 +4,7 @@
 // the package.
 
 import type { PassProfile, PassTiming } from "../partition/layer_passes.ts";
-import { passTiming } from "../partition/layer_passes.ts";
+import { passTiming, relativeSpread } from "../partition/layer_passes.ts";
 import { generateSchedule } from "../schedule/generate.ts";
 import { summarizeTimeline } from "../analysis/timeline_summary.ts";
 import type { RankGroup } from "../runtime/rank_group.ts";
@@ -30,7 +30,6 @@ export function mergeProfiles(ps: readonly PassProfile[]): PassProfile {
   const n = Math.min(...ps.map((p) => p.totals.length));
   const totals = first.totals.slice(0, n).map((_, r) => median(ps.map((p) => p.totals[r])));
   const all = ps.flatMap((p) => p.totals);
-  const t = passTiming(all);
   return {
     rows: first.rows,
     backend: first.backend,
@@ -48,7 +47,7 @@ export function mergeProfiles(ps: readonly PassProfile[]): PassProfile {
     }),
     ...(first.loss === undefined ? {} : { loss: mergeTiming(ps.map((p) => p.loss!)) }),
     totals,
-    spread: t.median > 0 ? (t.max - t.min) / t.median : 0,
+    spread: relativeSpread(all),
   };
 }
 

@@ -78,7 +78,10 @@ export interface PassProfile {
   readonly loss?: PassTiming;
   /** Per timed sweep: Σ over layers of F + I + W (and the loss), ms. */
   readonly totals: readonly number[];
-  /** `(max − min) / median` of `totals`: how much the sweeps differed. */
+  /**
+   * How much the sweeps differed: the interquartile range of `totals` over
+   * their median, `(q3 − q1) / median` (robust to a stray slow sweep).
+   */
   readonly spread: number;
 }
 
@@ -126,6 +129,31 @@ function count(name: string, v: unknown, fallback: number, min: number): number 
     throw new RangeError(`${name} must be an integer >= ${min}, got ${describeValue(v)}`);
   }
   return n;
+}
+
+/**
+ * `(q3 − q1) / median` of `xs` (quartiles by linear interpolation; 0 for
+ * an empty list or a median of 0).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { relativeSpread } from "@conveyor/core";
+ * assert.equal(relativeSpread([10, 10, 10]), 0);
+ * assert.equal(relativeSpread([8, 9, 10, 11, 12]), (11 - 9) / 10);
+ * assert.equal(relativeSpread([8, 9, 10, 11, 1000]), (11 - 9) / 10); // one stray sweep
+ * ```
+ */
+export function relativeSpread(xs: readonly number[]): number {
+  if (xs.length === 0) return 0;
+  const s = [...xs].sort((a, b) => a - b);
+  const q = (p: number) => {
+    const at = p * (s.length - 1);
+    const lo = Math.floor(at);
+    return s[lo] + (s[Math.min(lo + 1, s.length - 1)] - s[lo]) * (at - lo);
+  };
+  const m = q(0.5);
+  return m > 0 ? (q(0.75) - q(0.25)) / m : 0;
 }
 
 /** Median, min and max of `xs` (not empty). */
@@ -299,7 +327,6 @@ export async function profileLayerPasses(
     for (let i = 0; i < layers.length; i++) t += F[i][r] + I[i][r] + W[i][r];
     return t;
   });
-  const tt = passTiming(totals);
   return {
     rows,
     backend: backend.name,
@@ -316,7 +343,7 @@ export async function profileLayerPasses(
     })),
     ...(options.targets === undefined ? {} : { loss: passTiming(lossTimes) }),
     totals,
-    spread: tt.median > 0 ? (tt.max - tt.min) / tt.median : 0,
+    spread: relativeSpread(totals),
   };
 }
 

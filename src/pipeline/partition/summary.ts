@@ -147,7 +147,7 @@ export function summary(model: Sequential, options: SummaryOptions): ModelSummar
     ? 0
     : optimizerStateSlots(checkOptimizerSpec(options.optimizer)).length;
   const shapes = model.shapes([...options.inputShape]);
-  const stageOf = (i: number) => boundaries.findIndex((b, s) => s < S && i < boundaries[s + 1]);
+  const stageOf = (i: number) => boundaries.findIndex((_b, s) => s < S && i < boundaries[s + 1]);
   const layers: LayerSummary[] = model.layers.map((l, i) => ({
     index: i,
     name: model.names[i],
