@@ -6,7 +6,7 @@
  * - "schedules, real compute": a small tiny GPT (dim 64, 3 blocks as 6
  *   residual halves, an 8 × 32 batch, m = 8) on the CPU backend, P = 2
  *   ranks in workers, one bench per schedule (gpipe the baseline), each
- *   timed call training 4 steps back to back; 2 warm-up and 15 timed
+ *   timed call training 3 steps back to back; 2 warm-up and 12 timed
  *   calls per schedule, so Deno's min … max column is the spread;
  * - "advisor arithmetic": planning and simulating every schedule from
  *   measured per-layer costs (what `adviseSchedule` does per candidate).
@@ -37,7 +37,7 @@ import { planCandidate, predictStep } from "../src/pipeline/advise/step_predicti
 import type { AdviceCandidate } from "../src/pipeline/advise/advice_table.ts";
 import { summarizeTimeline } from "../src/pipeline/analysis/timeline_summary.ts";
 
-const STEPS_PER_CALL = 4;
+const STEPS_PER_CALL = 3;
 const WARMUP = 2;
 const RANKS = 2;
 const M = 8;
@@ -73,7 +73,7 @@ for (const name of SCHEDULE_NAMES) {
     name,
     group: GROUP,
     baseline: name === "gpipe",
-    n: 15,
+    n: 12,
     warmup: WARMUP,
     ignore: c === undefined,
     async fn(b) {
