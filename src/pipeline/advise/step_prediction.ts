@@ -253,8 +253,11 @@ export const MAX_RANK_BALANCE_CUTS = 50_000;
  * ```ts
  * import assert from "node:assert/strict";
  * import { rankBalancedBoundaries } from "@conveyor/core";
- * // A V placement: rank 0 holds chunks 0 and 3, rank 1 chunks 1 and 2.
- * assert.deepEqual(rankBalancedBoundaries([4, 1, 1, 1, 1, 4], [0, 1, 1, 0]), [0, 2, 3, 4, 6]);
+ * // A V placement: rank 0 holds chunks 0 and 3, rank 1 chunks 1 and 2. With heavy
+ * // ends, rank 0 carries at least 4 + 4; the earliest cut that keeps it there:
+ * assert.deepEqual(rankBalancedBoundaries([4, 1, 1, 1, 1, 4], [0, 1, 1, 0]), [0, 1, 2, 5, 6]);
+ * // Even loads: 2 + 2 layers per rank, each chunk as small as it can be.
+ * assert.deepEqual(rankBalancedBoundaries([1, 1, 1, 1, 1, 1, 1, 1], [0, 1, 1, 0]), [0, 2, 4, 6, 8]);
  * ```
  */
 export function rankBalancedBoundaries(
