@@ -5,6 +5,7 @@
  * deno run -A cli.ts schedule --schedule zb-h1 --stages 4 --microbatches 8 --format text
  * deno run -A cli.ts simulate --schedule zb-h2 --stages 4 --microbatches 8 --iterations 4
  * deno run -A cli.ts train --schedule zb-h1 --stages 4 --microbatches 8 --steps 3 --seed 1
+ * deno run -A cli.ts advise --ranks 2 --microbatches 8 --dim 128 --layers 6 --seq-len 64 --batch 16
  * deno run -A cli.ts --help
  * ```
  *
@@ -19,6 +20,7 @@ import { type CliCommand, type CliIo, stdIo, UsageError } from "./src/cli/comman
 import { scheduleCommand } from "./src/cli/schedule.ts";
 import { simulateCommand } from "./src/cli/simulate.ts";
 import { trainCommand } from "./src/cli/train.ts";
+import { adviseCommand } from "./src/cli/advise.ts";
 
 export type { CliCommand, CliIo } from "./src/cli/command.ts";
 export { stdIo, UsageError } from "./src/cli/command.ts";
@@ -28,12 +30,15 @@ export type { SimulateJson } from "./src/cli/simulate.ts";
 export { simulateCommand } from "./src/cli/simulate.ts";
 export type { TrainParamsJson, TrainStepJson } from "./src/cli/train.ts";
 export { trainCommand } from "./src/cli/train.ts";
+export type { AdviceJson, AdviseModule } from "./src/cli/advise.ts";
+export { adviseCommand } from "./src/cli/advise.ts";
 
 /** The subcommands, in the order `--help` lists them. */
 const COMMANDS: readonly CliCommand[] = [
   scheduleCommand,
   simulateCommand,
   trainCommand,
+  adviseCommand,
 ];
 
 function usage(): string {

@@ -159,7 +159,9 @@ export function speedupTable(rows: readonly SpeedupRow[]): string {
     pct(r.bubbleMeasured),
     pct(r.bubbleSimulated),
   ]);
-  const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i].length)));
+  // At least 3 wide: a delimiter cell needs a hyphen besides its colon ("-:"), or
+  // Markdown reads the table as a paragraph.
+  const widths = head.map((h, i) => Math.max(3, h.length, ...body.map((b) => b[i].length)));
   const line = (cells: string[]) =>
     `| ${
       cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join(" | ")

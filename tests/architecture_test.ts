@@ -7,8 +7,10 @@
  * - pipeline groups: schedule/ imports nothing else in src; analysis/ only
  *   schedule/; render/ only schedule/ and analysis/; comm/ nothing;
  *   runtime/ only schedule/, analysis/ and comm/; partition/ and
- *   checkpoint/ only nn and tensor (and themselves); only model/ joins
- *   runtime/ with nn and tensor; production code never imports testing/;
+ *   checkpoint/ only nn and tensor (and themselves); advise/ (the pure
+ *   arithmetic of predictions: no tensors) only schedule/, analysis/ and
+ *   partition/; only model/ joins runtime/ with nn and tensor; production
+ *   code never imports testing/;
  * - a `_name.ts` file is imported only from its own folder (a folder owns
  *   its subfolders: `tensor/webgpu/` may use `tensor/_validate.ts`);
  * - no source file is over 600 lines, and the import graph has no cycle
@@ -75,7 +77,9 @@ const ALLOWED: Record<string, readonly string[]> = {
   "pipeline/runtime": ["pipeline/schedule", "pipeline/analysis", "pipeline/comm"],
   "pipeline/partition": ["nn", "tensor"],
   "pipeline/checkpoint": ["nn", "tensor"],
+  "pipeline/advise": ["pipeline/schedule", "pipeline/analysis", "pipeline/partition"],
   "pipeline/model": [
+    "pipeline/advise",
     "pipeline/schedule",
     "pipeline/analysis",
     "pipeline/render",

@@ -48,6 +48,46 @@ export {
 export type { CostSource, ProfileOptions } from "./partition/layer_costs.ts";
 export { layerCosts, profileLayerCosts } from "./partition/layer_costs.ts";
 export type {
+  LayerPasses,
+  PassProfile,
+  PassProfileOptions,
+  PassTiming,
+} from "./partition/layer_passes.ts";
+export { passTiming, profileLayerPasses, relativeSpread } from "./partition/layer_passes.ts";
+export type {
+  LayerSummary,
+  ModelSummary,
+  StageSummary,
+  SummaryOptions,
+} from "./partition/summary.ts";
+export { summary } from "./partition/summary.ts";
+export type { ChunkMemory, ChunkMemoryOptions } from "./partition/chunk_memory.ts";
+export { profileChunkMemory } from "./partition/chunk_memory.ts";
+export type { LayerBytes, RankMemory } from "./advise/rank_memory.ts";
+export { activationPeaks, rankMemory } from "./advise/rank_memory.ts";
+export type {
+  LayerTimes,
+  PlannedCandidate,
+  RuntimeOverheads,
+  StageCostTable,
+  StepPrediction,
+} from "./advise/step_prediction.ts";
+export {
+  layerLoads,
+  MAX_RANK_BALANCE_CUTS,
+  planCandidate,
+  predictStep,
+  rankBalancedBoundaries,
+  stageCosts,
+} from "./advise/step_prediction.ts";
+export type { AdviceCandidate, AdviceJson } from "./advise/advice_table.ts";
+export {
+  adviceJson,
+  formatAdviceTable,
+  formatBytes,
+  rankCandidates,
+} from "./advise/advice_table.ts";
+export type {
   ActivationCheckpointOptions,
   CheckpointSegment,
   ChunkCheckpointPlan,
@@ -76,3 +116,5 @@ export { DEFAULT_STREAM_WINDOW } from "./model/train_loop.ts";
 export type { SaveCheckpointOptions } from "./model/checkpoint_file.ts";
 export type { RankInfo } from "./model/stage_calls.ts";
 export { PipelineParallelModel } from "./model/pipeline_parallel_model.ts";
+export type { Advice, AdviceProfile, AdviseOptions, SkippedCandidate } from "./model/advise.ts";
+export { adviseSchedule } from "./model/advise.ts";

@@ -90,7 +90,8 @@ export interface ProfileOptions {
  * plus full backward (B and W) on the layers' backend, fed with the real
  * activations that reach it from `input`. The pass runs under a private key
  * and restores every parameter gradient afterwards, so the model is left as
- * it was (bitwise on the CPU backend).
+ * it was (bitwise on the CPU backend). For F, I and W apart (and each
+ * layer's optimizer step), see `profileLayerPasses`.
  *
  * @example
  * ```ts

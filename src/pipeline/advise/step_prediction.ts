@@ -1,0 +1,379 @@
+/**
+ * A training step's time, predicted from measured per-layer costs: the
+ * partition into chunks (the exact min-max partitioner on each layer's
+ * F + I + W + optimizer step), each chunk's cost per action kind plus the
+ * runtime's cost per action, and the simulator's steady-state period with
+ * the measured hand-over delay.
+ *
+ * @module
+ */
+
+import type { Schedule } from "../schedule/schedule.ts";
+import type { ActionCosts } from "../schedule/costs.ts";
+import { generateSchedule, type ScheduleName } from "../schedule/generate.ts";
+import { simulate } from "../analysis/simulate.ts";
+import { summarizeTimeline } from "../analysis/timeline_summary.ts";
+import {
+  FixedPartition,
+  LoadBalancedPartition,
+  type PartitionResult,
+} from "../partition/partition.ts";
+
+/** One layer's measured times for one micro-batch, ms (medians). */
+export interface LayerTimes {
+  /** Forward. */
+  readonly F: { readonly median: number };
+  /** Input gradient. */
+  readonly I: { readonly median: number };
+  /** Weight gradient. */
+  readonly W: { readonly median: number };
+  /** Optimizer step of its parameters, once per training step (absent: none). */
+  readonly step?: { readonly median: number };
+}
+
+/** What the runtime adds to the compute, ms. */
+export interface RuntimeOverheads {
+  /** Added to every action (the rank's loop, its event-loop turn, posting the output). */
+  readonly actionMs: number;
+  /** Delay of a result crossing to another rank. */
+  readonly handOverMs: number;
+}
+
+/** Each chunk's cost per action kind for one micro-batch, ms, and its optimizer step. */
+export interface StageCostTable {
+  /** Forward (the last chunk's includes the loss). */
+  readonly F: readonly number[];
+  /** Input gradient. */
+  readonly I: readonly number[];
+  /** Weight gradient. */
+  readonly W: readonly number[];
+  /** Full backward: I and W in one action. */
+  readonly B: readonly number[];
+  /** The chunk's optimizer step, once per training step. */
+  readonly step: readonly number[];
+}
+
+function checkLayers(layers: readonly LayerTimes[]): void {
+  if (!Array.isArray(layers) || layers.length === 0) {
+    throw new RangeError(`layers must be a non-empty array of layer times, got ${String(layers)}`);
+  }
+  layers.forEach((l, i) => {
+    for (const k of ["F", "I", "W", "step"] as const) {
+      const t = l?.[k];
+      if (t === undefined && k === "step") continue;
+      const v = t?.median;
+      if (typeof v !== "number" || !Number.isFinite(v) || v < 0) {
+        throw new RangeError(`layers[${i}].${k}.median must be a finite number >= 0, got ${v}`);
+      }
+    }
+  });
+}
+
+function checkMs(name: string, v: unknown): number {
+  if (typeof v !== "number" || !Number.isFinite(v) || v < 0) {
+    throw new RangeError(`${name} must be a finite number of ms >= 0, got ${String(v)}`);
+  }
+  return v;
+}
+
+/**
+ * Each layer's load per micro-batch for balancing: F + I + W, plus its
+ * optimizer step spread over the `microBatches`, plus `lossMs` on the last
+ * layer.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { layerLoads } from "@conveyor/core";
+ * const t = (ms: number) => ({ median: ms });
+ * const layers = [{ F: t(1), I: t(2), W: t(1), step: t(4) }, { F: t(2), I: t(2), W: t(2) }];
+ * assert.deepEqual(layerLoads(layers, 2, 0.5), [1 + 2 + 1 + 4 / 2, 2 + 2 + 2 + 0.5]);
+ * ```
+ */
+export function layerLoads(
+  layers: readonly LayerTimes[],
+  microBatches: number,
+  lossMs = 0,
+): number[] {
+  checkLayers(layers);
+  if (!Number.isInteger(microBatches) || microBatches < 1) {
+    throw new RangeError(`microBatches must be a positive integer, got ${microBatches}`);
+  }
+  checkMs("lossMs", lossMs);
+  return layers.map((l, i) =>
+    l.F.median + l.I.median + l.W.median + (l.step?.median ?? 0) / microBatches +
+    (i === layers.length - 1 ? lossMs : 0)
+  );
+}
+
+/**
+ * Sums each chunk's layers (chunk s: layers `[boundaries[s],
+ * boundaries[s + 1])`) per kind and adds `actionMs` to each action: F
+ * (with `lossMs` on the last chunk), I, W, B = I + W as one action, and
+ * the step.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { stageCosts } from "@conveyor/core";
+ * const t = (ms: number) => ({ median: ms });
+ * const layers = [{ F: t(1), I: t(2), W: t(1), step: t(4) }, { F: t(2), I: t(2), W: t(2) }];
+ * const c = stageCosts(layers, [0, 1, 2], { lossMs: 0.5, actionMs: 0.1 });
+ * assert.deepEqual(c.F, [1 + 0.1, 2 + 0.5 + 0.1]);
+ * assert.deepEqual(c.B, [2 + 1 + 0.1, 2 + 2 + 0.1]);
+ * assert.deepEqual(c.step, [4, 0]);
+ * ```
+ */
+export function stageCosts(
+  layers: readonly LayerTimes[],
+  boundaries: readonly number[],
+  options: { readonly lossMs?: number; readonly actionMs?: number } = {},
+): StageCostTable {
+  checkLayers(layers);
+  const lossMs = checkMs("lossMs", options.lossMs ?? 0);
+  const actionMs = checkMs("actionMs", options.actionMs ?? 0);
+  if (
+    !Array.isArray(boundaries) || boundaries.length < 2 || boundaries[0] !== 0 ||
+    boundaries[boundaries.length - 1] !== layers.length ||
+    boundaries.some((b, i) => i > 0 && !(Number.isInteger(b) && b > boundaries[i - 1]))
+  ) {
+    throw new RangeError(
+      `boundaries must rise strictly from 0 to the layer count ${layers.length}, got ${
+        JSON.stringify(boundaries)
+      }`,
+    );
+  }
+  const S = boundaries.length - 1;
+  const sum = (s: number, k: "F" | "I" | "W" | "step") => {
+    let t = 0;
+    for (let i = boundaries[s]; i < boundaries[s + 1]; i++) t += layers[i][k]?.median ?? 0;
+    return t;
+  };
+  const F: number[] = [], I: number[] = [], W: number[] = [], B: number[] = [];
+  const step: number[] = [];
+  for (let s = 0; s < S; s++) {
+    F.push(sum(s, "F") + (s === S - 1 ? lossMs : 0) + actionMs);
+    I.push(sum(s, "I") + actionMs);
+    W.push(sum(s, "W") + actionMs);
+    B.push(sum(s, "I") + sum(s, "W") + actionMs);
+    step.push(sum(s, "step"));
+  }
+  return { F, I, W, B, step };
+}
+
+/** A schedule with the partition and chunk costs it is predicted with. */
+export interface PlannedCandidate {
+  /** The schedule (for `zb-auto`, the one its search found with these costs). */
+  readonly schedule: Schedule;
+  /** The min-max partition of the layers' loads into the schedule's chunks. */
+  readonly partition: PartitionResult;
+  /** Each chunk's costs. */
+  readonly costs: StageCostTable;
+}
+
+/**
+ * Builds schedule `name` for `ranks` and `microBatches`, cuts the layers
+ * into its chunks by the exact min-max partition of {@linkcode layerLoads}
+ * (with several chunks per rank, or by {@linkcode rankBalancedBoundaries}
+ * when that predicts a shorter step) and costs each chunk
+ * ({@linkcode stageCosts}). `zb-auto` searches with
+ * the model's costs per full stage (a rank's share) and the hand-over
+ * delay. Throws the generator's RangeError for a combination the schedule
+ * does not support, and a RangeError when there are fewer layers than
+ * chunks.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { planCandidate } from "@conveyor/core";
+ * const t = (ms: number) => ({ median: ms });
+ * const layers = [1, 1, 2, 4].map((ms) => ({ F: t(ms), I: t(ms), W: t(ms) }));
+ * const c = planCandidate("1f1b", 2, 4, layers, { actionMs: 0, handOverMs: 0 });
+ * assert.deepEqual(c.partition.boundaries, [0, 3, 4]); // loads 3 + 3 + 6 against 12
+ * assert.deepEqual(c.costs.F, [4, 4]);
+ * ```
+ */
+export function planCandidate(
+  name: ScheduleName,
+  ranks: number,
+  microBatches: number,
+  layers: readonly LayerTimes[],
+  overheads: RuntimeOverheads,
+  lossMs = 0,
+): PlannedCandidate {
+  const loads = layerLoads(layers, microBatches, lossMs);
+  checkMs("overheads.actionMs", overheads?.actionMs);
+  checkMs("overheads.handOverMs", overheads?.handOverMs);
+  let schedule: Schedule;
+  if (name === "zb-auto") {
+    // Per full stage: the model's total per kind over the ranks.
+    const total = (k: "F" | "I" | "W") =>
+      layers.reduce((a, l) => a + l[k].median, 0) / ranks + overheads.actionMs;
+    schedule = generateSchedule(name, {
+      ranks,
+      microBatches,
+      costs: { F: total("F") + lossMs / ranks, I: total("I"), W: total("W") },
+      comm: overheads.handOverMs,
+    });
+  } else {
+    schedule = generateSchedule(name, { ranks, microBatches });
+  }
+  const chunks = schedule.stageToRank.length;
+  if (layers.length < chunks) {
+    throw new RangeError(
+      `${name} at ${ranks} ranks has ${chunks} chunks, more than the model's ${layers.length} layers`,
+    );
+  }
+  const minMax = new LoadBalancedPartition().partition(loads, chunks);
+  const plan = (partition: PartitionResult): PlannedCandidate => ({
+    schedule,
+    partition,
+    costs: stageCosts(layers, partition.boundaries, { lossMs, actionMs: overheads.actionMs }),
+  });
+  const best = plan(minMax);
+  if (schedule.stagesPerRank === 1) return best;
+  // Several chunks per rank: the cut whose busiest rank is lightest may beat min-max.
+  const balanced = rankBalancedBoundaries(loads, schedule.stageToRank);
+  if (balanced === null || balanced.join() === minMax.boundaries.join()) return best;
+  const other = plan(new FixedPartition(balanced).partition(loads, chunks));
+  const time = (c: PlannedCandidate) => predictStep(c.schedule, c.costs, overheads).stepMs;
+  return time(other) < time(best) ? other : best;
+}
+
+/** The most cuts {@linkcode rankBalancedBoundaries} tries before it gives up. */
+export const MAX_RANK_BALANCE_CUTS = 50_000;
+
+/**
+ * With several chunks per rank: the boundaries whose busiest rank (the sum
+ * of its chunks' loads, `stageToRank` placing chunk s) carries the least,
+ * ties broken by the smaller largest chunk, then the earlier cut; null
+ * when there are more than {@linkcode MAX_RANK_BALANCE_CUTS} cuts to try.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { rankBalancedBoundaries } from "@conveyor/core";
+ * // A V placement: rank 0 holds chunks 0 and 3, rank 1 chunks 1 and 2. With heavy
+ * // ends, rank 0 carries at least 4 + 4; the earliest cut that keeps it there:
+ * assert.deepEqual(rankBalancedBoundaries([4, 1, 1, 1, 1, 4], [0, 1, 1, 0]), [0, 1, 2, 5, 6]);
+ * // Even loads: 2 + 2 layers per rank, each chunk as small as it can be.
+ * assert.deepEqual(rankBalancedBoundaries([1, 1, 1, 1, 1, 1, 1, 1], [0, 1, 1, 0]), [0, 2, 4, 6, 8]);
+ * ```
+ */
+export function rankBalancedBoundaries(
+  loads: readonly number[],
+  stageToRank: readonly number[],
+): number[] | null {
+  const n = loads.length;
+  const S = stageToRank.length;
+  if (S < 1 || n < S) return null;
+  let cuts = 1;
+  for (let k = 1; k < S; k++) {
+    cuts = (cuts * (n - k)) / k; // C(n − 1, S − 1)
+    if (cuts > MAX_RANK_BALANCE_CUTS) return null;
+  }
+  const prefix = [0];
+  for (const l of loads) prefix.push(prefix[prefix.length - 1] + l);
+  const ranks = Math.max(...stageToRank) + 1;
+  const b = new Array<number>(S + 1).fill(0);
+  b[S] = n;
+  let best: number[] | null = null;
+  let bestRank = Infinity;
+  let bestChunk = Infinity;
+  const sums = new Array<number>(ranks);
+  const visit = (k: number): void => {
+    if (k === S) {
+      sums.fill(0);
+      let chunk = 0;
+      for (let s = 0; s < S; s++) {
+        const c = prefix[b[s + 1]] - prefix[b[s]];
+        sums[stageToRank[s]] += c;
+        if (c > chunk) chunk = c;
+      }
+      const rank = Math.max(...sums);
+      if (rank < bestRank || (rank === bestRank && chunk < bestChunk)) {
+        bestRank = rank;
+        bestChunk = chunk;
+        best = [...b];
+      }
+      return;
+    }
+    // Boundary k lies after boundary k − 1 and leaves a layer for each later chunk.
+    for (let i = b[k - 1] + 1; i <= n - (S - k); i++) {
+      b[k] = i;
+      visit(k + 1);
+    }
+  };
+  if (S === 1) return [0, n];
+  visit(1);
+  return best;
+}
+
+/** What {@linkcode predictStep} predicts. */
+export interface StepPrediction {
+  /** Steady-state time per training step, ms (the median period of back-to-back steps). */
+  readonly stepMs: number;
+  /** Steady-state bubble over those periods. */
+  readonly bubble: number;
+  /** One step on its own (its makespan), ms. */
+  readonly firstStepMs: number;
+  /** The per-stage costs simulated (each stage's step spread over its backward actions). */
+  readonly costs: ActionCosts;
+}
+
+/**
+ * Simulates `iterations` back-to-back steps (default 8) of `schedule` with
+ * `costs` and the hand-over delay, and returns the median period from the
+ * second step on (as the benches measure training), its bubble, and the
+ * first step's makespan. Each chunk's optimizer step, which runs right
+ * after its last backward, is spread over its m backward actions (its W
+ * where the schedule splits I and W, else its B): the rank's busy time is
+ * exact, the order within the step approximate.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { generateSchedule, predictStep } from "@conveyor/core";
+ * const s = generateSchedule("1f1b", { ranks: 2, microBatches: 4 });
+ * const c = { F: [1, 1], I: [1, 1], W: [1, 1], B: [2, 2], step: [0, 0] };
+ * const p = predictStep(s, c, { actionMs: 0, handOverMs: 0 });
+ * // (m + p − 1)(F + B) = 15; back to back, 1F1B's ramps do not overlap the next step's.
+ * assert.equal(p.firstStepMs, 15);
+ * assert.equal(p.stepMs, 15);
+ * assert.ok(Math.abs(p.bubble - 0.2) < 1e-12); // 1 − 12 / 15
+ * ```
+ */
+export function predictStep(
+  schedule: Schedule,
+  costs: StageCostTable,
+  overheads: RuntimeOverheads,
+  iterations = 8,
+): StepPrediction {
+  const comm = checkMs("overheads.handOverMs", overheads?.handOverMs);
+  if (!Number.isInteger(iterations) || iterations < 2) {
+    throw new RangeError(`iterations must be an integer >= 2, got ${iterations}`);
+  }
+  const S = schedule.stageToRank.length;
+  for (const k of ["F", "I", "W", "B", "step"] as const) {
+    if (!Array.isArray(costs?.[k]) || costs[k].length !== S) {
+      throw new RangeError(`costs.${k} must hold one cost per stage (${S})`);
+    }
+  }
+  const split = new Array<boolean>(S).fill(false);
+  for (const list of schedule.actions) {
+    for (const a of list) if (a.kind === "W") split[a.stage] = true;
+  }
+  const m = schedule.microBatches;
+  const W = costs.W.map((w, s) => w + (split[s] ? costs.step[s] / m : 0));
+  const B = costs.B.map((b, s) => b + (split[s] ? 0 : costs.step[s] / m));
+  const simCosts: ActionCosts = { F: [...costs.F], I: [...costs.I], W, B };
+  const sim = simulate(schedule, { costs: simCosts, comm, iterations });
+  const sum = summarizeTimeline(sim.events, schedule.ranks, { steadyFrom: 1 });
+  const first = sim.events.filter((e) => e.iteration === 0).reduce((a, e) => Math.max(a, e.end), 0);
+  return {
+    stepMs: sum.period ?? sim.makespan,
+    bubble: sum.steadyStateBubble ?? sim.bubbleFraction,
+    firstStepMs: first,
+    costs: simCosts,
+  };
+}

@@ -1,0 +1,71 @@
+// The advisor's check of a prediction: the candidate trained for real
+// (PipelineParallelModel in workers, its schedule and partition as
+// predicted), warm-up steps first, then steps back to back in one train
+// call. Not exported from the package.
+
+import type { Sequential } from "../../nn/sequential.ts";
+import type { OptimizerSpec } from "../../nn/optimizer_spec.ts";
+import type { BackendKind } from "../../tensor/create_backend.ts";
+import type { Schedule } from "../schedule/schedule.ts";
+import { FixedPartition } from "../partition/partition.ts";
+import { summarizeTimeline } from "../analysis/timeline_summary.ts";
+import { PipelineParallelModel } from "./pipeline_parallel_model.ts";
+import type { TrainingBatch } from "./batch.ts";
+import type { PipelineLoss } from "./model_stage_executor.ts";
+
+/** What a verification measured. */
+export interface Measured {
+  /** Median period between consecutive steps' ends from the second measured step on, ms. */
+  readonly stepMs: number;
+  /** Steady-state bubble over the same periods. */
+  readonly bubble: number;
+  /** Per rank: the largest peak activation bytes any step (warm-up included) reported. */
+  readonly activationBytes: readonly number[];
+}
+
+/** Trains `schedule` cut at `boundaries` on `sample` and measures it. */
+export async function measureCandidate(
+  model: Sequential,
+  sample: TrainingBatch,
+  schedule: Schedule,
+  boundaries: readonly number[],
+  o: {
+    readonly loss: PipelineLoss;
+    readonly optimizer: OptimizerSpec;
+    readonly backend: BackendKind;
+    readonly modules: readonly string[];
+    readonly nonFinite: "skip" | "throw" | "off";
+    readonly warmup: number;
+    readonly steps: number;
+  },
+): Promise<Measured> {
+  const pipe = await PipelineParallelModel.create({
+    model,
+    schedule,
+    partition: new FixedPartition(boundaries),
+    optimizer: o.optimizer,
+    loss: o.loss,
+    backend: o.backend,
+    rankGroup: "workers",
+    modules: o.modules,
+    nonFinite: o.nonFinite,
+  });
+  try {
+    const warm = o.warmup > 0
+      ? (await pipe.train(new Array<TrainingBatch>(o.warmup).fill(sample))).steps
+      : [];
+    const r = await pipe.train(new Array<TrainingBatch>(o.steps).fill(sample));
+    const all = [...warm, ...r.steps];
+    const sum = summarizeTimeline(r.events, schedule.ranks, { steadyFrom: 1 });
+    return {
+      stepMs: sum.period ?? r.makespanMs,
+      bubble: sum.steadyStateBubble ?? r.bubble,
+      activationBytes: Array.from(
+        { length: schedule.ranks },
+        (_, rank) => Math.max(...all.map((s) => s.peakActivationBytes[rank] ?? 0)),
+      ),
+    };
+  } finally {
+    await pipe.dispose();
+  }
+}

@@ -1,0 +1,468 @@
+/**
+ * "Which schedule for my model?": {@linkcode adviseSchedule} measures the
+ * user's own model (every layer's F, I and W, its optimizer step, each
+ * chunk's activation bytes, the runtime's hand-over and per-action costs)
+ * in workers computing at once as a pipeline's ranks do, predicts every
+ * candidate schedule's step time and bytes per rank, ranks them, and can
+ * train the best few for real to set the measurement beside the prediction.
+ *
+ * @module
+ */
+
+import type { Sequential } from "../../nn/sequential.ts";
+import { Sequential as SequentialClass } from "../../nn/sequential.ts";
+import { saveSafetensors } from "../../nn/safetensors.ts";
+import { checkOptimizerSpec, type OptimizerSpec } from "../../nn/optimizer_spec.ts";
+import type { BackendKind } from "../../tensor/create_backend.ts";
+import { describeValue } from "../../tensor/describe.ts";
+import type { PassProfile } from "../partition/layer_passes.ts";
+import type { ChunkMemory } from "../partition/chunk_memory.ts";
+import { SCHEDULE_NAMES, type ScheduleName } from "../schedule/generate.ts";
+import { WorkerRankGroup } from "../runtime/worker_rank_group.ts";
+import { rankMemory } from "../advise/rank_memory.ts";
+import { planCandidate, predictStep, type RuntimeOverheads } from "../advise/step_prediction.ts";
+import { type AdviceCandidate, rankCandidates } from "../advise/advice_table.ts";
+import { checkFinite, describeArray, prod, type TrainingBatch } from "./batch.ts";
+import type { PipelineLoss } from "./model_stage_executor.ts";
+import {
+  ADVISE_EXECUTOR_URL,
+  type AdviseCalls,
+  type AdviseRankOptions,
+} from "./_advise_executor.ts";
+import { calibrationSchedule, measureOverheads, profileOnRanks } from "./_advise_profile.ts";
+import { measureCandidate } from "./_advise_verify.ts";
+import { tuneMatmulForRanks } from "./_matmul_tuning.ts";
+
+// A string in quotes (the value as written), anything else described.
+const quote = (v: unknown): string => typeof v === "string" ? JSON.stringify(v) : describeValue(v);
+
+/** Options of {@linkcode adviseSchedule}. */
+export interface AdviseOptions {
+  /** The loss on the last stage, as `PipelineParallelModel` takes it. */
+  readonly loss: PipelineLoss;
+  /** Optimizer of every stage (default AdamW, lr 1e-3, weight decay 0). */
+  readonly optimizer?: OptimizerSpec;
+  /** Schedules to consider (default every one of `SCHEDULE_NAMES`). */
+  readonly schedules?: readonly string[];
+  /** Rank counts to consider (default 2). */
+  readonly ranks?: number | readonly number[];
+  /** Micro-batch counts to consider (default 8; each at most the sample's rows). */
+  readonly microBatches?: number | readonly number[];
+  /** Backend of every rank (default `"cpu"`). */
+  readonly backend?: BackendKind;
+  /** Bytes one rank may hold; candidates over it rank after those within (default none). */
+  readonly memoryLimit?: number;
+  /** Timed sweeps per profile (integer ≥ 1, default 5). */
+  readonly repeats?: number;
+  /** Untimed sweeps first (integer ≥ 0, default 1). */
+  readonly warmup?: number;
+  /**
+   * Sweep past `repeats` until the timed sweeps take this long, ms (at most
+   * 20 × `repeats` sweeps; default 1000): small models get enough samples.
+   */
+  readonly profileMs?: number;
+  /**
+   * Profile with P copies of the model computing at once, one per worker
+   * (default true): each pass then runs as slowly as it will beside the
+   * other ranks (they share the cores' memory bandwidth and caches). With
+   * false one worker profiles alone.
+   */
+  readonly concurrent?: boolean;
+  /** As `PipelineParallelModel`'s `nonFinite` (default `"skip"`): its check copies and times. */
+  readonly nonFinite?: "skip" | "throw" | "off";
+  /** Train the best `verify` candidates for real and report the measurement (default 0). */
+  readonly verify?: number;
+  /** Warm-up steps of each verification (default 2). */
+  readonly verifyWarmup?: number;
+  /** Measured steps of each verification, back to back (integer ≥ 2, default 8). */
+  readonly verifySteps?: number;
+  /** Modules every worker imports first (they register the model's own layers). */
+  readonly modules?: readonly (string | URL)[];
+  /** Called with a line of progress now and then. */
+  readonly onProgress?: (message: string) => void;
+}
+
+/** One profile the advice is built on. */
+export interface AdviceProfile {
+  /** Ranks of the candidates it served. */
+  readonly ranks: number;
+  /** Copies of the model computing at once while it was measured. */
+  readonly concurrency: number;
+  /** The measurement (its `spread` says how much the sweeps differed). */
+  readonly profile: PassProfile;
+  /** The runtime's costs measured beside it. */
+  readonly overheads: RuntimeOverheads;
+}
+
+/** A candidate that could not be built, and why. */
+export interface SkippedCandidate {
+  /** Schedule name. */
+  readonly schedule: string;
+  /** Ranks. */
+  readonly ranks: number;
+  /** Micro-batches. */
+  readonly microBatches: number;
+  /** The generator's or partitioner's refusal. */
+  readonly reason: string;
+}
+
+/** What {@linkcode adviseSchedule} returns. */
+export interface Advice {
+  /** Every candidate, ranked: within the memory limit first, then by predicted ms per step. */
+  readonly candidates: readonly AdviceCandidate[];
+  /** Combinations no schedule could be built for. */
+  readonly skipped: readonly SkippedCandidate[];
+  /** The profiles (one per rank count and micro-batch size). */
+  readonly profiles: readonly AdviceProfile[];
+  /** Wall time of the advice (verification included), ms. */
+  readonly elapsedMs: number;
+  /** Wall time until the ranked predictions (without verification), ms. */
+  readonly predictionMs: number;
+}
+
+function list(name: string, v: unknown, fallback: number): number[] {
+  const xs = v === undefined ? [fallback] : typeof v === "number" ? [v] : v;
+  if (!Array.isArray(xs) || xs.length === 0) {
+    throw new TypeError(`${name} must be a positive integer or a non-empty array of them`);
+  }
+  for (const x of xs) {
+    if (typeof x !== "number" || !Number.isInteger(x) || x < 1) {
+      throw new RangeError(`${name} must hold positive integers, got ${describeValue(x)}`);
+    }
+  }
+  return [...new Set(xs as number[])];
+}
+
+function int(name: string, v: unknown, fallback: number, min: number): number {
+  const x = v ?? fallback;
+  if (typeof x !== "number" || !Number.isInteger(x) || x < min) {
+    throw new RangeError(`${name} must be an integer >= ${min}, got ${describeValue(v)}`);
+  }
+  return x;
+}
+
+function checkProfileMs(v: unknown): number {
+  const x = v ?? 1000;
+  if (typeof x !== "number" || !(x >= 0) || !Number.isFinite(x)) {
+    throw new RangeError(`profileMs must be a finite number of ms >= 0, got ${describeValue(v)}`);
+  }
+  return x;
+}
+
+interface Checked {
+  readonly loss: PipelineLoss;
+  readonly optimizer: OptimizerSpec;
+  readonly schedules: ScheduleName[];
+  readonly ranks: number[];
+  readonly microBatches: number[];
+  readonly backend: BackendKind;
+  readonly memoryLimit: number;
+  readonly repeats: number;
+  readonly warmup: number;
+  readonly profileMs: number;
+  readonly concurrent: boolean;
+  readonly nonFinite: "skip" | "throw" | "off";
+  readonly verify: number;
+  readonly verifyWarmup: number;
+  readonly verifySteps: number;
+  readonly modules: string[];
+  readonly targetTail: number[];
+  readonly lossRows: number;
+}
+
+function checkAdvise(model: Sequential, sample: TrainingBatch, o: AdviseOptions): Checked {
+  if (!(model instanceof SequentialClass)) {
+    throw new TypeError(`model must be a Sequential, got ${describeValue(model)}`);
+  }
+  if (o === null || typeof o !== "object") {
+    throw new TypeError(`options must be an object { loss, ... }, got ${describeValue(o)}`);
+  }
+  if (o.loss !== "cross-entropy" && o.loss !== "mse") {
+    throw new TypeError(`loss must be "cross-entropy" or "mse", got ${quote(o.loss)}`);
+  }
+  const optimizer = checkOptimizerSpec(
+    o.optimizer ?? { kind: "adamw", lr: 1e-3, weightDecay: 0 },
+  );
+  const schedules = (o.schedules ?? SCHEDULE_NAMES) as readonly unknown[];
+  if (!Array.isArray(schedules) || schedules.length === 0) {
+    throw new TypeError("schedules must be a non-empty array of schedule names");
+  }
+  for (const s of schedules) {
+    if (!(SCHEDULE_NAMES as readonly unknown[]).includes(s)) {
+      throw new RangeError(
+        `schedules must be names from ${SCHEDULE_NAMES.join(", ")}, got ${quote(s)}`,
+      );
+    }
+  }
+  const backend = o.backend ?? "cpu";
+  if (backend !== "auto" && backend !== "cpu" && backend !== "webgpu") {
+    throw new RangeError(
+      `backend must be "auto", "cpu" or "webgpu", got ${quote(backend)}`,
+    );
+  }
+  const memoryLimit = o.memoryLimit ?? Infinity;
+  if (typeof memoryLimit !== "number" || !(memoryLimit > 0)) {
+    throw new RangeError(
+      `memoryLimit must be a number of bytes > 0, got ${describeValue(o.memoryLimit)}`,
+    );
+  }
+  const concurrent = o.concurrent ?? true;
+  if (typeof concurrent !== "boolean") {
+    throw new TypeError(`concurrent must be a boolean, got ${describeValue(concurrent)}`);
+  }
+  const nonFinite = o.nonFinite ?? "skip";
+  if (nonFinite !== "skip" && nonFinite !== "throw" && nonFinite !== "off") {
+    throw new TypeError(
+      `nonFinite must be "skip", "throw" or "off", got ${quote(nonFinite)}`,
+    );
+  }
+  if (o.onProgress !== undefined && typeof o.onProgress !== "function") {
+    throw new TypeError(`onProgress must be a function, got ${describeValue(o.onProgress)}`);
+  }
+  const modules = (o.modules ?? []).map((m, i) => {
+    if (typeof m !== "string" && !(m instanceof URL)) {
+      throw new TypeError(`modules[${i}] must be a URL or a string, got ${describeValue(m)}`);
+    }
+    return String(m);
+  });
+  // The sample, as a training batch of this model.
+  if (sample === null || typeof sample !== "object" || !Array.isArray(sample.shape)) {
+    throw new TypeError(
+      `sample must be a batch { inputs, shape, targets }, got ${describeValue(sample)}`,
+    );
+  }
+  const shape = [...sample.shape];
+  if (!(sample.inputs instanceof Float32Array) || sample.inputs.length !== prod(shape)) {
+    throw new RangeError(
+      `sample.inputs must be a Float32Array of ${prod(shape)} values for shape [${shape}], got ${
+        describeArray(sample.inputs)
+      }`,
+    );
+  }
+  checkFinite(sample.inputs, "sample.inputs");
+  const shapes = model.shapes(shape);
+  const out = shapes[shapes.length - 1];
+  const targetShape = o.loss === "mse" ? out : out.slice(0, -1);
+  if (!(sample.targets instanceof Float32Array) || sample.targets.length !== prod(targetShape)) {
+    throw new RangeError(
+      `sample.targets must be a Float32Array of ${
+        prod(targetShape)
+      } values (shape [${targetShape}] for ${o.loss}), got ${describeArray(sample.targets)}`,
+    );
+  }
+  if (o.loss === "cross-entropy") {
+    const V = out[out.length - 1];
+    const t = sample.targets;
+    for (let i = 0; i < t.length; i++) {
+      if (!Number.isInteger(t[i]) || t[i] < 0 || t[i] >= V) {
+        throw new RangeError(
+          `sample.targets[${i}] is ${
+            t[i]
+          }: cross-entropy targets are class ids, integers in [0, ${V})`,
+        );
+      }
+    }
+  } else checkFinite(sample.targets, "sample.targets");
+  const microBatches = list("microBatches", o.microBatches, 8);
+  for (const m of microBatches) {
+    if (m > shape[0]) {
+      throw new RangeError(
+        `microBatches ${m} is more than the sample's ${
+          shape[0]
+        } rows: each micro-batch needs a row`,
+      );
+    }
+  }
+  return {
+    loss: o.loss,
+    optimizer,
+    schedules: [...new Set(schedules as ScheduleName[])],
+    ranks: list("ranks", o.ranks, 2),
+    microBatches,
+    backend,
+    memoryLimit,
+    repeats: int("repeats", o.repeats, 5, 1),
+    warmup: int("warmup", o.warmup, 1, 0),
+    profileMs: checkProfileMs(o.profileMs),
+    concurrent,
+    nonFinite,
+    verify: int("verify", o.verify, 0, 0),
+    verifyWarmup: int("verifyWarmup", o.verifyWarmup, 2, 0),
+    verifySteps: int("verifySteps", o.verifySteps, 8, 2),
+    modules,
+    targetTail: targetShape.slice(1),
+    lossRows: prod(out.slice(0, -1)),
+  };
+}
+
+/**
+ * Measures `model` on `sample` (one training batch) and predicts, for every
+ * candidate (each schedule at each rank count and micro-batch count), the
+ * time per training step in steady state, the bubble, and the peak bytes
+ * per rank (activations, parameters, gradients, optimizer state and the
+ * step check's copies); returns them ranked, fitting `memoryLimit` first,
+ * then fastest first. Everything is checked before any work.
+ *
+ * How: for each rank count P, P workers each rebuild the model and profile
+ * every layer at once (F, I, W, the loss, each layer's optimizer step;
+ * `repeats` sweeps after `warmup`), so that the passes are timed under the
+ * load of P ranks computing together; the hand-over delay and the
+ * runtime's cost per action are measured between them. Each candidate's
+ * layers are cut by the exact min-max partition of their measured loads,
+ * each chunk's activation bytes for one micro-batch are measured
+ * (`profileChunkMemory`) and walked through each rank's list of actions
+ * (`activationPeaks`), and the step is simulated (`predictStep`). With
+ * `verify: k` the best k are trained for real (`PipelineParallelModel` in
+ * workers, with the predicted partition) and carry `measuredMs`,
+ * `measuredBubble` and `measuredActivationBytes`.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { adviseSchedule, CpuBackend, Linear, ReLU, Sequential } from "@conveyor/core";
+ * const be = new CpuBackend();
+ * const net = new Sequential([
+ *   new Linear(be, 8, 32, { seed: 1 }), new ReLU(be), new Linear(be, 32, 32, { seed: 2 }),
+ *   new ReLU(be), new Linear(be, 32, 1, { seed: 3 }),
+ * ]);
+ * const sample = { inputs: new Float32Array(16 * 8).fill(0.5), shape: [16, 8], targets: new Float32Array(16) };
+ * const advice = await adviseSchedule(net, sample, {
+ *   loss: "mse", schedules: ["gpipe", "1f1b", "zb-h1"], ranks: 2, microBatches: 4, repeats: 2,
+ * });
+ * assert.equal(advice.candidates.length, 3);
+ * const best = advice.candidates[0];
+ * assert.ok(best.predictedMs > 0 && best.peakBytes.length === 2);
+ * assert.ok(advice.candidates.every((c, i) => i === 0 || c.predictedMs >= advice.candidates[i - 1].predictedMs));
+ * net.dispose();
+ * ```
+ */
+export async function adviseSchedule(
+  model: Sequential,
+  sample: TrainingBatch,
+  options: AdviseOptions,
+): Promise<Advice> {
+  const t0 = performance.now();
+  const o = checkAdvise(model, sample, options);
+  const progress = options.onProgress ?? (() => {});
+  const rowsFor = (m: number) => Math.ceil(sample.shape[0] / m);
+  const shapes = model.shapes([...sample.shape]);
+  const L = model.layers.length;
+  // Activations handed between ranks: a typical layer output of a micro-batch.
+  const perRow = shapes.slice(0, Math.max(1, L - 1)).map((s) => prod(s.slice(1))).sort((a, b) =>
+    a - b
+  );
+  const handOverFloats = perRow[perRow.length >> 1] * rowsFor(o.microBatches[0]);
+  const tunedMatmul = await tuneMatmulForRanks(o.backend);
+  const rankOptions: AdviseRankOptions = {
+    spec: model.spec(),
+    weights: await saveSafetensors(model.parameters()),
+    backend: o.backend,
+    ...(tunedMatmul === undefined ? {} : { tunedMatmul }),
+    modules: o.modules,
+    loss: o.loss,
+    optimizer: o.optimizer,
+    stepCheck: o.nonFinite !== "off",
+    inputs: sample.inputs,
+    shape: [...sample.shape],
+    targets: sample.targets,
+    targetTail: o.targetTail,
+    lossRows: o.lossRows,
+    handOverFloats,
+  };
+  const candidates: AdviceCandidate[] = [];
+  const skipped: SkippedCandidate[] = [];
+  const profiles: AdviceProfile[] = [];
+  for (const P of o.ranks) {
+    const group = await WorkerRankGroup.create<AdviseCalls>({
+      schedule: calibrationSchedule(P),
+      executor: { module: ADVISE_EXECUTOR_URL, options: rankOptions },
+    });
+    try {
+      const copies = o.concurrent ? P : 1;
+      const overheads = await measureOverheads(group, handOverFloats);
+      const byRows = new Map<number, PassProfile>();
+      for (const rows of new Set(o.microBatches.map(rowsFor))) {
+        progress(`profiling ${L} layers, ${rows}-row micro-batches, ${copies} at once`);
+        const profile = await profileOnRanks(
+          group,
+          copies,
+          rows,
+          o.repeats,
+          o.warmup,
+          o.profileMs,
+        );
+        byRows.set(rows, profile);
+        profiles.push({ ranks: P, concurrency: copies, profile, overheads });
+      }
+      const memo = new Map<string, ChunkMemory[]>();
+      for (const m of o.microBatches) {
+        const profile = byRows.get(rowsFor(m))!;
+        for (const name of o.schedules) {
+          let plan;
+          try {
+            plan = planCandidate(name, P, m, profile.layers, overheads, profile.loss?.median ?? 0);
+          } catch (e) {
+            if (!(e instanceof RangeError || e instanceof TypeError)) throw e;
+            skipped.push({ schedule: name, ranks: P, microBatches: m, reason: e.message });
+            continue;
+          }
+          const b = plan.partition.boundaries;
+          const key = `${rowsFor(m)}:${b.join(",")}`;
+          let chunks = memo.get(key);
+          if (chunks === undefined) {
+            chunks = await group.call(0, "chunkMemory", { rows: rowsFor(m), boundaries: b });
+            memo.set(key, chunks);
+          }
+          const memory = rankMemory(plan.schedule, b, profile.layers, chunks, {
+            stepCheck: o.nonFinite !== "off",
+          });
+          const step = predictStep(plan.schedule, plan.costs, overheads);
+          const peakBytes = memory.map((r) => r.total);
+          const c: AdviceCandidate = {
+            schedule: name,
+            ranks: P,
+            microBatches: m,
+            stagesPerRank: plan.schedule.stagesPerRank,
+            boundaries: [...b],
+            predictedMs: step.stepMs,
+            bubble: step.bubble,
+            peakBytes,
+            memory,
+            fits: peakBytes.every((x) => x <= o.memoryLimit),
+            generated: plan.schedule,
+          };
+          candidates.push(c);
+        }
+      }
+    } finally {
+      await group.dispose();
+    }
+  }
+  const ranked = rankCandidates(candidates);
+  const predictionMs = performance.now() - t0;
+  const out: AdviceCandidate[] = [];
+  for (let i = 0; i < ranked.length; i++) {
+    const c = ranked[i];
+    if (i >= o.verify) {
+      out.push(c);
+      continue;
+    }
+    progress(`verifying ${c.schedule} at ${c.ranks} ranks, ${c.microBatches} micro-batches`);
+    const r = await measureCandidate(model, sample, c.generated!, c.boundaries, {
+      loss: o.loss,
+      optimizer: o.optimizer,
+      backend: o.backend,
+      modules: o.modules,
+      nonFinite: o.nonFinite,
+      warmup: o.verifyWarmup,
+      steps: o.verifySteps,
+    });
+    out.push({
+      ...c,
+      measuredMs: r.stepMs,
+      measuredBubble: r.bubble,
+      measuredActivationBytes: r.activationBytes,
+    });
+  }
+  return { candidates: out, skipped, profiles, elapsedMs: performance.now() - t0, predictionMs };
+}
