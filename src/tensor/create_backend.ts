@@ -41,7 +41,16 @@ export interface BackendChoice {
   readonly adapter?: GPUAdapter;
 }
 
-/** Options of {@linkcode chooseBackend}. */
+/**
+ * Options of {@linkcode chooseBackend}.
+ *
+ * @example
+ * ```ts
+ * import { chooseBackend, type ChooseBackendOptions } from "@conveyor/core";
+ * const quiet: ChooseBackendOptions = { notice: false };
+ * console.log((await chooseBackend("cpu", quiet)).kind); // cpu
+ * ```
+ */
 export interface ChooseBackendOptions {
   /** The adapter to judge; by default `navigator.gpu.requestAdapter()`. */
   readonly adapter?: GPUAdapter | null;

@@ -6,11 +6,24 @@
  * @module
  */
 
-/** The fields of `GPUAdapterInfo` that {@linkcode isSoftwareAdapter} reads. */
+/**
+ * The fields of `GPUAdapterInfo` that {@linkcode isSoftwareAdapter} reads.
+ *
+ * @example
+ * ```ts
+ * import { type AdapterInfoFields, isSoftwareAdapter } from "@conveyor/core";
+ * const info: AdapterInfoFields = { description: "Acme", isFallbackAdapter: true };
+ * console.log(isSoftwareAdapter(info)); // true
+ * ```
+ */
 export interface AdapterInfoFields {
+  /** The adapter's vendor (a name or a PCI id). */
   readonly vendor?: string;
+  /** The adapter's architecture (a family name, often empty). */
   readonly architecture?: string;
+  /** The adapter's device (a name or an id). */
   readonly device?: string;
+  /** What the driver calls it, e.g. "llvmpipe (LLVM 15.0.6, 256 bits)". */
   readonly description?: string;
   /** Set by the browser or runtime when the adapter is a fallback (software) one. */
   readonly isFallbackAdapter?: boolean;
