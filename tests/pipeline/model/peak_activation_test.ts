@@ -110,10 +110,8 @@ Deno.test("peakActivationBytes on the CPU: the same every step, in-process and i
 const webgpu = Deno.env.get("CONVEYOR_TEST_BACKENDS") !== "cpu" &&
   (await navigator.gpu?.requestAdapter().catch(() => null) ?? null) !== null;
 
-Deno.test({
-  name: "peakActivationBytes on WebGPU in-process: the same every step, as on the CPU",
-  ignore: !webgpu,
-  fn: async () => {
+if (webgpu) {
+  Deno.test("peakActivationBytes on WebGPU in-process: the same every step, as on the CPU", async () => {
     await checkBackend("webgpu", ["in-process"]);
-  },
-});
+  });
+}
