@@ -22,7 +22,63 @@
  * @module
  */
 
-export { generateSchedule } from "./src/pipeline/schedule/generate.ts";
+export { generateSchedule, SCHEDULE_NAMES } from "./src/pipeline/schedule/generate.ts";
+// The main entry point's types that this one's API names (so that its
+// documentation stands on its own).
+export type {
+  AdamWParams,
+  Backend,
+  BackendKind,
+  BackendName,
+  BinaryOp,
+  CrossEntropyResult,
+  InvalidIndex,
+  LayerNormResult,
+  MatmulConfig,
+  MemoryStats,
+  RmsNormResult,
+  SGDParams,
+  Shape,
+  Tensor,
+  UnaryGradOp,
+  UnaryOp,
+} from "./src/tensor/mod.ts";
+export type {
+  AdamWOptions,
+  AdamWSpec,
+  ConstantLrSpec,
+  CosineLrSpec,
+  LayerSpec,
+  LinearLrSpec,
+  LrScheduleSpec,
+  OptimizerSpec,
+  Parameter,
+  SequentialLrSpec,
+  SGDOptions,
+  SGDSpec,
+  StepLrSpec,
+  WarmupCosineLrSpec,
+} from "./src/nn/mod.ts";
+export type {
+  Action,
+  ActionCosts,
+  ActionKind,
+  ActivationCheckpointOptions,
+  CostValue,
+  FaultInjection,
+  FaultKind,
+  GenerateOptions,
+  LinkModel,
+  PipelineLoss,
+  RankActions,
+  RankInfo,
+  RecomputePolicy,
+  Schedule,
+  ScheduleName,
+  TimedEvent,
+  TimelineSummary,
+} from "./src/pipeline/mod.ts";
+export type { CheckedFault } from "./src/pipeline/runtime/fault_injection.ts";
 export type {
   CommBackend,
   ControlHandler,

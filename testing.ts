@@ -13,6 +13,29 @@
  * @module
  */
 
+// The other entry points' types that this one's API names (so that its
+// documentation stands on its own).
+export type { Action, ActionKind } from "./src/pipeline/schedule/action.ts";
+export type {
+  CommBackend,
+  ControlHandler,
+  ControlMessage,
+  SendOptions,
+} from "./src/pipeline/comm/backend.ts";
+export type {
+  CallHandlers,
+  CallMap,
+  DeviceSpan,
+  NoCalls,
+  PendingCheck,
+  PendingOutput,
+  StageContext,
+  StageExecutor,
+  StageExecutorInit,
+  StageOutput,
+  StepCheck,
+  StepResultOf,
+} from "./src/pipeline/runtime/stage_executor.ts";
 export type {
   SyntheticCosts,
   SyntheticExecutorOptions,

@@ -1,7 +1,7 @@
 /**
  * A small SVG line chart of training curves for the examples: the loss on
- * a log scale (left axis) and an accuracy in [0, 1] (right axis) against
- * the step, no dependencies.
+ * a log scale (left axis), optionally a second loss to compare (dashed), and
+ * an accuracy in [0, 1] (right axis) against the step, no dependencies.
  *
  * @module
  */
@@ -21,6 +21,10 @@ export interface CurvesInput {
   readonly accuracyLabel?: string;
   /** Legend text of the loss curve (default "training loss"). */
   readonly lossLabel?: string;
+  /** A second training loss on the same axis, drawn dashed (e.g. another run). */
+  readonly compareLoss?: Curve;
+  /** Legend text of `compareLoss` (default "compared loss"). */
+  readonly compareLossLabel?: string;
   /** A line under the title (e.g. the configuration). */
   readonly subtitle?: string;
   /** Steps marked with a dashed vertical line and a label (e.g. an lr change). */
@@ -29,7 +33,7 @@ export interface CurvesInput {
 
 const W = 720, H = 400;
 const PAD = { left: 64, right: 64, top: 76, bottom: 48 };
-const LOSS_COLOR = "#d9480f", ACC_COLOR = "#1971c2";
+const LOSS_COLOR = "#d9480f", ACC_COLOR = "#1971c2", COMPARE_COLOR = "#2b8a3e";
 
 function esc(s: string): string {
   return s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
@@ -56,8 +60,9 @@ function stepTicks(max: number): number[] {
  */
 export function curvesSvg(input: CurvesInput): string {
   const { loss, accuracy } = input;
+  const compare = input.compareLoss ?? [];
   if (loss.length === 0) throw new RangeError("curvesSvg: the loss curve is empty");
-  for (const [s, v] of loss) {
+  for (const [s, v] of [...loss, ...compare]) {
     if (!(v > 0) || !Number.isFinite(v)) {
       throw new RangeError(`curvesSvg: loss at step ${s} must be positive and finite, got ${v}`);
     }
@@ -67,9 +72,10 @@ export function curvesSvg(input: CurvesInput): string {
       throw new RangeError(`curvesSvg: accuracy at step ${s} must be in [0, 1], got ${v}`);
     }
   }
-  const maxStep = Math.max(1, ...loss.map(([s]) => s), ...accuracy.map(([s]) => s));
-  let lo = Math.log10(Math.min(...loss.map(([, v]) => v)));
-  let hi = Math.log10(Math.max(...loss.map(([, v]) => v)));
+  const losses = [...loss, ...compare];
+  const maxStep = Math.max(1, ...losses.map(([s]) => s), ...accuracy.map(([s]) => s));
+  let lo = Math.log10(Math.min(...losses.map(([, v]) => v)));
+  let hi = Math.log10(Math.max(...losses.map(([, v]) => v)));
   lo = Math.floor(lo);
   hi = Math.max(Math.ceil(hi), lo + 1);
   const pw = W - PAD.left - PAD.right, ph = H - PAD.top - PAD.bottom;
@@ -91,12 +97,15 @@ export function curvesSvg(input: CurvesInput): string {
   // Grid and axes: accuracy every 20% (right), loss every decade (left), steps (bottom).
   for (let a = 0; a <= 1.0001; a += 0.2) {
     const y = fmt(yAcc(a));
-    out.push(
-      `<line x1="${PAD.left}" x2="${W - PAD.right}" y1="${y}" y2="${y}" stroke="#eee"/>`,
-      `<text x="${W - PAD.right + 6}" y="${y}" dy="4" fill="${ACC_COLOR}">${
-        Math.round(a * 100)
-      }%</text>`,
-    );
+    out.push(`<line x1="${PAD.left}" x2="${W - PAD.right}" y1="${y}" y2="${y}" stroke="#eee"/>`);
+    // The right axis only with an accuracy curve (or none to compare with, as before).
+    if (accuracy.length > 0 || compare.length === 0) {
+      out.push(
+        `<text x="${W - PAD.right + 6}" y="${y}" dy="4" fill="${ACC_COLOR}">${
+          Math.round(a * 100)
+        }%</text>`,
+      );
+    }
   }
   for (let d = lo; d <= hi; d++) {
     const v = 10 ** d;
@@ -126,9 +135,15 @@ export function curvesSvg(input: CurvesInput): string {
       }</text>`,
     );
   }
-  const poly = (pts: string[], color: string) =>
-    `<polyline fill="none" stroke="${color}" stroke-width="1.6" points="${pts.join(" ")}"/>`;
+  const poly = (pts: string[], color: string, dash = "") =>
+    `<polyline fill="none" stroke="${color}" stroke-width="1.6"${
+      dash === "" ? "" : ` stroke-dasharray="${dash}"`
+    } points="${pts.join(" ")}"/>`;
   out.push(poly(loss.map(([s, v]) => `${fmt(x(s))},${fmt(yLoss(v))}`), LOSS_COLOR));
+  if (compare.length > 0) {
+    const pts = compare.map(([s, v]) => `${fmt(x(s))},${fmt(yLoss(v))}`);
+    out.push(poly(pts, COMPARE_COLOR, "6 4"));
+  }
   if (accuracy.length > 0) {
     out.push(poly(accuracy.map(([s, a]) => `${fmt(x(s))},${fmt(yAcc(a))}`), ACC_COLOR));
     for (const [s, a] of accuracy) {
@@ -138,17 +153,19 @@ export function curvesSvg(input: CurvesInput): string {
   // Legend: one row between the titles and the plot.
   const ly = PAD.top - 14;
   const lossText = `${input.lossLabel ?? "training loss"} (left, log scale)`;
-  const accText = `${input.accuracyLabel ?? "held-out exact match"} (right)`;
+  // The second entry: the accuracy, or the compared loss when there is no accuracy.
+  const [second, secondColor, secondDash] = accuracy.length > 0 || compare.length === 0
+    ? [`${input.accuracyLabel ?? "held-out exact match"} (right)`, ACC_COLOR, ""]
+    : [`${input.compareLossLabel ?? "compared loss"} (dashed)`, COMPARE_COLOR, "6 4"];
   const lx = PAD.left + pw / 2 - 150;
   out.push(
     `<line x1="${lx - 28}" x2="${
       lx - 6
     }" y1="${ly}" y2="${ly}" stroke="${LOSS_COLOR}" stroke-width="2"/>`,
     `<text x="${lx}" y="${ly}" dy="4">${esc(lossText)}</text>`,
-    `<line x1="${lx + 200}" x2="${
-      lx + 222
-    }" y1="${ly}" y2="${ly}" stroke="${ACC_COLOR}" stroke-width="2"/>`,
-    `<text x="${lx + 228}" y="${ly}" dy="4">${esc(accText)}</text>`,
+    `<line x1="${lx + 200}" x2="${lx + 222}" y1="${ly}" y2="${ly}" stroke="${secondColor}" ` +
+      `stroke-width="2"${secondDash === "" ? "" : ` stroke-dasharray="${secondDash}"`}/>`,
+    `<text x="${lx + 228}" y="${ly}" dy="4">${esc(second)}</text>`,
     "</svg>",
   );
   return out.join("\n") + "\n";

@@ -1,16 +1,19 @@
 /**
- * The pipeline demo (`deno task demo`): trains the tiny character-level GPT
- * across pipeline stages, one Deno worker per rank, each with its own WebGPU
- * device (the CPU backend where no adapter exists). Prints a progress bar
- * with the loss per step, then the measured bubble and the peak activation
- * memory of every stage, writes `timeline.svg`: the timeline of the last
- * measured step, and samples some text from the trained model (through the
- * pipeline's stages). `--text FILE` trains on any text file instead of the
- * built-in corpus.
+ * The pipeline demo (`deno task demo`): shows on the machine it runs on
+ * that pipelining pays. It picks a backend and a rank count that can gain
+ * here (`backend "auto"`: WebGPU on a GPU, the CPU backend where there is
+ * none or only a software adapter; no more busy ranks than CPU cores),
+ * trains the same tiny GPT with the same batches on 1 rank and on P ranks
+ * (one Deno worker each), and ends with a side-by-side summary: step time
+ * (median and spread over the measured steps), the speedup, measured and
+ * simulated bubble, peak activation memory per rank, and two pictures: the
+ * loss curves of both runs and the timeline of the last P-rank step.
+ * Flags choose everything (`--help`); `--text FILE` trains on any text.
  *
  * ```sh
- * deno run -A examples/pipeline_demo.ts --schedule zb-v --stages 4 --microbatches 8 --steps 40
- * deno run -A examples/pipeline_demo.ts --text notes.txt --steps 300 --prompt "The "
+ * deno run -A examples/pipeline_demo.ts
+ * deno run -A examples/pipeline_demo.ts --schedule 1f1b --stages 2 --steps 4 --dim 64
+ * deno run -A examples/pipeline_demo.ts --text notes.txt --sample 200 --prompt "The "
  * ```
  *
  * @module
@@ -18,6 +21,7 @@
 
 import { parseArgs } from "node:util";
 import {
+  chooseBackend,
   CpuBackend,
   createTinyGPT,
   generateSchedule,
@@ -25,26 +29,41 @@ import {
   renderSvg,
   Rng,
   sampleBatch,
+  type Schedule,
   SCHEDULE_NAMES,
   simulate,
   type StepResult,
+  summarizeTimeline,
+  type TimedEvent,
+  type TinyGPTConfig,
   type TrainingBatch,
+  type TrainResult,
 } from "../mod.ts";
-import { Progress } from "./_progress.ts";
+import { curvesSvg } from "./_curves.ts";
 import { loadText, sampleText } from "./_text.ts";
 
 const USAGE = `Usage: deno run -A examples/pipeline_demo.ts [options]
 
-  --schedule NAME       ${SCHEDULE_NAMES.join(" | ")} (default zb-v)
-  --stages P            pipeline ranks, one worker each (default 4)
+Trains the same tiny GPT on 1 rank and on P ranks and compares them.
+
+  --schedule NAME       ${SCHEDULE_NAMES.join(" | ")} (default zb-h1)
+  --stages P            pipeline ranks, one worker each (default: the CPU cores, 2 to 4)
   --microbatches M      micro-batches per step (default 8)
   --virtual-stages V    chunks per rank, for the schedules that take it
-  --steps K             training steps (default 40)
-  --backend KIND        auto | webgpu | cpu (default auto)
+  --steps K             measured steps per run (default 8, at least 2)
+  --warmup W            steps before the measured ones, per run (default 2)
+  --backend KIND        auto | webgpu | cpu (default auto: WebGPU on a GPU, else CPU)
+  --dim N               model width (default 128)
+  --layers N            Transformer blocks (default 6)
+  --heads N             attention heads, dividing --dim (default 4)
+  --seq-len N           characters per sequence (default 64)
+  --batch N             sequences per step, at least M (default 16)
+  --lr X                AdamW learning rate (default 0.003)
   --seed S              seed of the weights and batches (default 1)
-  --svg PATH            timeline of the last step (default timeline.svg)
+  --svg PATH            timeline of the last P-rank step (default timeline.svg)
+  --loss-svg PATH       loss curves of both runs (default loss.svg)
   --text FILE           train on this text file (default: the built-in corpus)
-  --sample N            characters to generate after training (default 120, 0 = none)
+  --sample N            characters to generate after training (default 0 = none)
   --prompt TEXT         start of the sample (default "The ", or the file's first 4 characters)
   --temperature T       sampling temperature, 0 = always the most likely (default 1)
   --help                this text
@@ -56,17 +75,31 @@ function fail(message: string): never {
   Deno.exit(2);
 }
 
-function positiveInt(flag: string, value: string | undefined, fallback: number): number {
+function integer(flag: string, value: string | undefined, fallback: number, min = 1): number {
   if (value === undefined) return fallback;
   const n = Number(value);
-  if (!/^\d+$/.test(value.trim()) || !Number.isSafeInteger(n) || n <= 0) {
-    fail(`--${flag} must be a positive integer, got ${JSON.stringify(value)}`);
+  if (!/^\d+$/.test(value.trim()) || !Number.isSafeInteger(n) || n < min) {
+    fail(
+      min === 1
+        ? `--${flag} must be a positive integer, got ${JSON.stringify(value)}`
+        : `--${flag} must be an integer ≥ ${min}, got ${JSON.stringify(value)}`,
+    );
   }
   return n;
 }
 
 function kib(bytes: number): string {
   return `${(bytes / 1024).toFixed(0)} KiB`;
+}
+
+function pct(x: number | undefined): string {
+  return x === undefined ? "—" : `${(100 * x).toFixed(1)}%`;
+}
+
+function median(xs: readonly number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const n = s.length;
+  return n % 2 === 1 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
 }
 
 let parsed;
@@ -79,9 +112,17 @@ try {
       microbatches: { type: "string" },
       "virtual-stages": { type: "string" },
       steps: { type: "string" },
+      warmup: { type: "string" },
       backend: { type: "string" },
+      dim: { type: "string" },
+      layers: { type: "string" },
+      heads: { type: "string" },
+      "seq-len": { type: "string" },
+      batch: { type: "string" },
+      lr: { type: "string" },
       seed: { type: "string" },
       svg: { type: "string" },
+      "loss-svg": { type: "string" },
       text: { type: "string" },
       sample: { type: "string" },
       prompt: { type: "string" },
@@ -97,40 +138,56 @@ if (o.help) {
   console.log(USAGE);
   Deno.exit(0);
 }
-const name = o.schedule ?? "zb-v";
+const name = o.schedule ?? "zb-h1";
 if (!(SCHEDULE_NAMES as readonly string[]).includes(name)) {
   fail(`--schedule must be one of ${SCHEDULE_NAMES.join(", ")}, got ${JSON.stringify(name)}`);
 }
-const ranks = positiveInt("stages", o.stages, 4);
-const microBatches = positiveInt("microbatches", o.microbatches, 8);
+const cores = navigator.hardwareConcurrency;
+// No more busy ranks than cores (each rank computes on its own core, or
+// drives the GPU from it), at least 2 to compare with 1, at most 4 here.
+const ranks = integer("stages", o.stages, Math.max(2, Math.min(4, cores)));
+const microBatches = integer("microbatches", o.microbatches, 8);
 const stagesPerRank = o["virtual-stages"] === undefined
   ? undefined
-  : positiveInt("virtual-stages", o["virtual-stages"], 2);
-const steps = positiveInt("steps", o.steps, 40);
-const seed = positiveInt("seed", o.seed, 1);
-const backend = o.backend ?? "auto";
-if (backend !== "auto" && backend !== "webgpu" && backend !== "cpu") {
-  fail(`--backend must be auto, webgpu or cpu, got ${JSON.stringify(backend)}`);
+  : integer("virtual-stages", o["virtual-stages"], 2);
+const steps = integer("steps", o.steps, 8, 2);
+const warmup = integer("warmup", o.warmup, 2, 0);
+const backendFlag = o.backend ?? "auto";
+if (backendFlag !== "auto" && backendFlag !== "webgpu" && backendFlag !== "cpu") {
+  fail(`--backend must be auto, webgpu or cpu, got ${JSON.stringify(backendFlag)}`);
 }
+const dim = integer("dim", o.dim, 128);
+const layers = integer("layers", o.layers, 6);
+const heads = integer("heads", o.heads, 4);
+if (dim % heads !== 0) fail(`--heads must divide --dim, got --heads ${heads} and --dim ${dim}`);
+const seqLen = integer("seq-len", o["seq-len"], 64);
+const batchRows = integer("batch", o.batch, Math.max(16, microBatches));
+if (batchRows < microBatches) {
+  fail(`--batch ${batchRows} is smaller than --microbatches ${microBatches}`);
+}
+const lr = o.lr === undefined ? 3e-3 : Number(o.lr);
+if (!(lr > 0) || !Number.isFinite(lr)) fail(`--lr must be a number > 0, got ${o.lr}`);
+const seed = integer("seed", o.seed, 1);
 const svgPath = o.svg ?? "timeline.svg";
-const sampleLength = o.sample?.trim() === "0" ? 0 : positiveInt("sample", o.sample, 120);
+const lossSvgPath = o["loss-svg"] ?? "loss.svg";
+const sampleLength = integer("sample", o.sample, 0, 0);
 const temperature = o.temperature === undefined ? 1 : Number(o.temperature);
 if (!Number.isFinite(temperature) || temperature < 0) {
   fail(`--temperature must be a number ≥ 0, got ${JSON.stringify(o.temperature)}`);
 }
 
-let schedule;
+let schedule: Schedule;
 try {
   schedule = generateSchedule(name, { ranks, microBatches, stagesPerRank });
 } catch (e) {
   fail((e as Error).message);
 }
-
-// Sizes: about two layers per chunk (so the load-balanced partition has room
-// to even out the cheap embedding, norm and head), and a batch big enough
-// that every micro-batch has at least two sequences.
+// Each block is two layers (attention half, MLP half), so that schedules
+// with several chunks per rank can be balanced.
 const chunks = schedule.stageToRank.length;
-const seqLen = 32;
+if (2 * layers + 3 < chunks) {
+  fail(`--layers ${layers} gives ${2 * layers + 3} layers, fewer than the ${chunks} chunks`);
+}
 let corpus;
 try {
   corpus = await loadText(o.text, seqLen + 1);
@@ -139,144 +196,221 @@ try {
 }
 const { tokenizer, tokens } = corpus;
 const prompt = o.prompt ?? corpus.defaultPrompt;
+if (prompt === "") fail("--prompt must not be empty");
 const badChar = [...prompt].find((c) => !tokenizer.vocab.includes(c));
 if (badChar !== undefined) {
   fail(`--prompt has ${JSON.stringify(badChar)}, which is not in the text`);
 }
-if (prompt === "") fail("--prompt must not be empty");
-const config = {
+
+const config: TinyGPTConfig = {
   vocabSize: tokenizer.vocabSize,
   seqLen,
-  dim: 32,
-  heads: 2,
-  layers: Math.max(4, 2 * chunks - 3),
+  dim,
+  heads,
+  layers,
   seed,
+  split: "halves",
 };
-const batchRows = Math.max(16, 2 * microBatches);
+// The same batches for both runs.
+const rng = new Rng(seed + 1);
+const batches: TrainingBatch[] = Array.from({ length: warmup + steps }, () => {
+  const b = sampleBatch(tokens, batchRows, seqLen, rng);
+  return { inputs: b.ids, shape: b.shape, targets: b.targets };
+});
+// "auto" is decided (and said) once, before either run.
+const backend = (await chooseBackend(backendFlag)).kind;
 
-// The model is built once on the CPU; its layer specs and weights travel to
-// the workers, which rebuild their chunks on their own backends.
-const net = createTinyGPT(config, new CpuBackend());
-let model: PipelineParallelModel;
-try {
-  model = await PipelineParallelModel.create({
-    model: net,
-    schedule,
-    optimizer: { kind: "adamw", lr: 3e-3, weightDecay: 0 },
-    loss: "cross-entropy",
-    backend,
-  });
-} finally {
-  net.dispose();
+console.log(
+  `tiny GPT: ${layers} blocks, dim ${dim}, ${heads} heads, vocabulary ${config.vocabSize}; ` +
+    `batch ${batchRows} × ${seqLen} characters of ${corpus.source} (${tokens.length} characters)`,
+);
+console.log(
+  `${cores} CPU cores, backend ${backend}: 1 rank, then ${ranks} ranks in workers with ` +
+    `${schedule.name} (${microBatches} micro-batches${
+      schedule.stagesPerRank > 1 ? `, ${schedule.stagesPerRank} chunks per rank` : ""
+    }); ${warmup} warm-up + ${steps} measured steps each`,
+);
+if (cores < ranks) {
+  console.log(
+    `note: ${cores} CPU cores for ${ranks} ranks: at most ${cores} compute at once, so expect ` +
+      "less than the schedule allows",
+  );
 }
 
-try {
-  const info = await model.rankInfo();
-  const bounds = model.partition.boundaries;
-  console.log(
-    `tiny GPT: ${config.layers} blocks, dim ${config.dim}, vocabulary ${config.vocabSize}; ` +
-      `batch ${batchRows} × ${config.seqLen} characters of ${corpus.source} ` +
-      `(${tokens.length} characters)`,
-  );
-  console.log(
-    `pipeline: ${schedule.name}, ${ranks} stages in workers × ${schedule.stagesPerRank} ` +
-      `chunk(s), ${microBatches} micro-batches, backend ${info[0].backend}`,
-  );
-  console.log(
-    `layers per chunk: ${
-      bounds.slice(0, -1).map((b, i) => `[${b}, ${bounds[i + 1]})`).join(" ")
-    }  (ln vocabulary = ${Math.log(config.vocabSize).toFixed(3)})`,
-  );
+/** One run: its losses, the measured call, and what was measured from it. */
+interface Run {
+  readonly ranks: number;
+  readonly losses: readonly number[];
+  readonly measured: TrainResult;
+  /** Time between the ends of consecutive measured steps, ms. */
+  readonly periods: readonly number[];
+  readonly simulatedBubble: number | undefined;
+  readonly last: StepResult;
+}
 
-  const rng = new Rng(seed + 1);
-  const progress = new Progress(steps);
-  const results: StepResult[] = [];
-  // Steps run back to back in groups: inside a group consecutive steps
-  // interlock (each stage steps its optimizer after its own last backward).
-  const group = 10;
-  for (let done = 0; done < steps;) {
-    const n = Math.min(group, steps - done);
-    const batches: TrainingBatch[] = Array.from({ length: n }, () => {
-      const b = sampleBatch(tokens, batchRows, config.seqLen, rng);
-      return { inputs: b.ids, shape: b.shape, targets: b.targets };
+// Ends of each iteration's last action, in iteration order; their differences.
+function periodsOf(events: readonly TimedEvent[]): number[] {
+  const ends = new Map<number, number>();
+  for (const e of events) {
+    ends.set(e.iteration, Math.max(ends.get(e.iteration) ?? -Infinity, e.end));
+  }
+  const sorted = [...ends.entries()].sort((a, b) => a[0] - b[0]).map(([, t]) => t);
+  return sorted.slice(1).map((t, i) => t - sorted[i]);
+}
+
+// The steady-state bubble `simulate` gives for `s` with each kind of action
+// taking, per stage, its median time in `events`.
+function simulatedBubble(s: Schedule, events: readonly TimedEvent[], iterations: number) {
+  const costs: Partial<Record<"F" | "B" | "I" | "W", number[]>> = {};
+  for (const kind of ["F", "B", "I", "W"] as const) {
+    const per = s.stageToRank.map((_, stage) => {
+      const ds = events.filter((e) => e.action.kind === kind && e.action.stage === stage)
+        .map((e) => e.end - e.start);
+      return ds.length === 0 ? NaN : median(ds);
     });
-    const run = await model.train(batches);
-    for (const s of run.steps) {
-      results.push(s);
-      progress.update(
-        results.length,
-        `loss ${s.loss.toFixed(4)}  bubble ${(100 * s.bubble).toFixed(1)}%  ` +
-          `makespan ${s.makespanMs.toFixed(0)} ms`,
+    if (per.every(Number.isFinite)) costs[kind] = per;
+  }
+  // A schedule without split backwards runs no I or W: give them half a B each.
+  if (costs.B !== undefined && costs.I === undefined && costs.W === undefined) {
+    costs.I = costs.W = costs.B.map((t) => t / 2);
+  }
+  const sim = simulate(s, { costs, iterations });
+  return summarizeTimeline(sim.events, s.ranks, { steadyFrom: 1 }).steadyStateBubble;
+}
+
+async function train(sched: Schedule, label: string, last: boolean): Promise<Run> {
+  const net = createTinyGPT(config, new CpuBackend());
+  let model: PipelineParallelModel;
+  try {
+    model = await PipelineParallelModel.create({
+      model: net,
+      schedule: sched,
+      optimizer: { kind: "adamw", lr, weightDecay: 0 },
+      loss: "cross-entropy",
+      backend,
+    });
+  } finally {
+    net.dispose();
+  }
+  try {
+    console.log(`\n${label}: training ${warmup + steps} steps...`);
+    const warm = warmup > 0 ? (await model.train(batches.slice(0, warmup))).steps : [];
+    const measured = await model.train(batches.slice(warmup));
+    const all = [...warm, ...measured.steps];
+    all.forEach((s, i) => {
+      console.log(
+        `  step ${String(i + 1).padStart(2)}${i < warmup ? " (warm-up)" : "          "}  ` +
+          `loss ${s.loss.toFixed(4)}  ${s.makespanMs.toFixed(0)} ms  bubble ${pct(s.bubble)}`,
       );
-    }
-    done += n;
-  }
-  progress.done();
-
-  const last = results[results.length - 1];
-  const first = results[0];
-  const sim = simulate(schedule);
-  console.log(
-    `\nloss ${first.loss.toFixed(4)} → ${last.loss.toFixed(4)} over ${steps} steps`,
-  );
-  console.log(
-    `bubble of the last step: measured ${(100 * last.bubble).toFixed(1)}%, ` +
-      `simulated with equal costs ${(100 * sim.bubbleFraction).toFixed(1)}%`,
-  );
-  // Each worker computes on the CPU here (the CPU backend, or llvmpipe's
-  // software WebGPU): with fewer cores than ranks they take turns, so the
-  // measured bubble stays near 1 − cores/ranks or above whatever the schedule.
-  const cores = navigator.hardwareConcurrency;
-  if (cores < ranks) {
-    console.log(
-      `note: ${cores} CPU cores for ${ranks} workers, so at most ${cores} stages compute at ` +
-        `once: expect a measured bubble near or above ${
-          (100 * (1 - cores / ranks)).toFixed(0)
-        }% on this machine (bench/schedules_bench.ts measures the runtime with fixed-time ` +
-        "actions instead)",
-    );
-  }
-  if (info[0].backend === "webgpu") {
-    // Deno reports GPU completion at least ~11 ms after it is asked for, so
-    // each burst of actions ends a little late: busy times are upper bounds.
-    console.log("note: on WebGPU, busy times include up to ~11 ms of completion-report delay");
-  }
-  console.log("peak activation memory per stage (rank):");
-  last.peakActivationBytes.forEach((bytes, r) => {
-    console.log(
-      `  rank ${r} (stages ${info[r].stages.join(", ")}): ${kib(bytes)}, busy ${
-        last.busyMs[r].toFixed(0)
-      } ms of ${last.makespanMs.toFixed(0)} ms`,
-    );
-  });
-
-  const t0 = Math.min(...last.events.map((e) => e.start));
-  const events = last.events.map((e) => ({ ...e, start: e.start - t0, end: e.end - t0 }));
-  await Deno.writeTextFile(
-    svgPath,
-    renderSvg(events, {
-      title: `${schedule.name}: ${ranks} stages, ${microBatches} micro-batches, ` +
-        `measured step ${steps}`,
-      bubbleFraction: last.bubble,
-      timeUnit: "ms",
-      ranks,
-    }),
-  );
-  console.log(`timeline of step ${steps} written to ${svgPath}`);
-  if (sampleLength > 0) {
-    // One sequence is fewer rows than micro-batches: predict runs it
-    // through the stages one after another.
-    const logits = async (inputs: Float32Array, shape: [number, number]) =>
-      (await model.predict({ inputs, shape })).data;
-    const text = await sampleText(logits, tokenizer, {
-      prompt,
-      n: sampleLength,
-      seqLen: config.seqLen,
-      temperature,
-      rng: new Rng(seed + 2),
     });
-    console.log(`sample: ${JSON.stringify(text)}`);
+    if (last && sampleLength > 0) {
+      // One sequence is fewer rows than micro-batches: predict runs it
+      // through the stages one after another.
+      const logits = async (inputs: Float32Array, shape: [number, number]) =>
+        (await model.predict({ inputs, shape })).data;
+      const text = await sampleText(logits, tokenizer, {
+        prompt,
+        n: sampleLength,
+        seqLen,
+        temperature,
+        rng: new Rng(seed + 2),
+      });
+      console.log(`sample: ${JSON.stringify(text)}`);
+    }
+    return {
+      ranks: sched.ranks,
+      losses: all.map((s) => s.loss),
+      measured,
+      periods: periodsOf(measured.events),
+      simulatedBubble: simulatedBubble(model.schedule, measured.events, steps),
+      last: measured.steps[measured.steps.length - 1],
+    };
+  } finally {
+    await model.dispose();
   }
-} finally {
-  await model.dispose();
 }
+
+const started = performance.now();
+const one = await train(
+  generateSchedule("1f1b", { ranks: 1, microBatches }),
+  "1 rank (no pipeline)",
+  false,
+);
+const many = await train(schedule, `${ranks} ranks, ${schedule.name}`, true);
+
+// The pictures.
+const lastEvents = many.last.events;
+const t0 = Math.min(...lastEvents.map((e) => e.start));
+await Deno.writeTextFile(
+  svgPath,
+  renderSvg(lastEvents.map((e) => ({ ...e, start: e.start - t0, end: e.end - t0 })), {
+    title: `${schedule.name}: ${ranks} ranks, ${microBatches} micro-batches, ` +
+      `last measured step (${warmup + steps})`,
+    bubbleFraction: many.last.bubble,
+    timeUnit: "ms",
+    ranks,
+  }),
+);
+const curve = (losses: readonly number[]) => losses.map((l, i) => [i + 1, l] as const);
+await Deno.writeTextFile(
+  lossSvgPath,
+  curvesSvg({
+    title: `tiny GPT on ${ranks} ranks (${schedule.name}) and on 1 rank: the same losses`,
+    subtitle: `${layers} blocks, dim ${dim}, batch ${batchRows} × ${seqLen}, ` +
+      `${microBatches} micro-batches, backend ${backend}`,
+    loss: curve(many.losses),
+    lossLabel: `${ranks} ranks`,
+    compareLoss: curve(one.losses),
+    compareLossLabel: "1 rank",
+    accuracy: [],
+  }),
+);
+
+// The summary, side by side.
+const worst = Math.max(...one.losses.map((l, i) => Math.abs(l - many.losses[i])));
+const cell = (r: Run) => {
+  const ms = r.periods;
+  return {
+    median: `${median(ms).toFixed(0)} ms`,
+    spread: `${Math.min(...ms).toFixed(0)}–${Math.max(...ms).toFixed(0)} ms`,
+    measured: pct(r.measured.steadyStateBubble),
+    simulated: pct(r.simulatedBubble),
+  };
+};
+const a = cell(one), b = cell(many);
+const rows: [string, string, string][] = [
+  ["", "1 rank", `${ranks} ranks (${schedule.name})`],
+  ["step time, median", a.median, b.median],
+  [`step time, spread (${steps - 1} steps)`, a.spread, b.spread],
+  ["bubble, measured", a.measured, b.measured],
+  ["bubble, simulated", a.simulated, b.simulated],
+  ...Array.from({ length: ranks }, (_, r): [string, string, string] => [
+    `peak activations, rank ${r}`,
+    r === 0 ? kib(one.last.peakActivationBytes[0]) : "",
+    kib(many.last.peakActivationBytes[r]),
+  ]),
+  ["loss, first → last", fmtLoss(one.losses), fmtLoss(many.losses)],
+];
+function fmtLoss(ls: readonly number[]): string {
+  return `${ls[0].toFixed(4)} → ${ls[ls.length - 1].toFixed(4)}`;
+}
+const w0 = Math.max(...rows.map((r) => r[0].length));
+const w1 = Math.max(...rows.map((r) => r[1].length));
+console.log(`\nsummary (${cores} CPU cores, backend ${backend}):`);
+for (const [k, x, y] of rows) console.log(`  ${k.padEnd(w0)}  ${x.padEnd(w1)}  ${y}`);
+console.log(
+  `  (bubble: steady state over the measured steps; simulated: the schedule with each ` +
+    `action's measured median time)`,
+);
+console.log(
+  worst === 0
+    ? `losses on 1 and ${ranks} ranks: identical at every step (the same training)`
+    : `losses on 1 and ${ranks} ranks agree to ${worst.toExponential(1)} (the same training)`,
+);
+console.log(
+  `speedup: ${(median(one.periods) / median(many.periods)).toFixed(2)}x ` +
+    `(${ranks} ranks, ${schedule.name})`,
+);
+console.log(`loss curves written to ${lossSvgPath}`);
+console.log(`timeline of the last ${ranks}-rank step written to ${svgPath}`);
+console.log(`(${((performance.now() - started) / 1000).toFixed(1)} s of training and measuring)`);

@@ -29,7 +29,7 @@ const model = await PipelineParallelModel.create({
   microBatches: 4,
   optimizer: { kind: "adamw", lr: 1e-2 },
   loss: "mse",
-  backend: "auto", // WebGPU in every worker when an adapter exists, else CPU
+  backend: "auto", // WebGPU on a GPU, else the CPU backend (the choice is said on stderr)
 });
 net.dispose();
 

@@ -45,7 +45,7 @@ await using model = await PipelineParallelModel.create({
   ranks: 2,
   microBatches: 4,
   loss: "cross-entropy",
-  backend: "cpu", // or "auto": WebGPU in each worker when an adapter exists
+  backend: "cpu", // or "auto": WebGPU in each worker on a GPU, else the CPU
   optimizer: {
     kind: "adamw",
     lr: 3e-3,

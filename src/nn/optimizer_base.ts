@@ -241,6 +241,13 @@ export abstract class OptimizerBase implements Optimizer {
     zeroGroups(this.groups);
   }
 
+  /** Bytes of the state slots allocated so far (none before the first step or load). */
+  get stateBytes(): number {
+    let n = 0;
+    for (const slots of this.#slots.values()) for (const t of slots) n += t.bytes;
+    return n;
+  }
+
   /** Releases the state tensors. */
   dispose(): void {
     for (const slots of this.#slots.values()) for (const t of slots) t.dispose();

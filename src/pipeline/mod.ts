@@ -97,6 +97,9 @@ export { ActivationCheckpointConfig, DEFAULT_EXPENSIVE_KINDS } from "./checkpoin
 export { CheckpointedChunk } from "./checkpoint/checkpointed_chunk.ts";
 export type { LinkModel, LinkSample } from "./comm/link_model.ts";
 export { linkFromSamples, messageDelay } from "./comm/link_model.ts";
+export type { CommBackend, ControlHandler, ControlMessage, SendOptions } from "./comm/backend.ts";
+export type { FaultInjection, FaultKind } from "./runtime/fault_injection.ts";
+export type { RankGroupKind } from "./runtime/rank_group.ts";
 export type { PipelineFailure, PipelineFailureKind } from "./runtime/pipeline_worker_error.ts";
 export { PipelineWorkerError } from "./runtime/pipeline_worker_error.ts";
 export type { PipelineLoss } from "./model/model_stage_executor.ts";

@@ -1,5 +1,5 @@
 /**
- * Backend selection: WebGPU when an adapter exists, the CPU reference
+ * Backend selection: WebGPU on a hardware adapter, the CPU reference
  * otherwise, or either one on request.
  *
  * @module
@@ -8,6 +8,7 @@
 import type { Backend } from "./backend.ts";
 import { CpuBackend } from "./cpu/backend.ts";
 import { WebGPUBackend, type WebGPUBackendOptions } from "./webgpu/mod.ts";
+import { isSoftwareAdapter } from "./software_adapter.ts";
 
 /**
  * Which backend `createBackend` should return.
@@ -22,11 +23,114 @@ import { WebGPUBackend, type WebGPUBackendOptions } from "./webgpu/mod.ts";
 export type BackendKind = "auto" | "cpu" | "webgpu";
 
 /**
+ * What `"auto"` (or an explicit kind) comes to on this machine, and why.
+ *
+ * @example
+ * ```ts
+ * import { type BackendChoice, chooseBackend } from "@conveyor/core";
+ * const c: BackendChoice = await chooseBackend("cpu");
+ * console.log(c.kind, c.reason); // cpu asked for
+ * ```
+ */
+export interface BackendChoice {
+  /** The backend to create. */
+  readonly kind: "cpu" | "webgpu";
+  /** Why, in a few words (the adapter's description when one was looked at). */
+  readonly reason: string;
+  /** The adapter looked at, to create the WebGPU backend on. */
+  readonly adapter?: GPUAdapter;
+}
+
+/**
+ * Options of {@linkcode chooseBackend}.
+ *
+ * @example
+ * ```ts
+ * import { chooseBackend, type ChooseBackendOptions } from "@conveyor/core";
+ * const quiet: ChooseBackendOptions = { notice: false };
+ * console.log((await chooseBackend("cpu", quiet)).kind); // cpu
+ * ```
+ */
+export interface ChooseBackendOptions {
+  /** The adapter to judge; by default `navigator.gpu.requestAdapter()`. */
+  readonly adapter?: GPUAdapter | null;
+  /** Passed to `requestAdapter` when no adapter is given. */
+  readonly powerPreference?: GPUPowerPreference;
+  /**
+   * Whether to say on stderr what `"auto"` chose and why (default true);
+   * said once per process (per thread), at the first `"auto"` choice.
+   */
+  readonly notice?: boolean;
+}
+
+let noticed = false;
+
+/**
+ * Resolves a {@linkcode BackendKind}: `"cpu"` and `"webgpu"` as asked;
+ * `"auto"` is WebGPU on a hardware adapter and the CPU backend where there
+ * is no adapter or only a software one (llvmpipe, lavapipe, SwiftShader, a
+ * fallback adapter: see {@linkcode isSoftwareAdapter}), which runs the
+ * same kernels on the CPU more slowly than the CPU backend. The first
+ * `"auto"` choice of the process (thread) is said once on stderr.
+ *
+ * @example
+ * ```ts
+ * import { chooseBackend } from "@conveyor/core";
+ * const fake = { info: { description: "llvmpipe (LLVM 15.0.6, 256 bits)" } } as GPUAdapter;
+ * const c = await chooseBackend("auto", { adapter: fake, notice: false });
+ * console.log(c.kind); // cpu
+ * ```
+ */
+export async function chooseBackend(
+  kind: BackendKind = "auto",
+  options: ChooseBackendOptions = {},
+): Promise<BackendChoice> {
+  if (kind !== "auto" && kind !== "cpu" && kind !== "webgpu") {
+    throw new RangeError(
+      `backend kind must be "auto", "cpu" or "webgpu", got ${JSON.stringify(kind)}`,
+    );
+  }
+  if (kind !== "auto") return { kind, reason: "asked for" };
+  let choice: BackendChoice;
+  const gpu = (globalThis.navigator as { gpu?: GPU } | undefined)?.gpu;
+  let adapter = options.adapter ?? null;
+  if (adapter === null && gpu !== undefined) {
+    adapter = await gpu.requestAdapter({ powerPreference: options.powerPreference })
+      .catch(() => null);
+  }
+  if (adapter === null) {
+    choice = {
+      kind: "cpu",
+      reason: gpu === undefined
+        ? "no WebGPU here (navigator.gpu is undefined)"
+        : "no WebGPU adapter",
+    };
+  } else {
+    const info = adapter.info;
+    const name = JSON.stringify(info?.description || info?.vendor || "unknown adapter");
+    choice = isSoftwareAdapter(info)
+      ? {
+        kind: "cpu",
+        reason: `the WebGPU adapter ${name} is a software renderer on the CPU, slower ` +
+          `than the CPU backend (backend "webgpu" uses it anyway)`,
+      }
+      : { kind: "webgpu", reason: `WebGPU adapter ${name}`, adapter };
+  }
+  if (options.notice !== false && !noticed) {
+    noticed = true;
+    console.error(`conveyor: backend "auto" chose ${choice.kind}: ${choice.reason}`);
+  }
+  return choice;
+}
+
+/**
  * Creates a tensor backend.
  *
- * - `"auto"` (default): WebGPU when `navigator.gpu` gives an adapter, else
- *   the CPU backend, after one notice line on stderr saying why.
- * - `"webgpu"`: WebGPU or an Error that says there is no adapter.
+ * - `"auto"` (default): as {@linkcode chooseBackend} decides (WebGPU on a
+ *   hardware adapter, else the CPU backend), said once on stderr; if
+ *   WebGPU then fails to start, the CPU backend after a line saying why.
+ * - `"webgpu"`: WebGPU (a software adapter too) or an Error that says there
+ *   is no adapter.
  * - `"cpu"`: the CPU reference backend.
  *
  * `options` are passed to `WebGPUBackend.create` when WebGPU is used.
@@ -50,8 +154,13 @@ export async function createBackend(
   }
   if (kind === "cpu") return new CpuBackend();
   if (kind === "webgpu") return await WebGPUBackend.create(options);
+  const choice = await chooseBackend("auto", {
+    adapter: options.adapter,
+    powerPreference: options.powerPreference,
+  });
+  if (choice.kind === "cpu") return new CpuBackend();
   try {
-    return await WebGPUBackend.create(options);
+    return await WebGPUBackend.create({ ...options, adapter: choice.adapter });
   } catch (e) {
     console.error(
       `conveyor: WebGPU unavailable (${(e as Error).message}); using the CPU backend`,

@@ -31,8 +31,10 @@ export type {
   MatmulTuneResult,
   WebGPUBackendOptions,
 } from "./webgpu/mod.ts";
-export { createBackend } from "./create_backend.ts";
+export { chooseBackend, createBackend } from "./create_backend.ts";
+export { isSoftwareAdapter } from "./software_adapter.ts";
+export type { AdapterInfoFields } from "./software_adapter.ts";
 export { keep, tidy } from "./tidy.ts";
 export { LeakWatch, type LeakWatchOptions } from "./leak_watch.ts";
-export type { BackendKind } from "./create_backend.ts";
+export type { BackendChoice, BackendKind, ChooseBackendOptions } from "./create_backend.ts";
 export { describeValue, formatShape } from "./describe.ts";

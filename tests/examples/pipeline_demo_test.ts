@@ -5,6 +5,7 @@ const script = new URL("../../examples/pipeline_demo.ts", import.meta.url).pathn
 async function run(args: string[]): Promise<{ code: number; out: string; err: string }> {
   const r = await new Deno.Command(Deno.execPath(), {
     args: ["run", "-A", script, ...args],
+    env: { NO_COLOR: "1" },
     stdout: "piped",
     stderr: "piped",
   }).output();
@@ -12,51 +13,118 @@ async function run(args: string[]): Promise<{ code: number; out: string; err: st
   return { code: r.code, out: dec.decode(r.stdout), err: dec.decode(r.stderr) };
 }
 
-Deno.test("pipeline demo: trains across worker stages, reports bubble and memory, writes the SVG", async () => {
+// A model small enough for a test (the demo's own sizes are for speed).
+const SMALL = ["--dim=16", "--layers=2", "--heads=2", "--seq-len=16", "--batch=8"];
+
+/** The summary row `name`: its two cells (1 rank, P ranks). */
+function row(out: string, name: string): [string, string] {
+  const line = out.split("\n").find((l) => l.trimStart().startsWith(name));
+  assert.ok(line, `no summary row "${name}" in:\n${out}`);
+  const cells = line.trim().slice(name.length).trim().split(/\s{2,}/);
+  return cells.length === 1 ? ["", cells[0]] : [cells[0], cells[1]];
+}
+
+Deno.test("pipeline demo: trains on 1 rank and on P, prints the side-by-side summary and the speedup, writes both pictures", async () => {
   const dir = await Deno.makeTempDir();
   try {
-    const svg = `${dir}/timeline.svg`;
+    const svg = `${dir}/timeline.svg`, lossSvg = `${dir}/loss.svg`;
     const r = await run([
       "--backend=cpu",
       "--schedule=1f1b",
       "--stages=2",
       "--microbatches=4",
       "--steps=3",
+      "--warmup=1",
+      ...SMALL,
       `--svg=${svg}`,
+      `--loss-svg=${lossSvg}`,
     ]);
     assert.equal(r.code, 0, r.err);
-    const steps = r.out.split("\n").filter((l) =>
-      /^step \d\/3 {2}loss \d+\.\d{4} {2}bubble/.test(l)
+    assert.doesNotMatch(r.err, /backend "auto"/, "no auto notice when the backend is given");
+    assert.match(
+      r.out,
+      /backend cpu: 1 rank, then 2 ranks in workers with 1f1b \(4 micro-batches\)/,
     );
-    assert.equal(steps.length, 3, r.out);
-    assert.match(r.out, /pipeline: 1f1b, 2 stages in workers/);
-    const loss = r.out.match(/^loss (\d+\.\d+) → (\d+\.\d+) over 3 steps$/m);
-    assert.ok(loss, r.out);
+    // Every step of both runs, the first a warm-up.
+    const steps = r.out.split("\n").filter((l) => /^ {2}step +\d+ .* loss \d+\.\d{4} /.test(l));
+    assert.equal(steps.length, 8, r.out);
     // The first loss of an untrained model is close to ln(vocabulary) = ln 56.
-    assert.ok(Math.abs(Number(loss[1]) - Math.log(56)) < 0.15, loss[1]);
-    const ranks = r.out.split("\n").filter((l) => /^ {2}rank \d \(stages \d+\): \d+ KiB/.test(l));
-    assert.equal(ranks.length, 2, r.out);
-    const text = await Deno.readTextFile(svg);
-    assert.match(text, /^<svg[\s\S]*<\/svg>\s*$/);
-    assert.match(text, /1f1b: 2 stages, 4 micro-batches, measured step 3/);
+    const losses = row(r.out, "loss, first → last").map((c) => c.split(" → ").map(Number));
+    assert.ok(Math.abs(losses[0][0] - Math.log(56)) < 0.15, String(losses[0]));
+    assert.deepEqual(losses[0], losses[1], "the same training on 1 and 2 ranks");
+    assert.match(r.out, /^losses on 1 and 2 ranks: identical at every step/m);
+    for (const name of ["step time, median", "step time, spread (2 steps)"]) {
+      for (const c of row(r.out, name)) assert.match(c, /^\d+(–\d+)? ms$/, `${name}: ${c}`);
+    }
+    for (const name of ["bubble, measured", "bubble, simulated"]) {
+      for (const c of row(r.out, name)) assert.match(c, /^\d+\.\d%$/, `${name}: ${c}`);
+    }
+    const [one0, many0] = row(r.out, "peak activations, rank 0");
+    const [none1, many1] = row(r.out, "peak activations, rank 1");
+    assert.equal(none1, "");
+    for (const c of [one0, many0, many1]) {
+      assert.match(c, /^\d+ KiB$/);
+      assert.ok(parseInt(c) > 0, `a real figure: ${c}`);
+    }
+    assert.match(r.out, /^speedup: \d+\.\d\dx \(2 ranks, 1f1b\)$/m);
+    assert.match(r.out, new RegExp(`^loss curves written to ${lossSvg}$`, "m"));
+    assert.match(r.out, new RegExp(`^timeline of the last 2-rank step written to ${svg}$`, "m"));
+    const timeline = await Deno.readTextFile(svg);
+    assert.match(timeline, /^<svg[\s\S]*<\/svg>\s*$/);
+    assert.match(timeline, /1f1b: 2 ranks, 4 micro-batches, last measured step \(4\)/);
+    const curves = await Deno.readTextFile(lossSvg);
+    assert.match(curves, /^<svg[\s\S]*<\/svg>\s*$/);
+    assert.equal(curves.match(/<polyline /g)?.length, 2, "a loss curve per run");
+    assert.match(curves, />2 ranks \(left, log scale\)</);
+    assert.match(curves, />1 rank \(dashed\)</);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("pipeline demo: by default, backend auto said once and ranks from the cores (2 to 4)", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const r = await run([
+      "--steps=2",
+      "--warmup=0",
+      "--microbatches=4",
+      ...SMALL,
+      `--svg=${dir}/t.svg`,
+      `--loss-svg=${dir}/l.svg`,
+    ]);
+    assert.equal(r.code, 0, r.err);
+    const notices = r.err.split("\n").filter((l) => l.startsWith("conveyor: backend"));
+    assert.equal(notices.length, 1, r.err);
+    const kind = notices[0].match(/^conveyor: backend "auto" chose (cpu|webgpu): /)?.[1];
+    assert.ok(kind, notices[0]);
+    const p = Math.max(2, Math.min(4, navigator.hardwareConcurrency));
+    assert.match(
+      r.out,
+      new RegExp(`backend ${kind}: 1 rank, then ${p} ranks in workers with zb-h1`),
+    );
+    assert.match(r.out, new RegExp(`^speedup: \\d+\\.\\d\\dx \\(${p} ranks, zb-h1\\)$`, "m"));
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
 });
 
 Deno.test("pipeline demo: bad options exit with status 2 and name the value", async () => {
-  const name = await run(["--schedule=fast"]);
-  assert.equal(name.code, 2);
-  assert.match(name.err, /--schedule must be one of gpipe, .*got "fast"/);
-  const stages = await run(["--stages=0"]);
-  assert.equal(stages.code, 2);
-  assert.match(stages.err, /--stages must be a positive integer, got "0"/);
-  const backend = await run(["--backend=tpu"]);
-  assert.equal(backend.code, 2);
-  assert.match(backend.err, /--backend must be auto, webgpu or cpu, got "tpu"/);
-  const combo = await run(["--schedule=interleaved-1f1b", "--stages=4", "--microbatches=9"]);
-  assert.equal(combo.code, 2);
-  assert.match(combo.err, /error: .*9/);
+  const cases: [string[], RegExp][] = [
+    [["--schedule=fast"], /--schedule must be one of gpipe, .*got "fast"/],
+    [["--stages=0"], /--stages must be a positive integer, got "0"/],
+    [["--steps=1"], /--steps must be an integer ≥ 2, got "1"/],
+    [["--backend=tpu"], /--backend must be auto, webgpu or cpu, got "tpu"/],
+    [["--dim=30", "--heads=4"], /--heads must divide --dim, got --heads 4 and --dim 30/],
+    [["--batch=4"], /--batch 4 is smaller than --microbatches 8/],
+    [["--schedule=interleaved-1f1b", "--stages=4", "--microbatches=9"], /error: .*9/],
+  ];
+  for (const [args, re] of cases) {
+    const r = await run(args);
+    assert.equal(r.code, 2, `${args}: ${r.err}`);
+    assert.match(r.err, re);
+    assert.equal(r.out, "", "nothing runs");
+  }
 });
 
 Deno.test("pipeline demo: --text FILE trains on that file and samples through the stages", async () => {
@@ -70,23 +138,26 @@ Deno.test("pipeline demo: --text FILE trains on that file and samples through th
       "--stages=2",
       "--microbatches=2",
       "--steps=2",
+      "--warmup=0",
+      ...SMALL,
       `--svg=${dir}/t.svg`,
+      `--loss-svg=${dir}/l.svg`,
       `--text=${file}`,
     ];
     const r = await run([...args, "--sample=15", "--prompt=not ", "--temperature=0"]);
     assert.equal(r.code, 0, r.err);
     // Distinct characters: space, newline, b, e, n, o, r, t.
     assert.ok(
-      r.out.includes(`vocabulary 8; batch 16 × 32 characters of ${file} (190 characters)`),
+      r.out.includes(`vocabulary 8; batch 8 × 16 characters of ${file} (190 characters)`),
       r.out,
     );
     const sample = JSON.parse(r.out.match(/^sample: (".*")$/m)![1]) as string;
     assert.equal(sample.length, 4 + 15);
     assert.ok(sample.startsWith("not "), sample);
     assert.match(sample, /^[ \nbenort]+$/);
-    const none = await run([...args, "--sample=0"]);
+    const none = await run(args);
     assert.equal(none.code, 0, none.err);
-    assert.doesNotMatch(none.out, /^sample:/m);
+    assert.doesNotMatch(none.out, /^sample:/m, "no sample by default");
     const bad = await run([...args, "--prompt=xyz"]);
     assert.equal(bad.code, 2);
     assert.match(bad.err, /--prompt has "x", which is not in the text/);

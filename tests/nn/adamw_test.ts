@@ -61,10 +61,13 @@ Deno.test("AdamW: defaults as PyTorch; state allocated at the first step and fre
   assert.equal(opt.groups[0].weightDecay, 0.01);
   assert.deepEqual([opt.beta1, opt.beta2, opt.eps], [0.9, 0.999, 1e-8]);
   const before = be.memory.liveBytes;
+  assert.equal(opt.stateBytes, 0, "no state before the first step");
   opt.step();
   assert.equal(be.memory.liveBytes, before + 2 * 6 * 4, "m and v");
+  assert.equal(opt.stateBytes, 2 * 6 * 4, "stateBytes counts m and v");
   opt.dispose();
   assert.equal(be.memory.liveBytes, before);
+  assert.equal(opt.stateBytes, 0);
 });
 
 Deno.test("AdamW: bad hyper-parameters are refused with the values", () => {

@@ -790,14 +790,14 @@ gpuTest("webgpu: use after dispose and after destroy throw TypeError", async () 
   assert.equal(be.memory.liveBytes, 0);
 });
 
-gpuTest("createBackend: webgpu and auto give WebGPU where an adapter exists", async () => {
-  const g = await createBackend("webgpu", { matmul: "default" });
-  assert.equal(g.name, "webgpu");
-  g.destroy();
-  const auto = await createBackend("auto", { matmul: "default" });
-  assert.equal(auto.name, "webgpu");
-  auto.destroy();
-});
+gpuTest(
+  "createBackend: webgpu gives WebGPU where an adapter exists (a software one too)",
+  async () => {
+    const g = await createBackend("webgpu", { matmul: "default" });
+    assert.equal(g.name, "webgpu");
+    g.destroy();
+  },
+);
 
 Deno.test("createBackend: cpu, bad kinds, and the CPU fallback without an adapter", async () => {
   assert.equal((await createBackend("cpu")).name, "cpu");
@@ -815,8 +815,8 @@ Deno.test("createBackend: cpu, bad kinds, and the CPU fallback without an adapte
       lines.length = 0;
       const be: Backend = await createBackend();
       assert.equal(be.name, "cpu");
-      assert.equal(lines.length, 1, "one notice line");
-      assert.match(lines[0], /no adapter/);
+      // The notice of "auto" is said once per process (create_backend_test.ts).
+      assert.ok(lines.length <= 1, "at most one notice line");
       await assert.rejects(
         () => createBackend("webgpu"),
         (e) => e instanceof Error && /no adapter/.test(e.message),

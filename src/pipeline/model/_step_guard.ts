@@ -85,6 +85,17 @@ export class StepGuard {
     }
   }
 
+  /** Bytes of the copies held now (parameters, optimizer state, gradients). */
+  get heldBytes(): number {
+    let n = 0;
+    for (const snap of this.#snaps.values()) {
+      for (const v of snap.values) n += v.bytes;
+      for (const ss of snap.slots.values()) for (const t of ss) n += t.bytes;
+    }
+    for (const gs of this.#grads.values()) for (const g of gs) n += g.bytes;
+    return n;
+  }
+
   /** Releases every copy. */
   dispose(): void {
     for (const s of this.#snaps.values()) s.dispose();

@@ -22,6 +22,7 @@ import {
 } from "./model_stage_executor.ts";
 import type { ModelStageCalls } from "./stage_calls.ts";
 import { tuneMatmulForRanks } from "./_matmul_tuning.ts";
+import { chooseBackend } from "../../tensor/create_backend.ts";
 import { callEveryRank } from "./_every_rank.ts";
 
 /** Timeouts of the worker ranks (ms; absent: the group's defaults). */
@@ -41,11 +42,13 @@ export async function buildRanks(
   timeouts: RankTimeouts,
   resume?: Uint8Array,
 ): Promise<RankGroup<ModelStageCalls>> {
+  // "auto" is decided here, once, and said once (every rank gets the same kind).
+  const backend = (await chooseBackend(o.backend)).kind;
   // Tuned once here rather than in every worker at once (they have no cache).
-  const tunedMatmul = await tuneMatmulForRanks(o.backend);
+  const tunedMatmul = await tuneMatmulForRanks(backend);
   const stageOptions: ModelStageOptions = {
     chunks: plan.chunks,
-    backend: o.backend,
+    backend,
     ...(tunedMatmul === undefined ? {} : { tunedMatmul }),
     loss: o.loss,
     optimizer: o.optimizer,

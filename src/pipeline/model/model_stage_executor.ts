@@ -122,7 +122,7 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
       for (const opt of this.#optimizers.values()) opt.dispose();
       throw e;
     }
-    this.#base = backend.memory.liveBytes;
+    this.#base = this.#stateBytes();
     // Between iterations a rank holds no activation: growth there is a leak.
     this.#leaks = new LeakWatch(backend.memory, {
       warn: (m) => console.warn(`conveyor: rank ${init.rank}: ${m}`),
@@ -161,6 +161,7 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
     this.#correct = [];
     this.#outputs = [];
     this.#lr = undefined;
+    this.#base = this.#stateBytes();
     this.backend.memory.resetPeak();
     this.#actPeak = 0;
   }
@@ -278,15 +279,35 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
 
   step(stage: number, _iteration: number): StepResultOf {
     this.#begin();
+    return this.#stateChange(() => this.#stepStage(stage));
+  }
+
+  // The peak activation figure of an iteration is the backend's peak live
+  // bytes above the rank's training state: its parameters and gradients,
+  // its optimizer state and the copies a step keeps for a rollback, counted
+  // tensor by tensor (live bytes at a quiet moment would also count
+  // read-backs still under way). Runs `change`, which changes that state
+  // (an optimizer step, its copies made or dropped): the peak so far counts
+  // against the old state, and the step's own temporaries count as none.
+  #stateChange<T>(change: () => T): T {
     const mem = this.backend.memory;
     this.#actPeak = Math.max(this.#actPeak, mem.peakBytes - this.#base);
-    const act = mem.liveBytes - this.#base;
-    const result = this.#stepStage(stage);
-    // The step may allocate optimizer state (moments at the first step): it
-    // joins the baseline; its temporaries do not count as activations.
-    this.#base = mem.liveBytes - act;
-    mem.resetPeak();
-    return result;
+    try {
+      return change();
+    } finally {
+      this.#base = this.#stateBytes();
+      mem.resetPeak();
+    }
+  }
+
+  // Bytes of the rank's training state (see #stateChange).
+  #stateBytes(): number {
+    const tensors = new Set<Tensor>();
+    for (const p of this.parameters()) tensors.add(p.value).add(p.grad);
+    let n = this.#guard?.heldBytes ?? 0;
+    for (const t of tensors) n += t.bytes;
+    for (const opt of this.#optimizers.values()) n += opt.stateBytes;
+    return n;
   }
 
   // One stage's optimizer step (with its check when steps are checked or clipped).
@@ -307,7 +328,7 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
 
   /** The step of `stage` in an iteration is final (see `StageExecutor.commitStep`). */
   commitStep(stage: number): void {
-    this.#guard?.commit(stage);
+    this.#stateChange(() => this.#guard?.commit(stage));
   }
 
   /**
@@ -317,13 +338,15 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
    */
   redoStep(stage: number, _iteration: number, scale: number): void {
     const chunk = this.#chunk(stage);
-    this.#guard?.redo(stage, this.#optimizers.get(stage)!, chunk.parameters(), scale);
-    chunk.zeroGrad();
+    this.#stateChange(() => {
+      this.#guard?.redo(stage, this.#optimizers.get(stage)!, chunk.parameters(), scale);
+      chunk.zeroGrad();
+    });
   }
 
   /** Undoes the step of `stage` exactly (see `StageExecutor.rollbackStep`). */
   rollbackStep(stage: number): void {
-    this.#guard?.rollback(stage, this.#optimizers.get(stage)!);
+    this.#stateChange(() => this.#guard?.rollback(stage, this.#optimizers.get(stage)!));
   }
 
   /**

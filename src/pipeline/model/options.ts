@@ -46,7 +46,11 @@ export interface PipelineParallelModelOptions {
   readonly checkpoint?: ActivationCheckpointConfig | ActivationCheckpointOptions;
   /** Optimizer of every stage, stepped right after that stage's last backward. */
   readonly optimizer: OptimizerSpec;
-  /** Backend of every rank (default `"auto"`: WebGPU when an adapter exists, else CPU). */
+  /**
+   * Backend of every rank (default `"auto"`: WebGPU on a hardware adapter,
+   * else the CPU backend, decided once and said once on stderr; see
+   * `chooseBackend`). `"webgpu"` uses a software adapter (llvmpipe) too.
+   */
   readonly backend?: BackendKind;
   /** Loss on the last stage: `"cross-entropy"` (targets are class ids) or `"mse"`. */
   readonly loss: PipelineLoss;

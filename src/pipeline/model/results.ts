@@ -28,7 +28,11 @@ export interface StepResult {
   readonly bubble: number;
   /** Time each rank spent in actions during the step, ms. */
   readonly busyMs: readonly number[];
-  /** Peak activation bytes per rank (above parameters, gradients and optimizer state). */
+  /**
+   * Peak activation bytes per rank: the most its backend held during the
+   * step above parameters, gradients, optimizer state and rollback copies
+   * (activations kept for backward and the passes' temporaries).
+   */
   readonly peakActivationBytes: readonly number[];
   /** Global gradient norm before clipping (with `clipGradNorm`). */
   readonly gradNorm?: number;

@@ -81,9 +81,12 @@ export interface ModelStageReport {
   /** Sum of the micro-batch losses (the full-batch loss) on the last stage's rank, else null. */
   readonly loss: number | null;
   /**
-   * Peak bytes on this rank's backend above its parameters, gradients and
-   * optimizer state during the iteration (activations, kept state,
-   * temporaries), measured with `backend.memory`.
+   * Peak bytes on this rank's backend during the iteration above its
+   * training state (parameters, gradients, optimizer state and the copies a
+   * step keeps for a rollback, counted tensor by tensor): the activations
+   * kept for backward plus the temporaries of the passes, measured with
+   * `backend.memory`. An optimizer step's own temporaries are not counted;
+   * on WebGPU a result being read back counts until it is read.
    */
   readonly peakActivationBytes: number;
   /**

@@ -15,6 +15,8 @@
  * @module
  */
 
+import { isSoftwareAdapter } from "../software_adapter.ts";
+
 /**
  * One matmul kernel variant: `direct` (register blocks read straight from
  * storage; best on CPU adapters) or `tiled` (workgroup-shared tiles; GPUs).
@@ -109,10 +111,7 @@ export function configDefines(
 
 /** Whether an adapter runs shaders on the CPU (llvmpipe, lavapipe, SwiftShader). */
 export function isCpuAdapter(info: GPUAdapterInfo | undefined): boolean {
-  if (info === undefined) return false;
-  const text = `${info.vendor} ${info.architecture} ${info.device} ${info.description}`;
-  return (info as { isFallbackAdapter?: boolean }).isFallbackAdapter === true ||
-    /llvmpipe|lavapipe|swiftshader|software|\bcpu\b/i.test(text);
+  return isSoftwareAdapter(info);
 }
 
 /**

@@ -1,7 +1,8 @@
 // MpiBackend against the CommBackend contract with real `mpirun` jobs (Open
 // MPI), over shared memory and over TCP only, plus failure and setup errors.
-// mpirun must be installed: without it these tests fail (CI's .ci/run
-// installs openmpi-bin and libopenmpi-dev).
+// The tests that need Open MPI are skipped, saying so once, where it is not
+// installed (CI's .ci/run installs it and sets CONVEYOR_REQUIRE_MPI=1; see
+// tests/mpi/_open_mpi.ts).
 
 import assert from "node:assert/strict";
 import { digest, pattern, SIZES } from "./_mpi_rank.ts";
@@ -9,6 +10,7 @@ import { makeTag } from "../../../src/pipeline/comm/tag.ts";
 import { MpiBackend, MpiSetupError } from "../../../src/pipeline/comm/mpi_backend.ts";
 import { LIBMPI_ENV, openLibmpi } from "../../../src/pipeline/comm/_mpi_ffi.ts";
 import { childEnv, mpirun as runMpirun, SHM, TCP } from "../../mpi/_mpirun.ts";
+import { mpiTest } from "../../mpi/_open_mpi.ts";
 
 const RANK_SCRIPT = new URL("./_mpi_rank.ts", import.meta.url).pathname;
 
@@ -124,35 +126,41 @@ function checkContract(job: Job, n: number): void {
   }
 }
 
-Deno.test("MpiBackend: contract over shared memory, 2 ranks", async () => {
+mpiTest("MpiBackend: contract over shared memory, 2 ranks", async () => {
   checkContract(await mpirun(2, "contract", { btl: SHM }), 2);
 });
 
-Deno.test("MpiBackend: contract over TCP only, 2 ranks (exits 0: no crash after MPI_Finalize)", async () => {
-  checkContract(await mpirun(2, "contract", { btl: TCP }), 2);
-});
+mpiTest(
+  "MpiBackend: contract over TCP only, 2 ranks (exits 0: no crash after MPI_Finalize)",
+  async () => {
+    checkContract(await mpirun(2, "contract", { btl: TCP }), 2);
+  },
+);
 
-Deno.test("MpiBackend: contract over shared memory, 4 ranks oversubscribed", async () => {
+mpiTest("MpiBackend: contract over shared memory, 4 ranks oversubscribed", async () => {
   checkContract(await mpirun(4, "contract", { btl: SHM }), 4);
 });
 
-Deno.test("MpiBackend: contract over TCP only, 4 ranks oversubscribed", async () => {
+mpiTest("MpiBackend: contract over TCP only, 4 ranks oversubscribed", async () => {
   checkContract(await mpirun(4, "contract", { btl: TCP }), 4);
 });
 
-Deno.test("MpiBackend: abort rejects the peers' pending and later operations, naming rank and reason", async () => {
-  const job = await mpirun(3, "abort", { btl: TCP });
-  assertClean(job, 3);
-  assert.equal(job.results.get(1)!.late, "communication aborted: boom");
-  for (const rank of [0, 2]) {
-    const r = job.results.get(rank)!;
-    assert.equal(r.error, "CommAbortedError: communication aborted: rank 1: boom");
-    assert.equal(r.send, "communication aborted: rank 1: boom");
-    assert.equal(r.aborted, true);
-  }
-});
+mpiTest(
+  "MpiBackend: abort rejects the peers' pending and later operations, naming rank and reason",
+  async () => {
+    const job = await mpirun(3, "abort", { btl: TCP });
+    assertClean(job, 3);
+    assert.equal(job.results.get(1)!.late, "communication aborted: boom");
+    for (const rank of [0, 2]) {
+      const r = job.results.get(rank)!;
+      assert.equal(r.error, "CommAbortedError: communication aborted: rank 1: boom");
+      assert.equal(r.send, "communication aborted: rank 1: boom");
+      assert.equal(r.aborted, true);
+    }
+  },
+);
 
-Deno.test("MpiBackend: an error report names the failing rank to every other rank", async () => {
+mpiTest("MpiBackend: an error report names the failing rank to every other rank", async () => {
   const job = await mpirun(3, "error", { btl: SHM });
   assertClean(job, 3);
   for (const rank of [0, 2]) {
@@ -183,60 +191,72 @@ async function killRank1(scenario: string, mpirunArgs: string[] = [], btl = SHM)
   return job;
 }
 
-Deno.test("MpiBackend: a rank killed mid-exchange ends the job (non-zero) and the survivors name it", async () => {
-  const job = await killRank1("kill");
-  assert.notEqual(job.code, 0, "the job fails");
-  for (const rank of [0, 2]) {
-    assert.match(job.stderr, new RegExp(`conveyor: rank ${rank}: .*lost rank 1 \\(`));
-  }
-});
+mpiTest(
+  "MpiBackend: a rank killed mid-exchange ends the job (non-zero) and the survivors name it",
+  async () => {
+    const job = await killRank1("kill");
+    assert.notEqual(job.code, 0, "the job fails");
+    for (const rank of [0, 2]) {
+      assert.match(job.stderr, new RegExp(`conveyor: rank ${rank}: .*lost rank 1 \\(`));
+    }
+  },
+);
 
-Deno.test("MpiBackend: over TCP a killed rank ends the job too (Open MPI may end survivors first)", async () => {
-  // Open MPI 4.1.4's TCP transport ends a process whose connection to a peer
-  // breaks or cannot be made (ob1 treats both as fatal). That can happen
-  // inside an MPI call before the survivor's own check has seen the peer's
-  // process end; Open MPI's notice then names the survivor's PID, mpirun
-  // names the lost rank and ends the other survivors, whose last output
-  // mpirun may drop. So here only the job's end and one account are sure.
-  const job = await killRank1("kill", [], TCP);
-  assert.notEqual(job.code, 0, "the job fails");
-  assert.match(
-    job.stderr,
-    /mpirun noticed that process rank 1 with PID \d+ on node \S+ exited on signal 9/,
-  );
-  const accounts = [0, 2].filter((rank) =>
-    new RegExp(`conveyor: rank ${rank}: .*lost rank 1 \\(`).test(job.stderr) ||
-    new RegExp(`PID:\\s+${job.pids.get(rank)}\\n`).test(job.stderr)
-  );
-  assert.ok(accounts.length >= 1, `no survivor said anything about the loss:\n${job.stderr}`);
-});
-
-Deno.test("MpiBackend: without heartbeats the survivors still name the lost rank on mpirun's SIGTERM", async () => {
-  const job = await killRank1("kill-quiet");
-  assert.notEqual(job.code, 0, "the job fails");
-  for (const rank of [0, 2]) {
+mpiTest(
+  "MpiBackend: over TCP a killed rank ends the job too (Open MPI may end survivors first)",
+  async () => {
+    // Open MPI 4.1.4's TCP transport ends a process whose connection to a peer
+    // breaks or cannot be made (ob1 treats both as fatal). That can happen
+    // inside an MPI call before the survivor's own check has seen the peer's
+    // process end; Open MPI's notice then names the survivor's PID, mpirun
+    // names the lost rank and ends the other survivors, whose last output
+    // mpirun may drop. So here only the job's end and one account are sure.
+    const job = await killRank1("kill", [], TCP);
+    assert.notEqual(job.code, 0, "the job fails");
     assert.match(
       job.stderr,
-      new RegExp(
-        `conveyor: rank ${rank}: SIGTERM \\(mpirun is ending the job\\); lost rank 1 \\(its process \\d+`,
-      ),
+      /mpirun noticed that process rank 1 with PID \d+ on node \S+ exited on signal 9/,
     );
-  }
-});
+    const accounts = [0, 2].filter((rank) =>
+      new RegExp(`conveyor: rank ${rank}: .*lost rank 1 \\(`).test(job.stderr) ||
+      new RegExp(`PID:\\s+${job.pids.get(rank)}\\n`).test(job.stderr)
+    );
+    assert.ok(accounts.length >= 1, `no survivor said anything about the loss:\n${job.stderr}`);
+  },
+);
 
-Deno.test("MpiBackend: when mpirun keeps the job going (--enable-recovery), survivors detect the loss and fail", async () => {
-  // Without detection this job would never end: mpirun waits for the survivors.
-  // (Open MPI 4.1.4's mpirun then exits 0 whatever the ranks do, even after
-  // MPI_Abort, so the survivors' own failure is what is checked.)
-  const job = await killRank1("kill", ["--enable-recovery"]);
-  for (const rank of [0, 2]) {
-    assert.match(job.stderr, new RegExp(`conveyor: rank ${rank}: lost rank 1 \\(`));
-    assert.match(
-      job.stdout,
-      new RegExp(`FAILED ${rank} communication aborted: rank 1 lost: its process \\d+`),
-    );
-  }
-});
+mpiTest(
+  "MpiBackend: without heartbeats the survivors still name the lost rank on mpirun's SIGTERM",
+  async () => {
+    const job = await killRank1("kill-quiet");
+    assert.notEqual(job.code, 0, "the job fails");
+    for (const rank of [0, 2]) {
+      assert.match(
+        job.stderr,
+        new RegExp(
+          `conveyor: rank ${rank}: SIGTERM \\(mpirun is ending the job\\); lost rank 1 \\(its process \\d+`,
+        ),
+      );
+    }
+  },
+);
+
+mpiTest(
+  "MpiBackend: when mpirun keeps the job going (--enable-recovery), survivors detect the loss and fail",
+  async () => {
+    // Without detection this job would never end: mpirun waits for the survivors.
+    // (Open MPI 4.1.4's mpirun then exits 0 whatever the ranks do, even after
+    // MPI_Abort, so the survivors' own failure is what is checked.)
+    const job = await killRank1("kill", ["--enable-recovery"]);
+    for (const rank of [0, 2]) {
+      assert.match(job.stderr, new RegExp(`conveyor: rank ${rank}: lost rank 1 \\(`));
+      assert.match(
+        job.stdout,
+        new RegExp(`FAILED ${rank} communication aborted: rank 1 lost: its process \\d+`),
+      );
+    }
+  },
+);
 
 // Rank 1 goes silent while the others wait for it (heartbeats every 200 ms,
 // heartbeatTimeoutMs 1000, peerTimeoutMs 3000): stopped or blocked, its
@@ -258,53 +278,63 @@ for (
     ],
   ] as const
 ) {
-  Deno.test(`MpiBackend: a rank that is ${scenario === "stop" ? "SIGSTOPped" : scenario === "spin" ? "computing for 30 s" : "blocked"} ends the job within its bound, the survivors naming it`, async () => {
-    let silentAt = 0;
-    const failedAt = new Map<number, number>();
-    const job = await mpirun(3, scenario, {
-      timeoutMs: 30_000,
-      onLine: (line, j) => {
-        if (line === "SILENT" && silentAt === 0) {
-          silentAt = performance.now();
-          if (scenario === "stop") Deno.kill(j.pids.get(1)!, "SIGSTOP");
-        }
-        const m = /^FAILED (\d+) /.exec(line);
-        if (m !== null) failedAt.set(Number(m[1]), performance.now());
-      },
-    });
-    assert.notEqual(job.code, 0, "the job fails");
-    for (const rank of [0, 2]) {
-      assert.match(
-        job.stderr,
-        new RegExp(`conveyor: rank ${rank}: lost rank 1 \\((?:${why.source}|.*seen by rank)`),
-      );
-      assert.match(job.stdout, new RegExp(`FAILED ${rank} communication aborted: rank 1 lost: `));
-      const ms = failedAt.get(rank)! - silentAt;
-      // The bound, plus a heartbeat period to see it, plus a loaded machine's delays.
-      assert.ok(
-        ms < bound + 1500,
-        `rank ${rank} failed ${ms.toFixed(0)} ms after rank 1 went silent`,
-      );
-      console.log(`${scenario}: rank ${rank} failed ${ms.toFixed(0)} ms after rank 1 went silent`);
-    }
-    assert.match(job.stderr, why, "at least one survivor saw it itself");
-  });
+  mpiTest(
+    `MpiBackend: a rank that is ${
+      scenario === "stop" ? "SIGSTOPped" : scenario === "spin" ? "computing for 30 s" : "blocked"
+    } ends the job within its bound, the survivors naming it`,
+    async () => {
+      let silentAt = 0;
+      const failedAt = new Map<number, number>();
+      const job = await mpirun(3, scenario, {
+        timeoutMs: 30_000,
+        onLine: (line, j) => {
+          if (line === "SILENT" && silentAt === 0) {
+            silentAt = performance.now();
+            if (scenario === "stop") Deno.kill(j.pids.get(1)!, "SIGSTOP");
+          }
+          const m = /^FAILED (\d+) /.exec(line);
+          if (m !== null) failedAt.set(Number(m[1]), performance.now());
+        },
+      });
+      assert.notEqual(job.code, 0, "the job fails");
+      for (const rank of [0, 2]) {
+        assert.match(
+          job.stderr,
+          new RegExp(`conveyor: rank ${rank}: lost rank 1 \\((?:${why.source}|.*seen by rank)`),
+        );
+        assert.match(job.stdout, new RegExp(`FAILED ${rank} communication aborted: rank 1 lost: `));
+        const ms = failedAt.get(rank)! - silentAt;
+        // The bound, plus a heartbeat period to see it, plus a loaded machine's delays.
+        assert.ok(
+          ms < bound + 1500,
+          `rank ${rank} failed ${ms.toFixed(0)} ms after rank 1 went silent`,
+        );
+        console.log(
+          `${scenario}: rank ${rank} failed ${ms.toFixed(0)} ms after rank 1 went silent`,
+        );
+      }
+      assert.match(job.stderr, why, "at least one survivor saw it itself");
+    },
+  );
 }
 
-Deno.test("MpiBackend: a rank that never calls close finalises MPI at exit (status 0)", async () => {
+mpiTest("MpiBackend: a rank that never calls close finalises MPI at exit (status 0)", async () => {
   const job = await mpirun(3, "noclose", { btl: TCP });
   assertClean(job, 3);
   for (const [rank, r] of job.results) assert.equal(r.got, (rank + 2) % 3);
 });
 
-Deno.test("MpiBackend: MPI starts once per process; a second init after close is refused", async () => {
-  const job = await mpirun(2, "setup", { btl: SHM });
-  assertClean(job, 2);
-  for (const r of job.results.values()) {
-    assert.match(r.again as string, /^MpiSetupError: MPI already ran and ended in this process/);
-    assert.match(r.library as string, /libmpi/);
-  }
-});
+mpiTest(
+  "MpiBackend: MPI starts once per process; a second init after close is refused",
+  async () => {
+    const job = await mpirun(2, "setup", { btl: SHM });
+    assertClean(job, 2);
+    for (const r of job.results.values()) {
+      assert.match(r.again as string, /^MpiSetupError: MPI already ran and ended in this process/);
+      assert.match(r.library as string, /libmpi/);
+    }
+  },
+);
 
 // Runs the rank script without mpirun; returns the exit code and stderr.
 async function runAlone(
@@ -321,17 +351,10 @@ async function runAlone(
   return { code: out.code, stderr: new TextDecoder().decode(out.stderr) };
 }
 
-Deno.test("MpiBackend: setup errors are one clear line (FFI permission, not under mpirun, libmpi not found)", async () => {
+Deno.test("MpiBackend: setup errors are one clear line (FFI permission, libmpi not found or not Open MPI)", async () => {
   const noFfi = await runAlone([]);
   assert.notEqual(noFfi.code, 0);
   assert.match(noFfi.stderr, /MpiSetupError: MpiBackend needs FFI permission .*--allow-ffi/);
-
-  const alone = await runAlone(["--allow-ffi"]);
-  assert.notEqual(alone.code, 0);
-  assert.match(
-    alone.stderr,
-    /MpiSetupError: not launched under mpirun \(OMPI_COMM_WORLD_SIZE and PMIX_RANK are unset\): run under mpirun/,
-  );
 
   const missing = await runAlone(["--allow-ffi"], { [LIBMPI_ENV]: "/nonexistent/libmpi.so.40" });
   assert.notEqual(missing.code, 0);
@@ -343,6 +366,15 @@ Deno.test("MpiBackend: setup errors are one clear line (FFI permission, not unde
   const notMpi = await runAlone(["--allow-ffi"], { [LIBMPI_ENV]: "libc.so.6" });
   assert.notEqual(notMpi.code, 0);
   assert.match(notMpi.stderr, /MpiSetupError: libc\.so\.6 is not a usable Open MPI libmpi/);
+});
+
+mpiTest("MpiBackend: not under mpirun (libmpi found) is one clear line", async () => {
+  const alone = await runAlone(["--allow-ffi"]);
+  assert.notEqual(alone.code, 0);
+  assert.match(
+    alone.stderr,
+    /MpiSetupError: not launched under mpirun \(OMPI_COMM_WORLD_SIZE and PMIX_RANK are unset\): run under mpirun/,
+  );
 });
 
 Deno.test("MpiBackend: the libmpi search names every path tried and the variable", () => {

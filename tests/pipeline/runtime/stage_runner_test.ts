@@ -191,76 +191,85 @@ Deno.test("runRank: a rejected deviceDone fails the run naming rank and action",
   comm.close();
 });
 
-Deno.test("runPipelineInProcess: on WebGPU, events dated by device timestamps end after their call and no later than their output's read-back; lanes never overlap", async () => {
-  const n = 384;
-  const data = new Float32Array(n * n).map((_, i) => ((i * 7919) % 1000) / 1000 - 0.5);
-  const backends: WebGPUBackend[] = [];
-  // When each action was called, and when it had its output's data in hand.
-  const calledAt = new Map<string, number>();
-  const readAt = new Map<string, number>();
-  const schedule = generateSchedule("1f1b", { ranks: 2, microBatches: 3 });
-  let expected: Float32Array | null = null;
-  try {
-    const r = await runPipelineInProcess(schedule, {
-      createExecutor: async () => {
-        const be = await WebGPUBackend.create({ matmul: "default" });
-        backends.push(be);
-        const a = be.fromData(data, [n, n]);
-        let marks: [Promise<number> | undefined, Promise<number> | undefined] = [
-          undefined,
-          undefined,
-        ];
-        // As the model's executor: marks around the kernels, the end one
-        // before the read-back, which has the data within the call.
-        const work = (ctx: StageContext): StageOutput => {
-          const key = `${ctx.iteration}:${formatAction(ctx.action)}`;
-          calledAt.set(key, performance.now());
-          const start = be.timeMark();
-          const c = ops.matmul(ops.matmul(a, a), a);
-          marks = [start, be.timeMark()];
-          const d = c.tryToArraySync() ?? assert.fail("WebGPU reads within the call here");
-          readAt.set(key, performance.now());
-          c.dispose();
-          expected ??= d.slice();
-          assert.deepEqual(d, expected, "every action computes the same product");
-          return d;
-        };
-        return {
-          forward: work,
-          backward: work,
-          backwardInput: work,
-          backwardWeight: () => {},
-          step: () => {},
-          deviceDone: () => {
-            const [start, end] = marks;
-            marks = [undefined, undefined];
-            if (start === undefined || end === undefined) return be.sync();
-            return Promise.all([start, end]).then(([s, e]) => ({
-              start: s,
-              end: e,
-              hostMinusDevice: () => be.hostMinusDevice(),
-            }));
-          },
-          // The marks are read once a later read-back or sync drained the queue.
-          endIteration: () => be.sync(),
-          dispose: () => a.dispose(),
-        };
-      },
-    });
-    assert.equal(r.events.length, 12);
-    assertFollowsSchedule(schedule, r.events);
-    for (const e of r.events) {
-      const key = `${e.iteration}:${formatAction(e.action)}`;
-      const called = calledAt.get(key)!;
-      const read = readAt.get(key)!;
-      const [start, end] = [e.start + r.startTime, e.end + r.startTime];
-      assert.ok(end <= read, `${key} ends at ${end}, after its read-back had the data at ${read}`);
-      assert.ok(end >= called && end > start, `${key}: [${start}, ${end}], called at ${called}`);
+// WebGPU where an adapter exists, unless the run asks for the CPU alone.
+const hasGpu = Deno.env.get("CONVEYOR_TEST_BACKENDS") !== "cpu" &&
+  (await navigator.gpu?.requestAdapter().catch(() => null)) != null;
+
+if (hasGpu) {
+  Deno.test("runPipelineInProcess: on WebGPU, events dated by device timestamps end after their call and no later than their output's read-back; lanes never overlap", async () => {
+    const n = 384;
+    const data = new Float32Array(n * n).map((_, i) => ((i * 7919) % 1000) / 1000 - 0.5);
+    const backends: WebGPUBackend[] = [];
+    // When each action was called, and when it had its output's data in hand.
+    const calledAt = new Map<string, number>();
+    const readAt = new Map<string, number>();
+    const schedule = generateSchedule("1f1b", { ranks: 2, microBatches: 3 });
+    let expected: Float32Array | null = null;
+    try {
+      const r = await runPipelineInProcess(schedule, {
+        createExecutor: async () => {
+          const be = await WebGPUBackend.create({ matmul: "default" });
+          backends.push(be);
+          const a = be.fromData(data, [n, n]);
+          let marks: [Promise<number> | undefined, Promise<number> | undefined] = [
+            undefined,
+            undefined,
+          ];
+          // As the model's executor: marks around the kernels, the end one
+          // before the read-back, which has the data within the call.
+          const work = (ctx: StageContext): StageOutput => {
+            const key = `${ctx.iteration}:${formatAction(ctx.action)}`;
+            calledAt.set(key, performance.now());
+            const start = be.timeMark();
+            const c = ops.matmul(ops.matmul(a, a), a);
+            marks = [start, be.timeMark()];
+            const d = c.tryToArraySync() ?? assert.fail("WebGPU reads within the call here");
+            readAt.set(key, performance.now());
+            c.dispose();
+            expected ??= d.slice();
+            assert.deepEqual(d, expected, "every action computes the same product");
+            return d;
+          };
+          return {
+            forward: work,
+            backward: work,
+            backwardInput: work,
+            backwardWeight: () => {},
+            step: () => {},
+            deviceDone: () => {
+              const [start, end] = marks;
+              marks = [undefined, undefined];
+              if (start === undefined || end === undefined) return be.sync();
+              return Promise.all([start, end]).then(([s, e]) => ({
+                start: s,
+                end: e,
+                hostMinusDevice: () => be.hostMinusDevice(),
+              }));
+            },
+            // The marks are read once a later read-back or sync drained the queue.
+            endIteration: () => be.sync(),
+            dispose: () => a.dispose(),
+          };
+        },
+      });
+      assert.equal(r.events.length, 12);
+      assertFollowsSchedule(schedule, r.events);
+      for (const e of r.events) {
+        const key = `${e.iteration}:${formatAction(e.action)}`;
+        const called = calledAt.get(key)!;
+        const read = readAt.get(key)!;
+        const [start, end] = [e.start + r.startTime, e.end + r.startTime];
+        assert.ok(
+          end <= read,
+          `${key} ends at ${end}, after its read-back had the data at ${read}`,
+        );
+        assert.ok(end >= called && end > start, `${key}: [${start}, ${end}], called at ${called}`);
+      }
+    } finally {
+      for (const be of backends) be.destroy();
     }
-  } finally {
-    for (const be of backends) be.destroy();
-  }
-});
+  });
+}
 
 Deno.test("runPipelineInProcess: when one rank's createExecutor fails, the others' executors are disposed", async () => {
   const schedule = generateSchedule("1f1b", { ranks: 3, microBatches: 2 });
