@@ -67,6 +67,7 @@ export type {
 import { StepGuard } from "./_step_guard.ts";
 import { loadStageState, saveStageState, type StageState } from "./_stage_state.ts";
 import { evaluateMicroBatch } from "./_evaluation.ts";
+import { ActionSpan } from "./_action_span.ts";
 
 /** The model stage of one rank (exported for in-process pipelines; workers use the factory). */
 export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
@@ -90,9 +91,7 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
   #base: number;
   readonly #leaks: LeakWatch;
   #actPeak = 0;
-  #startMark: Promise<number> | undefined;
-  // Taken before an action's output is read back: the action's work ends there.
-  #endMark: Promise<number> | undefined;
+  readonly #span: ActionSpan;
 
   private constructor(init: StageExecutorInit, backend: Backend) {
     this.#init = init;
@@ -102,6 +101,7 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
       ? new StepGuard()
       : null;
     this.backend = backend;
+    this.#span = new ActionSpan(backend);
     try {
       for (const s of this.#stages) {
         const built = layerFromSpec(this.#o.chunks[s], backend);
@@ -167,7 +167,7 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
   }
 
   forward(ctx: StageContext, input: Float32Array | null): StageOutput {
-    this.#begin();
+    this.#span.begin();
     const plan = this.#needPlan(ctx);
     const { stage: s, microBatch: mb } = ctx.action;
     const key = this.#key(ctx);
@@ -246,39 +246,19 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
   }
 
   backwardWeight(ctx: StageContext): void {
-    this.#begin();
+    this.#span.begin();
     this.#chunk(ctx.action.stage).backwardWeight(this.#key(ctx));
     // Nothing is read back after W: submit its work now rather than with the next action.
     this.backend.flush();
   }
 
-  /**
-   * On WebGPU, where the actions only record commands: submits them and
-   * settles when the device has run them; on the CPU the work is done
-   * already (undefined).
-   */
+  /** The device span of the last action or step (WebGPU; undefined on the CPU). */
   deviceDone(): Promise<void | DeviceSpan> | undefined {
-    if (this.backend.name === "cpu") return undefined;
-    const [start, end] = [this.#startMark, this.#endMark ?? this.backend.timeMark?.()];
-    this.#startMark = this.#endMark = undefined;
-    if (start === undefined || end === undefined) return this.backend.sync();
-    // The device's own timestamps around the action: its exact span.
-    this.backend.flush();
-    const backend = this.backend;
-    return Promise.all([start, end]).then(([s, e]) => ({
-      start: s,
-      end: e,
-      hostMinusDevice: () => backend.hostMinusDevice?.() ?? NaN,
-    }));
-  }
-
-  // Marks the device's work at the start of an action or step (WebGPU with timestamps).
-  #begin(): void {
-    if (this.backend.name !== "cpu") this.#startMark = this.backend.timeMark?.();
+    return this.#span.done();
   }
 
   step(stage: number, _iteration: number): StepResultOf {
-    this.#begin();
+    this.#span.begin();
     return this.#stateChange(() => this.#stepStage(stage));
   }
 
@@ -480,7 +460,7 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
   }
 
   #backward(ctx: StageContext, gradOutput: Float32Array | null, full: boolean): StageOutput {
-    this.#begin();
+    this.#span.begin();
     const s = ctx.action.stage;
     const key = this.#key(ctx);
     const id = `${s}/${key}`;
@@ -534,8 +514,7 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
   // is posted before the next action starts; otherwise the read-back runs
   // while the runtime goes on and is sent when it resolves.
   #send(t: Tensor): StageOutput {
-    // The action's work ends before its read-back (which waits on the device).
-    if (this.backend.name !== "cpu") this.#endMark = this.backend.timeMark?.();
+    this.#span.end();
     let now: Float32Array | null;
     try {
       now = t.tryToArraySync();
