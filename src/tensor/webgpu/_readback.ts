@@ -93,6 +93,15 @@ export class StagingPool {
   }
 }
 
+// Deno returns a view of the mapped memory (detached at unmap) while it
+// takes a buffer's map mode to be the one it was created mapped with, and a
+// copy of its own once a read map of it has settled. Copies need no second
+// copy here: in this thread, `rangesAreCopies` turns true once a probe has
+// seen that (see detectReadPath), and `settled` holds the buffers whose
+// read map has settled.
+let rangesAreCopies = false;
+const settled = new WeakSet<GPUBuffer>();
+
 function isNotMappedYet(e: unknown): boolean {
   return e instanceof Error && e.name === "OperationError";
 }
@@ -114,7 +123,11 @@ export function mapRead<T>(
   take: (range: MappedRange) => T,
 ): T | Promise<T> {
   const mapped = staging.mapAsync(GPUMapMode.READ, 0, bytes);
-  const range: MappedRange = (offset, size) => staging.getMappedRange(offset, size).slice(0);
+  mapped.then(() => settled.add(staging), () => {});
+  const range: MappedRange = (offset, size) => {
+    const r = staging.getMappedRange(offset, size);
+    return rangesAreCopies && settled.has(staging) ? r : r.slice(0);
+  };
   if (path === "immediate") {
     // The promise settles later (Deno's sleep) or not at all: nothing else waits for it.
     mapped.catch(() => {});
@@ -155,9 +168,38 @@ export function detectReadPath(device: GPUDevice): ReadPath {
   device.queue.submit([enc.finish()]);
   const got = mapRead(probe, 16, "immediate", () => undefined);
   if (!(got instanceof Promise)) {
-    probe.destroy();
+    probeRangeCopies(device, probe);
     return "immediate";
   }
   got.then(() => probe.destroy(), () => probe.destroy());
   return "awaited";
+}
+
+// Once the probe's first map has settled (Deno's sleep), maps it again and
+// sees whether a range of it outlives the unmap: then Deno copies ranges of
+// buffers whose read map has settled, and reads skip their own copy.
+function probeRangeCopies(device: GPUDevice, probe: GPUBuffer): void {
+  if (rangesAreCopies) {
+    probe.destroy();
+    return;
+  }
+  const again = () => {
+    try {
+      probe.unmap();
+      const enc = device.createCommandEncoder();
+      enc.clearBuffer(probe, 0, 16);
+      device.queue.submit([enc.finish()]);
+      const p = probe.mapAsync(GPUMapMode.READ, 0, 16);
+      p.catch(() => {});
+      const r = probe.getMappedRange(0, 16);
+      probe.unmap();
+      rangesAreCopies = r.byteLength === 16;
+    } catch {
+      // Not immediate this time: keep copying.
+    } finally {
+      probe.destroy();
+    }
+  };
+  // (A device destroyed meanwhile makes any of it throw: caught in `again`.)
+  probe.mapAsync(GPUMapMode.READ, 0, 16).then(again, () => probe.destroy());
 }
