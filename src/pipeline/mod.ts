@@ -73,6 +73,14 @@ export type {
 export { NonFiniteStepError } from "./model/results.ts";
 export type { BatchSource, TrainOptions } from "./model/train_loop.ts";
 export { DEFAULT_STREAM_WINDOW } from "./model/train_loop.ts";
+export type {
+  StepContext,
+  TrainBeginInfo,
+  TrainCallback,
+  ValidationOptions,
+} from "./model/train_callback.ts";
+export type { WriteTraceOptions } from "./model/_trace_file.ts";
+export { checkOutputPath, type OutputPathOptions } from "./model/output_path.ts";
 export type { SaveCheckpointOptions } from "./model/checkpoint_file.ts";
 export type { RankInfo } from "./model/stage_calls.ts";
 export { PipelineParallelModel } from "./model/pipeline_parallel_model.ts";

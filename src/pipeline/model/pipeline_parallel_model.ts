@@ -12,7 +12,8 @@ import type { Sequential } from "../../nn/sequential.ts";
 import type { LoadSafetensorsOptions, SaveSafetensorsOptions } from "../../nn/safetensors.ts";
 import type { Schedule, TimedEvent } from "../schedule/schedule.ts";
 import type { PartitionResult } from "../partition/partition.ts";
-import { traceText } from "./_trace_file.ts";
+import { pickTrace, traceText, type WriteTraceOptions } from "./_trace_file.ts";
+import { checkOutputPath } from "./output_path.ts";
 import type { RankGroup, RankGroupKind } from "../runtime/rank_group.ts";
 import type { ModelStageReport, PipelineLoss } from "./model_stage_executor.ts";
 import type { ModelStageCalls, RankInfo } from "./stage_calls.ts";
@@ -69,6 +70,7 @@ export type {
   TrainingBatch,
   TrainOptions,
   TrainResult,
+  WriteTraceOptions,
 };
 
 /**
@@ -159,9 +161,11 @@ export class PipelineParallelModel {
   readonly #lock: ModelLock;
   #nextStep = 0;
   #training = false;
-  #inOnStep = 0; // onStep callbacks running now
+  #inOnStep = 0; // train() hooks running now
+  #hookStep: number | null = null; // the step the running hook names
 
   #lastEvents: readonly TimedEvent[] = [];
+  #lastSteps: readonly StepResult[] = []; // of the last train() call, when it was the last run
 
   private constructor(
     o: {
@@ -234,7 +238,10 @@ export class PipelineParallelModel {
 
   /** Events of the last training call or prediction (ms from its start); empty before the first. */
   get lastEvents(): readonly TimedEvent[] {
-    return this.#lastEvents;
+    if (this.#lastSteps.length === 0) return this.#lastEvents;
+    return this.#lastSteps.flatMap((s) => s.events).sort((a, b) =>
+      a.start - b.start || a.rank - b.rank
+    );
   }
 
   /**
@@ -267,21 +274,6 @@ export class PipelineParallelModel {
       throw new Error("the PipelineParallelModel is already training: train() cannot nest");
     }
     this.#training = true;
-    const onStep = options?.onStep;
-    if (typeof onStep === "function") {
-      // Calls made while onStep runs are the caller's own, between windows.
-      options = {
-        ...options,
-        onStep: async (s) => {
-          this.#inOnStep++;
-          try {
-            await onStep(s);
-          } finally {
-            this.#inOnStep--;
-          }
-        },
-      };
-    }
     // The call's i-th batch is training step base + i (Dropout's masks follow it).
     const base = this.#nextStep;
     try {
@@ -291,6 +283,26 @@ export class PipelineParallelModel {
             b === null || b === undefined
               ? nullBatch(this.#ranks.kind, this.#ranks.localRank, where)
               : splitBatch(this.#layout, b, where, base + i),
+          checkValidation: (b, where) => void splitBatch(this.#layout, b, where),
+          evaluate: (b) => this.evaluate(b),
+          // Calls made while a hook runs are the caller's own, between windows.
+          hook: async (step, fn) => {
+            const outer = this.#hookStep;
+            this.#hookStep = step;
+            this.#inOnStep++;
+            try {
+              return await fn();
+            } finally {
+              this.#inOnStep--;
+              this.#hookStep = outer;
+            }
+          },
+          record: (steps) => {
+            this.#lastSteps = steps;
+            this.#lastEvents = [];
+          },
+          firstStep: base,
+          localRank: this.#ranks.localRank ?? null,
           run: async (plans) => {
             const run = await this.#lock.exclusive(
               () => this.#ranks.run({ iterations: plans.length, ...payloadOf(plans) }),
@@ -308,7 +320,6 @@ export class PipelineParallelModel {
         batches,
         options,
       );
-      if (r.events.length > 0) this.#lastEvents = r.events;
       return r;
     } finally {
       this.#training = false;
@@ -323,6 +334,7 @@ export class PipelineParallelModel {
    */
   async evaluate(batch: TrainingBatch): Promise<EvaluateResult> {
     this.#lock.check();
+    this.#standsAtHookStep("evaluate");
     const plan = splitBatch(this.#layout, batch, "batch");
     const r = await this.#lock.exclusive(
       () => this.#ranks.run({ forwardOnly: true, payload: (rank) => plan[rank] }),
@@ -348,6 +360,7 @@ export class PipelineParallelModel {
    */
   async setLearningRate(lr: number): Promise<void> {
     this.#notTraining("setLearningRate", true);
+    this.#standsAtHookStep("setLearningRate");
     if (typeof lr !== "number" || !Number.isFinite(lr) || lr < 0) {
       throw new RangeError(`setLearningRate: lr must be a finite number ≥ 0, got ${String(lr)}`);
     }
@@ -362,6 +375,7 @@ export class PipelineParallelModel {
    */
   async predict(input: { inputs: Float32Array; shape: Shape }): Promise<Prediction> {
     this.#lock.check();
+    this.#standsAtHookStep("predict");
     const { shape, shapes, outShape } = checkPredictInput(this.#layout, input);
     if (shape[0] < this.microBatches) {
       return await this.#lock.exclusive(async () => {
@@ -383,6 +397,7 @@ export class PipelineParallelModel {
       true,
     );
     this.#lastEvents = r.events;
+    this.#lastSteps = [];
     const outputs = (r.reports[this.#lastRank()][0] as ModelStageReport).outputs ?? [];
     return { data: concatOutputs(outputs, prod(outShape)), shape: outShape };
   }
@@ -395,6 +410,7 @@ export class PipelineParallelModel {
    * one rank).
    */
   async saveSafetensors(opts?: SaveSafetensorsOptions): Promise<Uint8Array> {
+    this.#standsAtHookStep("saveSafetensors");
     return await weightsFile(this.#params, await this.#gather(), opts);
   }
 
@@ -408,6 +424,7 @@ export class PipelineParallelModel {
    */
   async loadSafetensors(bytes: Uint8Array, options?: LoadSafetensorsOptions): Promise<void> {
     this.#notTraining("loadSafetensors", true);
+    this.#standsAtHookStep("loadSafetensors");
     this.#lock.check();
     checkWeightsFile(bytes, this.#params, options?.allowNonFinite ?? false);
     await this.#lock.exclusive(() => callEveryRank(this.#ranks, "load", { bytes }));
@@ -423,23 +440,28 @@ export class PipelineParallelModel {
 
   /** Sum and sum of squares of every parameter (f64, in the model's parameter order). */
   async parameterStats(): Promise<ParameterStats> {
+    this.#standsAtHookStep("parameterStats");
     return weightStats(this.#params, await this.#gather());
   }
 
   /**
-   * Writes the last step's (or run's) events: an SVG timeline when `path`
-   * ends in `.svg`, else a Chrome trace (JSON, opens in Perfetto). `path`
-   * is a path or a `file:` URL (percent-decoded; other schemes are a
-   * TypeError). Under MPI every rank has every rank's events and only rank
-   * 0 writes.
+   * Writes a timeline of the last run: an SVG picture when `path` ends in
+   * `.svg`, else a Chrome trace (JSON, opens in Perfetto). After `train`
+   * (or `step`) it draws the call's last step by default; `options.step`
+   * picks another step of that call (its `StepResult.step`), and `"all"`
+   * draws every step of the call (in an SVG, one block of rank lanes per
+   * step, each from its own start on one time scale). After `predict` it
+   * draws the prediction. `path` is a path or a `file:` URL
+   * (percent-decoded; other schemes are a TypeError); its folder must exist
+   * (checked first: a TypeError naming the path and the rule). Under MPI
+   * every rank has every rank's events and only rank 0 writes.
    */
-  async writeTrace(path: string | URL): Promise<void> {
+  async writeTrace(path: string | URL, options?: WriteTraceOptions): Promise<void> {
     const file = filePath(path, "writeTrace: path");
-    if (this.#lastEvents.length === 0) {
-      throw new RangeError("writeTrace: no step has run yet, so there is nothing to write");
-    }
+    const picked = pickTrace(this.#lastSteps, this.#lastEvents, options);
     if ((this.#ranks.localRank ?? 0) !== 0) return;
-    const text = traceText(file, this.#lastEvents, this.schedule, this.ranks, this.microBatches);
+    checkOutputPath(file, "writeTrace: path", { write: "direct" });
+    const text = traceText(file, picked, this.schedule, this.ranks, this.microBatches);
     await Deno.writeTextFile(file, text);
   }
 
@@ -453,6 +475,7 @@ export class PipelineParallelModel {
    */
   async checkpointBytes(options?: SaveCheckpointOptions): Promise<Uint8Array> {
     checkSaveOptions(options);
+    this.#standsAtHookStep("checkpointBytes");
     return await this.#lock.exclusive(() =>
       gatherCheckpoint(this.#ranks, this.#params, this.#optimizer, options, this.#nextStep)
     );
@@ -532,6 +555,24 @@ export class PipelineParallelModel {
    * Refuses `call` while `train` runs (from its `onStep` too, unless
    * `fromOnStep`): it would change the model under the running call.
    */
+  /**
+   * Refuses `call` from a train() hook whose step is not where the model
+   * stands (a step inside a window that has run on): its answer would be
+   * about a later model.
+   */
+  #standsAtHookStep(call: string): void {
+    const step = this.#hookStep;
+    if (!this.#training || this.#inOnStep === 0 || step === null) return;
+    if (step + 1 === this.#nextStep) return;
+    throw new Error(
+      `${call} from a train() hook of step ${step}: the model stands after step ${
+        this.#nextStep - 1
+      } (those steps ran as one window), so it would not answer for step ${step}; a callback ` +
+        "that uses the model names its steps with every (onStep and validation steps are " +
+        "always exact)",
+    );
+  }
+
   #notTraining(call: string, fromOnStep: boolean): void {
     if (!this.#training || (fromOnStep && this.#inOnStep > 0)) return;
     throw new Error(
