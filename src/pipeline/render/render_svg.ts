@@ -235,12 +235,12 @@ export function renderSvg(events: readonly TimedEvent[], options: SvgOptions = {
     if (maxChunks > 1) {
       out.push(
         `<text class="legend" x="${lx}" y="${legendY + 11}" ${FONT} font-size="11" ` +
-          `fill="#333">darker: later chunk on the rank · numbers: micro-batch</text>`,
+          `fill="#333">darker: later chunk on the rank · numbers: micro-batch · grey: idle</text>`,
       );
     } else {
       out.push(
         `<text class="legend" x="${lx}" y="${legendY + 11}" ${FONT} font-size="11" ` +
-          `fill="#333">numbers: micro-batch</text>`,
+          `fill="#333">numbers: micro-batch · grey: idle</text>`,
       );
     }
     if (bars) {
