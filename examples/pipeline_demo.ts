@@ -22,6 +22,7 @@ import {
   createTinyGPT,
   generateSchedule,
   PipelineParallelModel,
+  ProgressBar,
   renderSvg,
   Rng,
   sampleBatch,
@@ -30,7 +31,6 @@ import {
   type StepResult,
   type TrainingBatch,
 } from "../mod.ts";
-import { Progress } from "./_progress.ts";
 import { loadText, sampleText } from "./_text.ts";
 
 const USAGE = `Usage: deno run -A examples/pipeline_demo.ts [options]
@@ -189,7 +189,7 @@ try {
   );
 
   const rng = new Rng(seed + 1);
-  const progress = new Progress(steps);
+  const progress = new ProgressBar({ total: steps, every: 1 });
   const results: StepResult[] = [];
   // Steps run back to back in groups: inside a group consecutive steps
   // interlock (each stage steps its optimizer after its own last backward).

@@ -75,9 +75,9 @@ export function checkOutputPath(
   if (mode === "replace") {
     for (const name of ["read", "write"] as const) {
       if (!ask(name, dir)) {
-        refuse(
-          `no permission to ${name} the folder ${dir} (the file is written beside it and ` +
-            `renamed over it): run with --allow-${name}=${dir}`,
+        throw new TypeError(
+          `${at} needs ${name} access to ${dir} (run with --allow-${name}=${dir}; the file is ` +
+            "written beside it, then renamed over it)",
         );
       }
     }
@@ -108,7 +108,9 @@ export function checkOutputPath(
     return file;
   }
   if (!ask("write", file)) {
-    refuse(`no permission to write it: run with --allow-write=${file} (or its folder)`);
+    throw new TypeError(
+      `${at} needs write access to ${file} (run with --allow-write=${file}, or its folder)`,
+    );
   }
   try {
     Deno.openSync(file, { write: true, createNew: true }).close();

@@ -31,6 +31,8 @@ export interface TrainBeginInfo {
    * it on rank 0 only); null where this process runs every rank.
    */
   readonly localRank: number | null;
+  /** `train`'s `validation.every`, when a validation batch is given. */
+  readonly validationEvery?: number;
 }
 
 /** What a step's hooks are told beside the step's result. */

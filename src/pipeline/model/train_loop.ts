@@ -245,6 +245,7 @@ export async function runTrainLoop(
     firstStep: base,
     ...(isArray ? { steps: batches.length } : {}),
     localRank: host.localRank,
+    ...(validation === undefined ? {} : { validationEvery: validation.every }),
   };
   for (const c of callbacks) {
     if (c.onTrainBegin !== undefined) await host.hook(base - 1, () => c.onTrainBegin!(begin));
