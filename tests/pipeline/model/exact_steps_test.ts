@@ -132,7 +132,7 @@ Deno.test("exact steps: a callback that uses the model at a step it did not name
   await assert.rejects(
     m.train(batches.slice(0, 4), {
       window: 4,
-      callbacks: [{ onStepEnd: async (s) => void await m.evaluate(held) }],
+      callbacks: [{ onStepEnd: async () => void await m.evaluate(held) }],
     }),
     (e: Error) => {
       assert.match(
@@ -147,7 +147,7 @@ Deno.test("exact steps: a callback that uses the model at a step it did not name
   const flags: boolean[] = [];
   await m.train(batches.slice(4, 8), {
     callbacks: [{
-      onStepEnd: async (s, c) => {
+      onStepEnd: async (_s, c) => {
         flags.push(c.exact);
         if (c.exact) await m.evaluate(held);
       },

@@ -99,12 +99,12 @@ Deno.test("MetricsLogger: its path is checked before the first step (missing fol
   try {
     await using m = await build();
     let pulled = 0;
-    function* source() {
+    const source = function* () {
       for (const b of batches) {
         pulled++;
         yield b;
       }
-    }
+    };
     await assert.rejects(
       m.train(source(), { callbacks: [new MetricsLogger(`${dir}/no/m.jsonl`)] }),
       (e: Error) =>
