@@ -72,7 +72,10 @@ export function pickTrace(
   return { kind: "step", step: found };
 }
 
-/** Renders `picked` (times in ms) for `path`'s format. */
+/**
+ * Renders `picked` (times in ms) for `path`'s format. Titles and lanes
+ * count steps from 1, as the logs print them (`StepResult.step + 1`).
+ */
 export function traceText(
   path: string,
   picked: TraceSelection,
@@ -94,7 +97,7 @@ export function traceText(
   if (picked.kind !== "all") {
     return renderSvg(events, {
       title: picked.kind === "step"
-        ? `${head}, step ${picked.step.step}`
+        ? `${head}, step ${picked.step.step + 1} (index ${picked.step.step})`
         : `${head}, forward-only run`,
       bubbleFraction: summarizeTimeline(events, ranks).bubbleFraction,
       timeUnit: "ms",
@@ -109,9 +112,9 @@ export function traceText(
     for (const e of s.events) {
       lanes.push({ ...e, rank: k * ranks + e.rank, start: e.start - t0, end: e.end - t0 });
     }
-    for (let r = 0; r < ranks; r++) labels.push(`step ${s.step} · rank ${r}`);
+    for (let r = 0; r < ranks; r++) labels.push(`step ${s.step + 1} · rank ${r}`);
   });
-  const first = picked.steps[0].step, last = picked.steps[picked.steps.length - 1].step;
+  const first = picked.steps[0].step + 1, last = picked.steps[picked.steps.length - 1].step + 1;
   return renderSvg(lanes, {
     title: `${head}, steps ${first}–${last}, each from its own start; over the call:`,
     bubbleFraction: summarizeTimeline(events, ranks).bubbleFraction,

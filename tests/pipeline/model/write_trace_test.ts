@@ -39,7 +39,9 @@ Deno.test("writeTrace: the last step by default, { step } picks one of the call'
       assert.equal(step.bubble, bubble);
       assert.equal(
         title(svg).text,
-        `zb-h1: 2 ranks, 4 micro-batches, step ${k} · bubble ${(100 * bubble).toFixed(1)}%`,
+        `zb-h1: 2 ranks, 4 micro-batches, step ${k + 1} (index ${k}) · bubble ${
+          (100 * bubble).toFixed(1)
+        }%`,
       );
     }
     const trace = JSON.parse(await Deno.readTextFile(`${dir}/two.json`));
@@ -67,7 +69,7 @@ Deno.test("writeTrace { step: 'all' }: one block of rank lanes per step, each st
     const labels = els.filter((e) => e.attrs.class === "rank").map((e) => e.text);
     assert.deepEqual(
       labels,
-      [0, 1, 2, 3, 4].flatMap((s) => [`step ${s} · rank 0`, `step ${s} · rank 1`]),
+      [1, 2, 3, 4, 5].flatMap((s) => [`step ${s} · rank 0`, `step ${s} · rank 1`]),
     );
     const lanes = els.filter((e) => e.name === "rect" && e.attrs.class === "lane");
     const all = boxes(svg);
@@ -92,7 +94,7 @@ Deno.test("writeTrace { step: 'all' }: one block of rank lanes per step, each st
     }
     assert.match(
       title(svg).text,
-      /^1f1b: 2 ranks, 4 micro-batches, steps 0–4, each from its own start; over the call: · bubble /,
+      /^1f1b: 2 ranks, 4 micro-batches, steps 1–5, each from its own start; over the call: · bubble /,
     );
   } finally {
     await Deno.remove(dir, { recursive: true });
