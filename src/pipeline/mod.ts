@@ -30,7 +30,7 @@ export type { SvgOptions } from "./render/render_svg.ts";
 export { renderSvg } from "./render/render_svg.ts";
 export type { ChromeTrace, ChromeTraceEvent, ChromeTraceOptions } from "./render/chrome_trace.ts";
 export { toChromeTrace } from "./render/chrome_trace.ts";
-export { type Curve, curvesSvg, type CurvesInput } from "./render/curves_svg.ts";
+export { type Curve, type CurvesInput, curvesSvg } from "./render/curves_svg.ts";
 export type {
   CostedLayer,
   PartitionInput,
@@ -80,7 +80,7 @@ export type {
   TrainCallback,
   ValidationOptions,
 } from "./model/train_callback.ts";
-export type { WriteTraceOptions } from "./model/_trace_file.ts";
+export type { WriteTraceOptions } from "./model/pipeline_parallel_model.ts";
 export { checkOutputPath, type OutputPathOptions } from "./model/output_path.ts";
 export { ProgressBar, type ProgressBarOptions } from "./model/callbacks/progress_bar.ts";
 export {

@@ -54,6 +54,7 @@ import {
 import { writeFileAtomically } from "./_atomic_write.ts";
 import { filePath } from "./_file_path.ts";
 import { ModelLock } from "./_model_lock.ts";
+import { TrainGuard } from "./_train_guard.ts";
 import { callEveryRank } from "./_every_rank.ts";
 import { gatherWeights, weightsFile, weightStats } from "./_weights.ts";
 
@@ -160,9 +161,7 @@ export class PipelineParallelModel {
   readonly #params: readonly { readonly name: string; readonly shape: readonly number[] }[];
   readonly #lock: ModelLock;
   #nextStep = 0;
-  #training = false;
-  #inOnStep = 0; // train() hooks running now
-  #hookStep: number | null = null; // the step the running hook names
+  readonly #guard = new TrainGuard();
 
   #lastEvents: readonly TimedEvent[] = [];
   #lastSteps: readonly StepResult[] = []; // of the last train() call, when it was the last run
@@ -255,25 +254,25 @@ export class PipelineParallelModel {
 
   /**
    * Trains on `batches`: an array, an iterable or an `AsyncIterable`
-   * (pulled as needed), one step per batch, in windows of consecutive steps
-   * run back to back: each rank goes on to the next batch right after its
-   * own last action, and each stage steps right after its own last
-   * backward, so the steps of a window interlock (a step that clipping
-   * redoes makes the next one start over; see `clipGradNorm`). An
-   * array runs as one window (checked whole first); iterables in windows of
-   * 4 (`options.window`). `options.onStep` gets each `StepResult` after its
-   * window; `options.signal` stops the call after the current window. Equals
+   * (pulled as needed; an empty one runs zero steps), one step per batch, in
+   * windows of consecutive steps run back to back: each rank goes on to the
+   * next batch right after its own last action, and each stage steps right
+   * after its own last backward, so the steps of a window interlock (a step
+   * that clipping redoes makes the next one start over; see
+   * `clipGradNorm`). An array runs as one window (checked whole first);
+   * iterables in windows of 4 (`options.window`). A window ends wherever a
+   * hook needs the model: every step for `options.onStep`, a callback's
+   * `every` steps, the validation steps; there the hooks see the model and
+   * the source exactly after their step (see `TrainCallback`).
+   * `options.signal` stops the call after the current window. Equals
    * calling `step` on each batch in turn. See `TrainOptions`. While it runs,
    * calls that change the model (`setLearningRate`, `loadSafetensors`) are
-   * refused unless made from `onStep`, and `loadCheckpoint` always (it
-   * would move the step count under the running call).
+   * refused unless made from a hook, and `loadCheckpoint` always (it would
+   * move the step count under the running call).
    */
   async train(batches: BatchSource, options?: TrainOptions): Promise<TrainResult> {
     this.#lock.check();
-    if (this.#training) {
-      throw new Error("the PipelineParallelModel is already training: train() cannot nest");
-    }
-    this.#training = true;
+    this.#guard.begin();
     // The call's i-th batch is training step base + i (Dropout's masks follow it).
     const base = this.#nextStep;
     try {
@@ -286,17 +285,7 @@ export class PipelineParallelModel {
           checkValidation: (b, where) => void splitBatch(this.#layout, b, where),
           evaluate: (b) => this.evaluate(b),
           // Calls made while a hook runs are the caller's own, between windows.
-          hook: async (step, fn) => {
-            const outer = this.#hookStep;
-            this.#hookStep = step;
-            this.#inOnStep++;
-            try {
-              return await fn();
-            } finally {
-              this.#inOnStep--;
-              this.#hookStep = outer;
-            }
-          },
+          hook: (step, fn) => this.#guard.hook(step, fn),
           record: (steps) => {
             this.#lastSteps = steps;
             this.#lastEvents = [];
@@ -322,7 +311,7 @@ export class PipelineParallelModel {
       );
       return r;
     } finally {
-      this.#training = false;
+      this.#guard.end();
     }
   }
 
@@ -334,7 +323,7 @@ export class PipelineParallelModel {
    */
   async evaluate(batch: TrainingBatch): Promise<EvaluateResult> {
     this.#lock.check();
-    this.#standsAtHookStep("evaluate");
+    this.#guard.standsAt("evaluate", this.#nextStep);
     const plan = splitBatch(this.#layout, batch, "batch");
     const r = await this.#lock.exclusive(
       () => this.#ranks.run({ forwardOnly: true, payload: (rank) => plan[rank] }),
@@ -359,8 +348,8 @@ export class PipelineParallelModel {
    * RangeError unless `lr` is a finite number ≥ 0.
    */
   async setLearningRate(lr: number): Promise<void> {
-    this.#notTraining("setLearningRate", true);
-    this.#standsAtHookStep("setLearningRate");
+    this.#guard.notTraining("setLearningRate", true);
+    this.#guard.standsAt("setLearningRate", this.#nextStep);
     if (typeof lr !== "number" || !Number.isFinite(lr) || lr < 0) {
       throw new RangeError(`setLearningRate: lr must be a finite number ≥ 0, got ${String(lr)}`);
     }
@@ -375,7 +364,7 @@ export class PipelineParallelModel {
    */
   async predict(input: { inputs: Float32Array; shape: Shape }): Promise<Prediction> {
     this.#lock.check();
-    this.#standsAtHookStep("predict");
+    this.#guard.standsAt("predict", this.#nextStep);
     const { shape, shapes, outShape } = checkPredictInput(this.#layout, input);
     if (shape[0] < this.microBatches) {
       return await this.#lock.exclusive(async () => {
@@ -410,7 +399,7 @@ export class PipelineParallelModel {
    * one rank).
    */
   async saveSafetensors(opts?: SaveSafetensorsOptions): Promise<Uint8Array> {
-    this.#standsAtHookStep("saveSafetensors");
+    this.#guard.standsAt("saveSafetensors", this.#nextStep);
     return await weightsFile(this.#params, await this.#gather(), opts);
   }
 
@@ -423,8 +412,8 @@ export class PipelineParallelModel {
    * rank's stages). While `train` runs, only its `onStep` may call it.
    */
   async loadSafetensors(bytes: Uint8Array, options?: LoadSafetensorsOptions): Promise<void> {
-    this.#notTraining("loadSafetensors", true);
-    this.#standsAtHookStep("loadSafetensors");
+    this.#guard.notTraining("loadSafetensors", true);
+    this.#guard.standsAt("loadSafetensors", this.#nextStep);
     this.#lock.check();
     checkWeightsFile(bytes, this.#params, options?.allowNonFinite ?? false);
     await this.#lock.exclusive(() => callEveryRank(this.#ranks, "load", { bytes }));
@@ -440,7 +429,7 @@ export class PipelineParallelModel {
 
   /** Sum and sum of squares of every parameter (f64, in the model's parameter order). */
   async parameterStats(): Promise<ParameterStats> {
-    this.#standsAtHookStep("parameterStats");
+    this.#guard.standsAt("parameterStats", this.#nextStep);
     return weightStats(this.#params, await this.#gather());
   }
 
@@ -475,7 +464,7 @@ export class PipelineParallelModel {
    */
   async checkpointBytes(options?: SaveCheckpointOptions): Promise<Uint8Array> {
     checkSaveOptions(options);
-    this.#standsAtHookStep("checkpointBytes");
+    this.#guard.standsAt("checkpointBytes", this.#nextStep);
     return await this.#lock.exclusive(() =>
       gatherCheckpoint(this.#ranks, this.#params, this.#optimizer, options, this.#nextStep)
     );
@@ -516,7 +505,7 @@ export class PipelineParallelModel {
     source: string | URL | Uint8Array,
     options?: LoadCheckpointOptions,
   ): Promise<TrainingCheckpointInfo> {
-    this.#notTraining("loadCheckpoint", false);
+    this.#guard.notTraining("loadCheckpoint", false);
     this.#lock.check();
     const { bytes, info } = await readModelCheckpoint(
       source,
@@ -549,40 +538,6 @@ export class PipelineParallelModel {
 
   #gather(): Promise<Map<string, Float32Array>> {
     return this.#lock.exclusive(() => gatherWeights(this.#ranks));
-  }
-
-  /**
-   * Refuses `call` while `train` runs (from its `onStep` too, unless
-   * `fromOnStep`): it would change the model under the running call.
-   */
-  /**
-   * Refuses `call` from a train() hook whose step is not where the model
-   * stands (a step inside a window that has run on): its answer would be
-   * about a later model.
-   */
-  #standsAtHookStep(call: string): void {
-    const step = this.#hookStep;
-    if (!this.#training || this.#inOnStep === 0 || step === null) return;
-    if (step + 1 === this.#nextStep) return;
-    throw new Error(
-      `${call} from a train() hook of step ${step}: the model stands after step ${
-        this.#nextStep - 1
-      } (those steps ran as one window), so it would not answer for step ${step}; a callback ` +
-        "that uses the model names its steps with every (onStep and validation steps are " +
-        "always exact)",
-    );
-  }
-
-  #notTraining(call: string, fromOnStep: boolean): void {
-    if (!this.#training || (fromOnStep && this.#inOnStep > 0)) return;
-    throw new Error(
-      `${call}: the model is training (a train() call is running) and ${call} would change it ` +
-        `under that call: ${
-          fromOnStep
-            ? "call it from train's onStep, or after train() resolves"
-            : "call it after train() resolves (stop train with its signal first)"
-        }`,
-    );
   }
 
   #lastRank(): number {

@@ -32,9 +32,9 @@ export interface EarlyStoppingOptions {
  * import assert from "node:assert/strict";
  * import { EarlyStopping } from "@conveyor/core";
  * const early = new EarlyStopping({ patience: 2 });
- * const losses = [3, 2, 2.5, 2.1, 1.9];
+ * const losses = [3, 2, 2.5, 2.1]; // validation losses after steps 10, 20, 30, 40
  * const stops = losses.map((loss, i) => early.update(loss, 10 * i + 9));
- * assert.deepEqual(stops, [false, false, false, true, false]);
+ * assert.deepEqual(stops, [false, false, false, true]); // no better than 2 twice: stop
  * assert.deepEqual([early.best, early.bestStep], [2, 19]);
  * ```
  */

@@ -48,6 +48,7 @@ function positiveInt(v: unknown, what: string, zero: boolean): void {
 /** "850 ms", "12 s", "4.5 min", "1.2 h". */
 function duration(ms: number): string {
   if (!Number.isFinite(ms)) return "?";
+  if (ms < 1) return "0 s";
   if (ms < 1000) return `${Math.round(ms)} ms`;
   if (ms < 90_000) return `${Math.round(ms / 1000)} s`;
   if (ms < 5_400_000) return `${(ms / 60_000).toFixed(1)} min`;
