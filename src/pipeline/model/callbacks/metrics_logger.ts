@@ -16,7 +16,7 @@ export interface MetricsLoggerOptions {
   /**
    * Add to the file rather than start it afresh (default false): a resumed
    * run continues the log of the run it resumes. A CSV file's header must
-   * then be this logger's.
+   * then be this logger's (read first: read permission for the file).
    */
   readonly append?: boolean;
 }
@@ -105,7 +105,8 @@ export class MetricsLogger implements TrainCallback {
     if (this.#silent) return;
     checkOutputPath(this.path, "MetricsLogger: path", { write: "direct" });
     let existing = "";
-    if (this.#append) {
+    // A CSV log continued must hold this header (JSON Lines need no read).
+    if (this.#append && this.format === "csv") {
       try {
         existing = Deno.readTextFileSync(this.path);
       } catch (e) {
