@@ -45,7 +45,16 @@ export interface MetricsLine {
   readonly wallMs: number;
 }
 
-/** The CSV header: the {@linkcode MetricsLine} fields, snake_case. */
+/**
+ * The CSV header: the {@linkcode MetricsLine} fields, snake_case.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { METRICS_CSV_HEADER } from "@conveyor/core";
+ * assert.equal(METRICS_CSV_HEADER.split(",")[1], "loss");
+ * ```
+ */
 export const METRICS_CSV_HEADER =
   "step,loss,lr,makespan_ms,bubble,grad_norm,skipped,validation_loss,validation_accuracy,wall_ms";
 
