@@ -30,8 +30,10 @@ import { parseArgs } from "node:util";
 import {
   CpuBackend,
   createTinyGPT,
+  curvesSvg,
   generateSchedule,
   PipelineParallelModel,
+  ProgressBar,
   Rng,
   SCHEDULE_NAMES,
   type TrainingBatch,
@@ -52,8 +54,6 @@ import {
   SEQ_LEN,
   TOKENIZER,
 } from "./_addition.ts";
-import { type Curve, curvesSvg } from "./_curves.ts";
-import { Progress } from "./_progress.ts";
 
 const DEFAULTS = {
   ranks: 2,
@@ -327,7 +327,7 @@ async function main(): Promise<void> {
 
     const loss: [number, number][] = [];
     const accuracy: [number, number][] = [[0, await measure(evalSet)]];
-    const progress = new Progress(cfg.steps);
+    const progress = new ProgressBar({ total: cfg.steps, every: 1 });
     const status = (l: number) =>
       `loss ${l.toFixed(4)}  held-out ${(100 * accuracy[accuracy.length - 1][1]).toFixed(1)}%  ` +
       `${seconds().toFixed(0)} s`;
@@ -394,8 +394,9 @@ async function main(): Promise<void> {
         subtitle: `GPT ${cfg.layers}×${cfg.dim}, ${cfg.heads} heads, batch ${cfg.batch}, ` +
           `held-out exact match ${(100 * acc).toFixed(1)}% of ${held.length} ` +
           `after ${cfg.steps} steps, ${secs.toFixed(0)} s`,
-        loss: loss as Curve,
-        accuracy: accuracy as Curve,
+        loss,
+        accuracy,
+        accuracyLabel: "held-out exact match",
         marks: cfg.finalSteps > 0 ? [{ step: dropAt, label: `lr ${cfg.lr} → ${cfg.finalLr}` }] : [],
       }),
     );

@@ -24,6 +24,7 @@ import {
   chooseBackend,
   CpuBackend,
   createTinyGPT,
+  curvesSvg,
   generateSchedule,
   PipelineParallelModel,
   renderSvg,
@@ -39,7 +40,6 @@ import {
   type TrainingBatch,
   type TrainResult,
 } from "../mod.ts";
-import { curvesSvg } from "./_curves.ts";
 import { loadText, sampleText } from "./_text.ts";
 
 const USAGE = `Usage: deno run -A examples/pipeline_demo.ts [options]
@@ -360,9 +360,9 @@ await Deno.writeTextFile(
       `${microBatches} micro-batches, backend ${backend}`,
     loss: curve(many.losses),
     lossLabel: `${ranks} ranks`,
-    compareLoss: curve(one.losses),
-    compareLossLabel: "1 rank",
-    accuracy: [],
+    // The one-rank run, dashed on the same axis.
+    validationLoss: curve(one.losses),
+    validationLossLabel: "1 rank",
   }),
 );
 

@@ -16,8 +16,15 @@
  */
 
 import { parseArgs } from "node:util";
-import { AdamW, createBackend, createTinyGPT, crossEntropyLoss, Rng, sampleBatch } from "../mod.ts";
-import { Progress } from "./_progress.ts";
+import {
+  AdamW,
+  createBackend,
+  createTinyGPT,
+  crossEntropyLoss,
+  ProgressBar,
+  Rng,
+  sampleBatch,
+} from "../mod.ts";
 import { loadText, sampleText } from "./_text.ts";
 
 const USAGE = `usage: deno run -A examples/train_gpt.ts [options]
@@ -124,7 +131,7 @@ async function main(): Promise<void> {
 
   const opt = new AdamW(model.parameters(), { lr, weightDecay: 0 });
   const rng = new Rng(seed + 1);
-  const progress = new Progress(steps);
+  const progress = new ProgressBar({ total: steps, every: 1 });
   const losses: number[] = [];
   const t0 = performance.now();
   // The loss of step s is read while step s + 1 is queued, so on a GPU the

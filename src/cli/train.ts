@@ -41,6 +41,10 @@ import {
   type TrainingBatch,
 } from "../pipeline/model/pipeline_parallel_model.ts";
 import type { NonFiniteReport } from "../pipeline/model/results.ts";
+import type { TrainCallback } from "../pipeline/model/train_callback.ts";
+import { readOutputs, readTraceStep } from "./_train_outputs.ts";
+import { MetricsLogger } from "../pipeline/model/callbacks/metrics_logger.ts";
+import { CurveWriter } from "../pipeline/model/callbacks/curve_writer.ts";
 import { parseTrainingCheckpoint } from "../nn/training_checkpoint.ts";
 import { MpiSetupError } from "../pipeline/comm/mpi_backend.ts";
 import type { CliCommand, CliIo } from "./command.ts";
@@ -88,6 +92,9 @@ const FLAGS = {
   "lr-gamma": { type: "string" },
   "save-checkpoint": { type: "string" },
   resume: { type: "string" },
+  "trace-step": { type: "string" },
+  metrics: { type: "string" },
+  curves: { type: "string" },
 } as const;
 
 /** The `data` key of a `train` checkpoint holding the batch Rng's state (JSON). */
@@ -161,7 +168,11 @@ ${scheduleFlagsHelp()}
                          process per rank, started by mpirun -n P; rank 0 prints); a
                          number is the schedule generator's delay, as in schedule
   --in-process           run every rank in this thread (--comm in-process)
-  --trace PATH           write the last steps' timeline (.svg, else Chrome trace JSON)
+  --trace PATH           write the last step's timeline (.svg, else Chrome trace JSON)
+  --trace-step N|all     the step --trace draws (N as the step lines number it), or all
+                         of the run's steps (one block of rank lanes per step)
+  --metrics PATH         a line per step: CSV for a .csv path, else JSON Lines
+  --curves PATH          the loss curve as an SVG picture, written at the end
   --json                 one JSON line per step {"step", "loss", "bubble", "makespanMs",
                          "lr"}, then {"paramSum", "paramSumSq"}; a step whose loss or
                          gradient is not finite is skipped (it changes nothing and still
@@ -321,29 +332,9 @@ async function train(
         `fewer than the ${chunks} chunks of --ranks ${spec.ranks} × ${schedule.stagesPerRank}`,
     );
   }
-  const trace = values.trace;
-  if (trace !== undefined && String(trace) === "") throw new UsageError("--trace needs a path");
-  const savePath = values["save-checkpoint"];
-  if (savePath !== undefined && String(savePath) === "") {
-    throw new UsageError("--save-checkpoint needs a path");
-  }
-  // Files written at the end: their permission is asked for now, not after training.
-  for (const [flag, path] of [["save-checkpoint", savePath], ["trace", trace]] as const) {
-    if (path === undefined) continue;
-    const p = String(path);
-    // saveCheckpoint writes a temporary file beside the target, then renames it.
-    const dir = p.includes("/") ? p.slice(0, p.lastIndexOf("/")) || "/" : ".";
-    const target = flag === "save-checkpoint" ? dir : p;
-    // The rename needs read access too (and a checkpoint is meant to be read back).
-    const needs = flag === "save-checkpoint" ? ["read", "write"] as const : ["write"] as const;
-    for (const name of needs) {
-      if (Deno.permissions.requestSync({ name, path: target }).state !== "granted") {
-        throw new UsageError(
-          `--${flag} ${p} needs ${name} access to ${target} (run with --allow-${name}=${target})`,
-        );
-      }
-    }
-  }
+  const outputs = readOutputs(values);
+  const trace = outputs.trace, savePath = outputs["save-checkpoint"];
+  const traceStep = readTraceStep(values);
   const resumePath = values.resume === undefined ? undefined : String(values.resume);
   const resumeBytes = resumePath === undefined ? undefined : await readResume(resumePath);
   // The checkpoint's step, for the default --decay-steps (the run's last step).
@@ -356,6 +347,13 @@ async function train(
     }
   }
   const lrSchedule = readLrSchedule(values, firstStep + steps);
+  if (typeof traceStep === "number" && (traceStep <= firstStep || traceStep > firstStep + steps)) {
+    throw new UsageError(
+      `--trace-step ${traceStep} is not a step of this run (steps ${firstStep + 1}–${
+        firstStep + steps
+      })`,
+    );
+  }
   const optimizer: OptimizerSpec = {
     kind: "adamw",
     lr,
@@ -459,9 +457,10 @@ async function train(
         yield { inputs: b.ids, shape: b.shape, targets: b.targets };
       }
     };
-    await model.train(batches(), {
-      window: GROUP,
-      onStep: (s: StepResult) => {
+    // The lines come from a callback that reads each step's result (onStep would make
+    // every step its own window).
+    const lines: TrainCallback = {
+      onStepEnd: (s: StepResult) => {
         const step = s.step + 1;
         if (values.json) {
           const line: TrainStepJson = {
@@ -487,10 +486,29 @@ async function train(
           );
         }
       },
+    };
+    await model.train(batches(), {
+      window: GROUP,
+      callbacks: [
+        lines,
+        ...(outputs.metrics === undefined ? [] : [new MetricsLogger(outputs.metrics)]),
+        ...(outputs.curves === undefined ? [] : [
+          new CurveWriter(outputs.curves, {
+            title:
+              `tiny GPT, ${schedule.name}: ${schedule.ranks} ranks, ${schedule.microBatches} ` +
+              "micro-batches",
+          }),
+        ]),
+      ],
     });
-    if (trace !== undefined) await model.writeTrace(String(trace));
+    if (trace !== undefined) {
+      await model.writeTrace(
+        trace,
+        traceStep === undefined ? {} : { step: traceStep === "all" ? "all" : traceStep - 1 },
+      );
+    }
     if (savePath !== undefined) {
-      await model.saveCheckpoint(String(savePath), {
+      await model.saveCheckpoint(savePath, {
         data: { [BATCH_RNG]: JSON.stringify(rng.state()), seed: String(seed) },
       });
     }
@@ -502,6 +520,8 @@ async function train(
       io.out(`parameters: sum ${stats.sum}, sum of squares ${stats.sumSq}\n`);
       if (trace !== undefined) io.out(`timeline written to ${trace}\n`);
       if (savePath !== undefined) io.out(`checkpoint written to ${savePath}\n`);
+      if (outputs.metrics !== undefined) io.out(`metrics written to ${outputs.metrics}\n`);
+      if (outputs.curves !== undefined) io.out(`curves written to ${outputs.curves}\n`);
     }
   } finally {
     await model.dispose();

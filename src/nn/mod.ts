@@ -88,6 +88,12 @@ export {
 } from "./training_checkpoint.ts";
 export { CharTokenizer } from "./char_tokenizer.ts";
 export { sampleBatch, type TokenBatch } from "./sample_batch.ts";
+export {
+  type ArrayBatch,
+  ArrayDataset,
+  type ArrayDatasetOptions,
+  type DatasetPosition,
+} from "./array_dataset.ts";
 export { TINY_CORPUS } from "./data/tiny_corpus.ts";
 export { createTinyGPT, type TinyGPTConfig } from "./gpt.ts";
 export type { LayerSpec } from "./layer.ts";

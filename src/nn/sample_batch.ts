@@ -10,6 +10,11 @@ import { Rng } from "../tensor/random.ts";
 export interface TokenBatch {
   /** Token ids `[batch, seqLen]`, row-major, as f32. */
   readonly ids: Float32Array;
+  /**
+   * The same array as `ids`, under the name a training batch gives its
+   * inputs: a `TokenBatch` is a `TrainingBatch` as it is.
+   */
+  readonly inputs: Float32Array;
   /** The token following each id, `[batch, seqLen]`, as f32. */
   readonly targets: Float32Array;
   /** `[batch, seqLen]`. */
@@ -19,7 +24,8 @@ export interface TokenBatch {
 /**
  * Draws `batch` windows at uniformly random starts of `tokens`: row b is
  * `tokens[s_b .. s_b + seqLen)` and its targets the same window shifted by
- * one. Upload with `backend.fromData(b.ids, b.shape)`.
+ * one. Upload with `backend.fromData(b.ids, b.shape)`; `model.train` takes
+ * it as it is (`inputs` is `ids`).
  *
  * @example
  * ```ts
@@ -28,6 +34,7 @@ export interface TokenBatch {
  * const tok = CharTokenizer.fromText(text);
  * const b = sampleBatch(tok.encode(text), 2, 4, new Rng(0));
  * console.log(b.shape, b.ids.length); // [2, 4] 8
+ * console.log(b.inputs === b.ids); // true
  * ```
  */
 export function sampleBatch(
@@ -57,5 +64,5 @@ export function sampleBatch(
       targets[b * seqLen + t] = tokens[s + t + 1];
     }
   }
-  return { ids, targets, shape: [batch, seqLen] };
+  return { ids, inputs: ids, targets, shape: [batch, seqLen] };
 }

@@ -30,6 +30,7 @@ export type { SvgOptions } from "./render/render_svg.ts";
 export { renderSvg } from "./render/render_svg.ts";
 export type { ChromeTrace, ChromeTraceEvent, ChromeTraceOptions } from "./render/chrome_trace.ts";
 export { toChromeTrace } from "./render/chrome_trace.ts";
+export { type Curve, type CurvesInput, curvesSvg } from "./render/curves_svg.ts";
 export type {
   CostedLayer,
   PartitionInput,
@@ -116,6 +117,28 @@ export type {
 export { NonFiniteStepError } from "./model/results.ts";
 export type { BatchSource, TrainOptions } from "./model/train_loop.ts";
 export { DEFAULT_STREAM_WINDOW } from "./model/train_loop.ts";
+export type {
+  StepContext,
+  TrainBeginInfo,
+  TrainCallback,
+  ValidationOptions,
+} from "./model/train_callback.ts";
+export type { WriteTraceOptions } from "./model/pipeline_parallel_model.ts";
+export { checkOutputPath, type OutputPathOptions } from "./model/output_path.ts";
+export { ProgressBar, type ProgressBarOptions } from "./model/callbacks/progress_bar.ts";
+export {
+  METRICS_CSV_HEADER,
+  type MetricsLine,
+  MetricsLogger,
+  type MetricsLoggerOptions,
+} from "./model/callbacks/metrics_logger.ts";
+export { CurveWriter, type CurveWriterOptions } from "./model/callbacks/curve_writer.ts";
+export { EarlyStopping, type EarlyStoppingOptions } from "./model/callbacks/early_stopping.ts";
+export {
+  type CheckpointSource,
+  ModelCheckpoint,
+  type ModelCheckpointOptions,
+} from "./model/callbacks/model_checkpoint.ts";
 export type { SaveCheckpointOptions } from "./model/checkpoint_file.ts";
 export type { RankInfo } from "./model/stage_calls.ts";
 export { PipelineParallelModel } from "./model/pipeline_parallel_model.ts";

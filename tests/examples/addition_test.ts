@@ -16,7 +16,6 @@ import {
   SEQ_LEN,
   TOKENIZER,
 } from "../../examples/_addition.ts";
-import { curvesSvg } from "../../examples/_curves.ts";
 
 Deno.test("addition: prompt zero-pads both operands, the answer is 4 digits in either order", () => {
   const p = { a: 123, b: 45 };
@@ -138,30 +137,4 @@ Deno.test("addition: greedy decoding feeds each chosen digit back in (real decod
   });
   const answers = await greedyAnswers([{ a: 1, b: 2 }, { a: 500, b: 500 }], m.fn);
   assert.deepEqual(answers, ["1234", "1234"]);
-});
-
-Deno.test("curves SVG: both curves drawn; bad values refused", () => {
-  const svg = curvesSvg({
-    title: "t <&>",
-    loss: [[1, 2.5], [2, 0.5], [3, 0.01]],
-    accuracy: [[0, 0], [3, 0.75]],
-  });
-  assert.match(svg, /^<svg [\s\S]*<\/svg>\n$/);
-  assert.equal(svg.match(/<polyline /g)?.length, 2);
-  assert.match(svg, /t &lt;&amp;&gt;/);
-  // The plot frame, and the accuracy 0.75 drawn three quarters of the way up it.
-  const [, y, h] = svg.match(/<rect x="\d+" y="(\d+)" width="\d+" height="(\d+)" fill="none"/)!
-    .map(Number);
-  const dots = [...svg.matchAll(/<circle cx="[\d.]+" cy="([\d.]+)"/g)].map((m) => Number(m[1]));
-  assert.equal(dots.length, 2);
-  assert.ok(Math.abs(dots[0] - (y + h)) < 0.1 && Math.abs(dots[1] - (y + h / 4)) < 0.1, `${dots}`);
-  assert.throws(
-    () => curvesSvg({ title: "", loss: [[1, 0]], accuracy: [] }),
-    /loss at step 1 must be positive and finite, got 0/,
-  );
-  assert.throws(
-    () => curvesSvg({ title: "", loss: [[1, 1]], accuracy: [[1, 1.5]] }),
-    /accuracy at step 1 must be in \[0, 1\], got 1\.5/,
-  );
-  assert.throws(() => curvesSvg({ title: "", loss: [], accuracy: [] }), /loss curve is empty/);
 });

@@ -25,33 +25,73 @@ async function run(
   return { code: r.code, out: dec.decode(r.stdout), err: dec.decode(r.stderr) };
 }
 
-// "step 12  loss 3.359  lr 3.00e-3  bubble 20%  85 ms" → "step 12  loss 3.359  lr 3.00e-3"
-const computed = (out: string) =>
-  out.split("\n").filter((l) => l !== "" && !l.startsWith("checkpoint")).map((l) =>
-    l.replace(/ {2}bubble .*$/, "")
+interface Line {
+  step: number;
+  loss: number;
+  lr: number;
+  validationLoss?: number;
+  validationAccuracy?: number;
+}
+
+/** The metrics log's computed fields (not the timings). */
+async function metrics(dir: string): Promise<Line[]> {
+  const text = await Deno.readTextFile(`${dir}/metrics.jsonl`);
+  return text.trimEnd().split("\n").map((l) => {
+    const { step, loss, lr, validationLoss, validationAccuracy } = JSON.parse(l);
+    return { step, loss, lr, validationLoss, validationAccuracy };
+  });
+}
+
+// "step 20/60  loss 2.994  78 ms/step  ETA 3 s  validation 3.041 (19.5%)" → step, loss, validation
+const progress = (out: string) =>
+  out.split("\n").filter((l) => l.startsWith("step ")).map((l) =>
+    l.replace(/ {2}\d+ ms\/step {2}ETA [^ ]+ [a-z]+/, "")
   );
 
-Deno.test("README training script: runs as shown, and stopping at step 20 then resuming prints the uninterrupted run's losses, lrs and validations", async () => {
+Deno.test("README training script: runs as shown (a progress line every 10 steps, a metrics log, a validation every 20 steps), and stopping at step 20 then resuming gives the uninterrupted run's losses, lrs and validations", async () => {
   const a = await Deno.makeTempDir(), b = await Deno.makeTempDir();
   try {
     const whole = await run(a, []);
     assert.equal(whole.code, 0, whole.err);
-    const lines = computed(whole.out);
-    assert.equal(lines.filter((l) => l.startsWith("step ")).length, 60);
-    assert.equal(lines.filter((l) => l.includes("validation: loss")).length, 3);
-    assert.match(lines[0], /^step 1 {2}loss \d\.\d{3} {2}lr 1\.00e-3$/, "warmup starts at lr / 3");
+    const lines = progress(whole.out);
+    assert.deepEqual(
+      lines.map((l) => l.split("  ")[0]),
+      [10, 20, 30, 40, 50, 60].map((s) => `step ${s}/60`),
+    );
+    assert.match(lines[1], /^step 20\/60 {2}loss \d\.\d{3} {2}validation \d\.\d{3} \(\d+\.\d%\)$/);
     assert.match(whole.out, /checkpoint at step 60: tiny_gpt\.ckpt\.safetensors\n$/);
+    const log = await metrics(a);
+    assert.deepEqual(log.map((l) => l.step), Array.from({ length: 60 }, (_, i) => i + 1));
+    assert.equal(log[0].lr.toExponential(2), "1.00e-3", "warmup starts at lr / 3");
+    assert.deepEqual(
+      log.filter((l) => l.validationLoss !== undefined).map((l) => l.step),
+      [20, 40, 60],
+    );
+    assert.ok(log.every((l) => Number.isFinite(l.loss)));
+    // The validation printed at step 20 is the one logged for step 20.
+    assert.ok(
+      lines[1].endsWith(
+        `validation ${log[19].validationLoss!.toFixed(3)} (${
+          (100 * log[19].validationAccuracy!).toFixed(1)
+        }%)`,
+      ),
+    );
     const first = await run(b, ["20"]);
     assert.equal(first.code, 0, first.err);
     assert.match(first.out, /checkpoint at step 20/);
     const rest = await run(b, []);
     assert.equal(rest.code, 0, rest.err);
-    assert.match(rest.out, /^step 21 /);
-    assert.deepEqual([...computed(first.out), ...computed(rest.out)], lines);
+    assert.match(rest.out, /^step 30\/60 /);
+    assert.deepEqual(await metrics(b), log, "the appended log equals the uninterrupted one");
+    assert.deepEqual(
+      [...progress(first.out), ...progress(rest.out)].map((l) => l.replace(/ {2}validation.*/, "")),
+      lines.map((l) => l.replace(/ {2}validation.*/, "")),
+    );
     // Nothing left to do: a third run resumes at 60, trains nothing and exits.
     const again = await run(b, []);
     assert.equal(again.code, 0, again.err);
     assert.equal(again.out, "checkpoint at step 60: tiny_gpt.ckpt.safetensors\n");
+    assert.equal((await metrics(b)).length, 60);
   } finally {
     await Deno.remove(a, { recursive: true });
     await Deno.remove(b, { recursive: true });

@@ -43,3 +43,10 @@ Deno.test("sampleBatch: bad sizes and a too-short stream are refused with the va
     "got 3",
   ]);
 });
+
+Deno.test("sampleBatch: inputs is ids (a TokenBatch is a training batch as it is); the old fields stay", () => {
+  const b = sampleBatch(tokens, 3, 5, new Rng(4));
+  assert.equal(b.inputs, b.ids);
+  assert.deepEqual(Object.keys(b).sort(), ["ids", "inputs", "shape", "targets"]);
+  assert.equal(b.inputs.length, 15);
+});

@@ -12,7 +12,8 @@ import type { Sequential } from "../../nn/sequential.ts";
 import type { LoadSafetensorsOptions, SaveSafetensorsOptions } from "../../nn/safetensors.ts";
 import type { Schedule, TimedEvent } from "../schedule/schedule.ts";
 import type { PartitionResult } from "../partition/partition.ts";
-import { traceText } from "./_trace_file.ts";
+import { pickTrace, traceText, type WriteTraceOptions } from "./_trace_file.ts";
+import { checkOutputPath } from "./output_path.ts";
 import type { RankGroup, RankGroupKind } from "../runtime/rank_group.ts";
 import type { ModelStageReport, PipelineLoss } from "./model_stage_executor.ts";
 import type { ModelStageCalls, RankInfo } from "./stage_calls.ts";
@@ -53,6 +54,7 @@ import {
 import { writeFileAtomically } from "./_atomic_write.ts";
 import { filePath } from "./_file_path.ts";
 import { ModelLock } from "./_model_lock.ts";
+import { TrainGuard } from "./_train_guard.ts";
 import { callEveryRank } from "./_every_rank.ts";
 import { gatherWeights, weightsFile, weightStats } from "./_weights.ts";
 
@@ -69,6 +71,7 @@ export type {
   TrainingBatch,
   TrainOptions,
   TrainResult,
+  WriteTraceOptions,
 };
 
 /**
@@ -158,10 +161,10 @@ export class PipelineParallelModel {
   readonly #params: readonly { readonly name: string; readonly shape: readonly number[] }[];
   readonly #lock: ModelLock;
   #nextStep = 0;
-  #training = false;
-  #inOnStep = 0; // onStep callbacks running now
+  readonly #guard = new TrainGuard();
 
   #lastEvents: readonly TimedEvent[] = [];
+  #lastSteps: readonly StepResult[] = []; // of the last train() call, when it was the last run
 
   private constructor(
     o: {
@@ -234,7 +237,10 @@ export class PipelineParallelModel {
 
   /** Events of the last training call or prediction (ms from its start); empty before the first. */
   get lastEvents(): readonly TimedEvent[] {
-    return this.#lastEvents;
+    if (this.#lastSteps.length === 0) return this.#lastEvents;
+    return this.#lastSteps.flatMap((s) => s.events).sort((a, b) =>
+      a.start - b.start || a.rank - b.rank
+    );
   }
 
   /**
@@ -248,40 +254,25 @@ export class PipelineParallelModel {
 
   /**
    * Trains on `batches`: an array, an iterable or an `AsyncIterable`
-   * (pulled as needed), one step per batch, in windows of consecutive steps
-   * run back to back: each rank goes on to the next batch right after its
-   * own last action, and each stage steps right after its own last
-   * backward, so the steps of a window interlock (a step that clipping
-   * redoes makes the next one start over; see `clipGradNorm`). An
-   * array runs as one window (checked whole first); iterables in windows of
-   * 4 (`options.window`). `options.onStep` gets each `StepResult` after its
-   * window; `options.signal` stops the call after the current window. Equals
+   * (pulled as needed; an empty one runs zero steps), one step per batch, in
+   * windows of consecutive steps run back to back: each rank goes on to the
+   * next batch right after its own last action, and each stage steps right
+   * after its own last backward, so the steps of a window interlock (a step
+   * that clipping redoes makes the next one start over; see
+   * `clipGradNorm`). An array runs as one window (checked whole first);
+   * iterables in windows of 4 (`options.window`). A window ends wherever a
+   * hook needs the model: every step for `options.onStep`, a callback's
+   * `every` steps, the validation steps; there the hooks see the model and
+   * the source exactly after their step (see `TrainCallback`).
+   * `options.signal` stops the call after the current window. Equals
    * calling `step` on each batch in turn. See `TrainOptions`. While it runs,
    * calls that change the model (`setLearningRate`, `loadSafetensors`) are
-   * refused unless made from `onStep`, and `loadCheckpoint` always (it
-   * would move the step count under the running call).
+   * refused unless made from a hook, and `loadCheckpoint` always (it would
+   * move the step count under the running call).
    */
   async train(batches: BatchSource, options?: TrainOptions): Promise<TrainResult> {
     this.#lock.check();
-    if (this.#training) {
-      throw new Error("the PipelineParallelModel is already training: train() cannot nest");
-    }
-    this.#training = true;
-    const onStep = options?.onStep;
-    if (typeof onStep === "function") {
-      // Calls made while onStep runs are the caller's own, between windows.
-      options = {
-        ...options,
-        onStep: async (s) => {
-          this.#inOnStep++;
-          try {
-            await onStep(s);
-          } finally {
-            this.#inOnStep--;
-          }
-        },
-      };
-    }
+    this.#guard.begin();
     // The call's i-th batch is training step base + i (Dropout's masks follow it).
     const base = this.#nextStep;
     try {
@@ -291,6 +282,16 @@ export class PipelineParallelModel {
             b === null || b === undefined
               ? nullBatch(this.#ranks.kind, this.#ranks.localRank, where)
               : splitBatch(this.#layout, b, where, base + i),
+          checkValidation: (b, where) => void splitBatch(this.#layout, b, where),
+          evaluate: (b) => this.evaluate(b),
+          // Calls made while a hook runs are the caller's own, between windows.
+          hook: (step, fn) => this.#guard.hook(step, fn),
+          record: (steps) => {
+            this.#lastSteps = steps;
+            this.#lastEvents = [];
+          },
+          firstStep: base,
+          localRank: this.#ranks.localRank ?? null,
           run: async (plans) => {
             const run = await this.#lock.exclusive(
               () => this.#ranks.run({ iterations: plans.length, ...payloadOf(plans) }),
@@ -308,10 +309,9 @@ export class PipelineParallelModel {
         batches,
         options,
       );
-      if (r.events.length > 0) this.#lastEvents = r.events;
       return r;
     } finally {
-      this.#training = false;
+      this.#guard.end();
     }
   }
 
@@ -323,6 +323,7 @@ export class PipelineParallelModel {
    */
   async evaluate(batch: TrainingBatch): Promise<EvaluateResult> {
     this.#lock.check();
+    this.#guard.standsAt("evaluate", this.#nextStep);
     const plan = splitBatch(this.#layout, batch, "batch");
     const r = await this.#lock.exclusive(
       () => this.#ranks.run({ forwardOnly: true, payload: (rank) => plan[rank] }),
@@ -347,7 +348,8 @@ export class PipelineParallelModel {
    * RangeError unless `lr` is a finite number ≥ 0.
    */
   async setLearningRate(lr: number): Promise<void> {
-    this.#notTraining("setLearningRate", true);
+    this.#guard.notTraining("setLearningRate", true);
+    this.#guard.standsAt("setLearningRate", this.#nextStep);
     if (typeof lr !== "number" || !Number.isFinite(lr) || lr < 0) {
       throw new RangeError(`setLearningRate: lr must be a finite number ≥ 0, got ${String(lr)}`);
     }
@@ -362,6 +364,7 @@ export class PipelineParallelModel {
    */
   async predict(input: { inputs: Float32Array; shape: Shape }): Promise<Prediction> {
     this.#lock.check();
+    this.#guard.standsAt("predict", this.#nextStep);
     const { shape, shapes, outShape } = checkPredictInput(this.#layout, input);
     if (shape[0] < this.microBatches) {
       return await this.#lock.exclusive(async () => {
@@ -383,6 +386,7 @@ export class PipelineParallelModel {
       true,
     );
     this.#lastEvents = r.events;
+    this.#lastSteps = [];
     const outputs = (r.reports[this.#lastRank()][0] as ModelStageReport).outputs ?? [];
     return { data: concatOutputs(outputs, prod(outShape)), shape: outShape };
   }
@@ -395,6 +399,7 @@ export class PipelineParallelModel {
    * one rank).
    */
   async saveSafetensors(opts?: SaveSafetensorsOptions): Promise<Uint8Array> {
+    this.#guard.standsAt("saveSafetensors", this.#nextStep);
     return await weightsFile(this.#params, await this.#gather(), opts);
   }
 
@@ -407,7 +412,8 @@ export class PipelineParallelModel {
    * rank's stages). While `train` runs, only its `onStep` may call it.
    */
   async loadSafetensors(bytes: Uint8Array, options?: LoadSafetensorsOptions): Promise<void> {
-    this.#notTraining("loadSafetensors", true);
+    this.#guard.notTraining("loadSafetensors", true);
+    this.#guard.standsAt("loadSafetensors", this.#nextStep);
     this.#lock.check();
     checkWeightsFile(bytes, this.#params, options?.allowNonFinite ?? false);
     await this.#lock.exclusive(() => callEveryRank(this.#ranks, "load", { bytes }));
@@ -423,23 +429,28 @@ export class PipelineParallelModel {
 
   /** Sum and sum of squares of every parameter (f64, in the model's parameter order). */
   async parameterStats(): Promise<ParameterStats> {
+    this.#guard.standsAt("parameterStats", this.#nextStep);
     return weightStats(this.#params, await this.#gather());
   }
 
   /**
-   * Writes the last step's (or run's) events: an SVG timeline when `path`
-   * ends in `.svg`, else a Chrome trace (JSON, opens in Perfetto). `path`
-   * is a path or a `file:` URL (percent-decoded; other schemes are a
-   * TypeError). Under MPI every rank has every rank's events and only rank
-   * 0 writes.
+   * Writes a timeline of the last run: an SVG picture when `path` ends in
+   * `.svg`, else a Chrome trace (JSON, opens in Perfetto). After `train`
+   * (or `step`) it draws the call's last step by default; `options.step`
+   * picks another step of that call (its `StepResult.step`), and `"all"`
+   * draws every step of the call (in an SVG, one block of rank lanes per
+   * step, each from its own start on one time scale). After `predict` it
+   * draws the prediction. `path` is a path or a `file:` URL
+   * (percent-decoded; other schemes are a TypeError); its folder must exist
+   * (checked first: a TypeError naming the path and the rule). Under MPI
+   * every rank has every rank's events and only rank 0 writes.
    */
-  async writeTrace(path: string | URL): Promise<void> {
+  async writeTrace(path: string | URL, options?: WriteTraceOptions): Promise<void> {
     const file = filePath(path, "writeTrace: path");
-    if (this.#lastEvents.length === 0) {
-      throw new RangeError("writeTrace: no step has run yet, so there is nothing to write");
-    }
+    const picked = pickTrace(this.#lastSteps, this.#lastEvents, options);
     if ((this.#ranks.localRank ?? 0) !== 0) return;
-    const text = traceText(file, this.#lastEvents, this.schedule, this.ranks, this.microBatches);
+    checkOutputPath(file, "writeTrace: path", { write: "direct" });
+    const text = traceText(file, picked, this.schedule, this.ranks, this.microBatches);
     await Deno.writeTextFile(file, text);
   }
 
@@ -453,6 +464,7 @@ export class PipelineParallelModel {
    */
   async checkpointBytes(options?: SaveCheckpointOptions): Promise<Uint8Array> {
     checkSaveOptions(options);
+    this.#guard.standsAt("checkpointBytes", this.#nextStep);
     return await this.#lock.exclusive(() =>
       gatherCheckpoint(this.#ranks, this.#params, this.#optimizer, options, this.#nextStep)
     );
@@ -493,7 +505,7 @@ export class PipelineParallelModel {
     source: string | URL | Uint8Array,
     options?: LoadCheckpointOptions,
   ): Promise<TrainingCheckpointInfo> {
-    this.#notTraining("loadCheckpoint", false);
+    this.#guard.notTraining("loadCheckpoint", false);
     this.#lock.check();
     const { bytes, info } = await readModelCheckpoint(
       source,
@@ -526,22 +538,6 @@ export class PipelineParallelModel {
 
   #gather(): Promise<Map<string, Float32Array>> {
     return this.#lock.exclusive(() => gatherWeights(this.#ranks));
-  }
-
-  /**
-   * Refuses `call` while `train` runs (from its `onStep` too, unless
-   * `fromOnStep`): it would change the model under the running call.
-   */
-  #notTraining(call: string, fromOnStep: boolean): void {
-    if (!this.#training || (fromOnStep && this.#inOnStep > 0)) return;
-    throw new Error(
-      `${call}: the model is training (a train() call is running) and ${call} would change it ` +
-        `under that call: ${
-          fromOnStep
-            ? "call it from train's onStep, or after train() resolves"
-            : "call it after train() resolves (stop train with its signal first)"
-        }`,
-    );
   }
 
   #lastRank(): number {

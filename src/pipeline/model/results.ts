@@ -108,6 +108,8 @@ export interface TrainResult {
   readonly events: readonly TimedEvent[];
   /** Whether `signal` stopped the call before its batches ran out. */
   readonly aborted: boolean;
+  /** The reason a hook gave when it stopped the call (`context.stop`), e.g. early stopping. */
+  readonly stopped?: string;
 }
 
 /** What `PipelineParallelModel.evaluate` returns. */
@@ -200,6 +202,7 @@ export function trainResult(
   steps: readonly StepResult[],
   ranks: number,
   aborted: boolean,
+  stopped?: string,
 ): TrainResult {
   const events = steps.flatMap((s) => s.events).sort((a, b) =>
     a.start - b.start || a.rank - b.rank
@@ -212,5 +215,6 @@ export function trainResult(
     ...(sum.steadyStateBubble === undefined ? {} : { steadyStateBubble: sum.steadyStateBubble }),
     events,
     aborted,
+    ...(stopped === undefined ? {} : { stopped }),
   };
 }

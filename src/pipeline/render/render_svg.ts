@@ -28,6 +28,8 @@ export interface SvgOptions {
   readonly rowHeight?: number;
   /** Draw the legend; default true. */
   readonly legend?: boolean;
+  /** The lanes' labels, one per lane (default `rank 0`, `rank 1`, …). */
+  readonly laneLabels?: readonly string[];
 }
 
 interface KindStyle {
@@ -80,6 +82,17 @@ export function renderSvg(events: readonly TimedEvent[], options: SvgOptions = {
     throw new RangeError(`bubbleFraction must be a finite number, got ${bubble}`);
   }
   const rows = checkEvents(events, options.ranks);
+  const labels = options.laneLabels;
+  if (labels !== undefined && (!Array.isArray(labels) || labels.length !== rows)) {
+    throw new RangeError(
+      `laneLabels must be an array of ${rows} labels (one per lane), got ${
+        Array.isArray(labels) ? `${labels.length}` : typeof labels
+      }`,
+    );
+  }
+  // Ranks whose lane holds a later iteration than its first: a dark bar marks where it begins.
+  const lanes = byRank(events, rows);
+  const bars = lanes.some((l) => l.some((e) => e.iteration !== l[0].iteration));
 
   const [t0, t1Raw] = timeSpan(events);
   const t1 = t1Raw > t0 ? t1Raw : t0 + 1;
@@ -88,7 +101,9 @@ export function renderSvg(events: readonly TimedEvent[], options: SvgOptions = {
     bubble === undefined ? "" : `bubble ${(bubble * 100).toFixed(1)}%`,
   ].filter((s) => s.length > 0).join(" · ");
 
-  const left = 64;
+  const left = labels === undefined
+    ? 64
+    : Math.max(64, 12 + 6.6 * Math.max(...labels.map((l) => String(l).length)));
   const right = 16;
   const gap = 4;
   const top = titleText.length > 0 ? 36 : 10;
@@ -97,7 +112,8 @@ export function renderSvg(events: readonly TimedEvent[], options: SvgOptions = {
   const axisY = top + plotH + 6;
   const legendY = axisY + 34;
   const showLegend = options.legend ?? true;
-  const height = (showLegend ? legendY + 22 : axisY + 30) + 4;
+  const legendRows = bars ? 2 : 1;
+  const height = (showLegend ? legendY + 22 * legendRows : axisY + 30) + 4;
   const scale = plotW / (t1 - t0);
   const x = (t: number): number => left + (t - t0) * scale;
 
@@ -125,7 +141,9 @@ export function renderSvg(events: readonly TimedEvent[], options: SvgOptions = {
     );
     out.push(
       `<text class="rank" x="${left - 8}" y="${fmt(y + rowHeight / 2 + 4)}" ${FONT} ` +
-        `font-size="12" text-anchor="end" fill="#333">rank ${r}</text>`,
+        `font-size="12" text-anchor="end" fill="#333">${
+          escapeXml(labels === undefined ? `rank ${r}` : String(labels[r]))
+        }</text>`,
     );
   }
 
@@ -152,7 +170,6 @@ export function renderSvg(events: readonly TimedEvent[], options: SvgOptions = {
   );
 
   // Boxes. A rank's chunks are numbered by their stage order on that rank.
-  const lanes = byRank(events, rows);
   let maxChunks = 1;
   for (let r = 0; r < rows; r++) {
     const stages = [...new Set(lanes[r].map((e) => e.action.stage))].sort((a, b) => a - b);
@@ -218,12 +235,21 @@ export function renderSvg(events: readonly TimedEvent[], options: SvgOptions = {
     if (maxChunks > 1) {
       out.push(
         `<text class="legend" x="${lx}" y="${legendY + 11}" ${FONT} font-size="11" ` +
-          `fill="#333">darker: later chunk on the rank · numbers: micro-batch</text>`,
+          `fill="#333">darker: later chunk on the rank · numbers: micro-batch · grey: idle</text>`,
       );
     } else {
       out.push(
         `<text class="legend" x="${lx}" y="${legendY + 11}" ${FONT} font-size="11" ` +
-          `fill="#333">numbers: micro-batch</text>`,
+          `fill="#333">numbers: micro-batch · grey: idle</text>`,
+      );
+    }
+    if (bars) {
+      const y = legendY + 22;
+      out.push(
+        `<line class="legend-swatch iteration-start" x1="${left + 7}" y1="${y}" x2="${left + 7}" ` +
+          `y2="${y + 14}" stroke="#222" stroke-width="2"/>`,
+        `<text class="legend" x="${left + 19}" y="${y + 11}" ${FONT} font-size="11" ` +
+          `fill="#333">dark bar: the next iteration (step) begins on this rank</text>`,
       );
     }
   }

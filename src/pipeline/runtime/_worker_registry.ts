@@ -9,6 +9,7 @@
 // `Worker` has no such switch: a live one holds the process forever.
 
 import { Worker as NodeWorker } from "node:worker_threads";
+import { fileURLToPath } from "node:url";
 
 interface Entry {
   closed: boolean;
@@ -53,12 +54,38 @@ import(${JSON.stringify(url)}).then(() => {
   return new URL(`data:text/javascript,${encodeURIComponent(code)}`);
 }
 
+/**
+ * Deno's refusal to read a worker's module, rethrown naming the flag that
+ * allows it: the package's folder when the module is the package's, else
+ * the module's folder.
+ */
+function readRefused(e: Deno.errors.NotCapable, target: URL): Error {
+  const root = new URL("../../../", import.meta.url); // the package's folder
+  const pkg = root.protocol === "file:" ? fileURLToPath(root).replace(/[\\/]$/, "") : null;
+  const needed = /"([^"]+)"/.exec(e.message)?.[1] ??
+    (target.protocol === "file:" ? fileURLToPath(target) : target.href);
+  const inside = pkg !== null && (needed.startsWith(pkg + "/") || needed.startsWith(pkg + "\\"));
+  const dir = inside
+    ? pkg
+    : needed.slice(0, Math.max(needed.lastIndexOf("/"), needed.lastIndexOf("\\"))) || needed;
+  return new Deno.errors.NotCapable(
+    `the worker ranks load their modules from ${dir}, which this script may not read: run ` +
+      `with --allow-read=${dir} (or run every rank in this thread with workers: false) ` +
+      `[${e.message}]`,
+    { cause: e },
+  );
+}
+
 /** Starts a module worker from `url` and registers it. */
 export function startWorker(url: string, name: string): TrackedWorker {
   const target = new URL(url);
-  const node = new NodeWorker(target.protocol === "file:" ? target : bootstrap(target.href), {
-    name,
-  });
+  let node: NodeWorker;
+  try {
+    node = new NodeWorker(target.protocol === "file:" ? target : bootstrap(target.href), { name });
+  } catch (e) {
+    if (e instanceof Deno.errors.NotCapable) throw readRefused(e, target);
+    throw e;
+  }
   const face: WorkerFace = {
     onmessage: null,
     onerror: null,

@@ -178,7 +178,50 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<
         ),
     });
     const mesh = createPortMesh(p);
-    for (let r = 0; r < p; r++) {
+    try {
+      this.#startWorkers(options, mesh, module, hbInterval, startupMs);
+    } catch (e) {
+      // A worker that cannot start (Deno refusing to read its module): nothing stays open.
+      for (const w of this.#workers) w.terminate();
+      for (const ports of mesh) for (const port of ports) port?.close();
+      void this.#control.close();
+      throw e;
+    }
+    // Answers go once every rank has said hello on the control plane.
+    void this.#control.rendezvous();
+    // The workers keep the process alive only while something waits on them.
+    this.#hold(this.#started);
+    this.#startupTimer = setTimeout(() => {
+      const heard = this.#control.ranksHeard;
+      this.#fail(
+        new PipelineWorkerError({
+          rank: Math.min(heard, p - 1),
+          kind: "startup",
+          detail: `${this.#ready} of ${p} workers ready (${heard} met) after ${startupMs} ms`,
+        }),
+      );
+    }, startupMs);
+    this.#watchTimer = setInterval(() => {
+      if (this.isClosed || this.#ready < this.ranks) return;
+      const failure = this.#watchdog.check(performance.now(), this.#run !== null);
+      if (failure !== null) this.#fail(failure);
+    }, watchMs);
+    // Held workers keep the process alive while these matter.
+    Deno.unrefTimer(this.#startupTimer as unknown as number);
+    Deno.unrefTimer(this.#watchTimer as unknown as number);
+  }
+
+  /** Starts one worker per rank and sends it its init message. */
+  #startWorkers(
+    options: WorkerRankGroupOptions,
+    mesh: ReturnType<typeof createPortMesh>,
+    module: string,
+    hbInterval: number,
+    startupMs: number,
+  ): void {
+    const schedule = options.schedule;
+    const ex = options.executor;
+    for (let r = 0; r < schedule.ranks; r++) {
       const tracked = startWorker(WORKER_URL, `conveyor-rank-${r}`);
       this.#workers.push(tracked);
       tracked.worker.onmessage = (e: MessageEvent<FromWorker>) => this.#onMessage(r, e.data);
@@ -208,28 +251,6 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<
       };
       tracked.worker.postMessage(init, mesh[r].filter((x): x is MessagePort => x !== null));
     }
-    // Answers go once every rank has said hello on the control plane.
-    void this.#control.rendezvous();
-    // The workers keep the process alive only while something waits on them.
-    this.#hold(this.#started);
-    this.#startupTimer = setTimeout(() => {
-      const heard = this.#control.ranksHeard;
-      this.#fail(
-        new PipelineWorkerError({
-          rank: Math.min(heard, p - 1),
-          kind: "startup",
-          detail: `${this.#ready} of ${p} workers ready (${heard} met) after ${startupMs} ms`,
-        }),
-      );
-    }, startupMs);
-    this.#watchTimer = setInterval(() => {
-      if (this.isClosed || this.#ready < this.ranks) return;
-      const failure = this.#watchdog.check(performance.now(), this.#run !== null);
-      if (failure !== null) this.#fail(failure);
-    }, watchMs);
-    // Held workers keep the process alive while these matter.
-    Deno.unrefTimer(this.#startupTimer as unknown as number);
-    Deno.unrefTimer(this.#watchTimer as unknown as number);
   }
 
   /**

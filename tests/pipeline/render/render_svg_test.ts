@@ -166,3 +166,38 @@ Deno.test("renderSvg: every generated schedule, one and three iterations", () =>
     }
   }
 });
+
+Deno.test("renderSvg: every mark drawn is in the legend: the iteration bar gets a legend row only when drawn", () => {
+  const one = gpipe2x2();
+  const three = [0, 1, 2].flatMap((it) =>
+    one.map((e) => ({ ...e, iteration: it, start: e.start + 9 * it, end: e.end + 9 * it }))
+  );
+  for (const [events, drawn] of [[one, false], [three, true]] as const) {
+    const els = allElements(parseXml(renderSvg(events)));
+    const bars = els.filter((e) => e.name === "line" && e.attrs.class === "iteration-start");
+    const key = els.filter((e) =>
+      e.name === "line" && e.attrs.class === "legend-swatch iteration-start"
+    );
+    const text = els.filter((e) => e.attrs.class === "legend").map((e) => e.text).join(" ");
+    assert.equal(bars.length > 0, drawn);
+    assert.equal(key.length, drawn ? 1 : 0);
+    assert.equal(/dark bar: the next iteration \(step\) begins/.test(text), drawn);
+    assert.match(text, /numbers: micro-batch · grey: idle/, "the lanes' grey and the numbers");
+    // Each kind drawn has its swatch.
+    const kinds = new Set(events.map((e) => e.action.kind));
+    const swatches = els.filter((e) => e.name === "rect" && e.attrs.class === "legend-swatch");
+    assert.equal(swatches.length, kinds.size);
+  }
+});
+
+Deno.test("renderSvg: laneLabels name the lanes (escaped); a wrong count is refused", () => {
+  const svg = renderSvg(gpipe2x2(), { laneLabels: ["step 0 · rank 0", "a<b"] });
+  const labels = allElements(parseXml(svg)).filter((e) => e.attrs.class === "rank").map((e) =>
+    e.text
+  );
+  assert.deepEqual(labels, ["step 0 · rank 0", "a<b"]);
+  assert.throws(
+    () => renderSvg(gpipe2x2(), { laneLabels: ["only one"] }),
+    /laneLabels must be an array of 2 labels \(one per lane\), got 1/,
+  );
+});

@@ -1,0 +1,182 @@
+/**
+ * A metrics log of a training run: one line per step, as JSON Lines or CSV.
+ *
+ * @module
+ */
+
+import { checkOutputPath } from "../output_path.ts";
+import { filePath } from "../_file_path.ts";
+import type { StepResult } from "../results.ts";
+import type { StepContext, TrainBeginInfo, TrainCallback } from "../train_callback.ts";
+
+/** Options of {@linkcode MetricsLogger}. */
+export interface MetricsLoggerOptions {
+  /** `"jsonl"` or `"csv"` (default: `"csv"` for a path ending in `.csv`, else `"jsonl"`). */
+  readonly format?: "jsonl" | "csv";
+  /**
+   * Add to the file rather than start it afresh (default false): a resumed
+   * run continues the log of the run it resumes. A CSV file's header must
+   * then be this logger's (read first: read permission for the file).
+   */
+  readonly append?: boolean;
+}
+
+/** One line of a {@linkcode MetricsLogger} in JSON Lines. */
+export interface MetricsLine {
+  /** The step's count over the model's life (`StepResult.step + 1`, as the CLI prints it). */
+  readonly step: number;
+  /** The step's loss. */
+  readonly loss: number;
+  /** The step's learning rate. */
+  readonly lr: number;
+  /** The step's makespan, ms. */
+  readonly makespanMs: number;
+  /** The step's measured bubble fraction. */
+  readonly bubble: number;
+  /** The global gradient norm before clipping (with clipping). */
+  readonly gradNorm?: number;
+  /** Present (true) when the step was skipped as non-finite. */
+  readonly skipped?: true;
+  /** The validation loss after this step (at validation steps). */
+  readonly validationLoss?: number;
+  /** The validation accuracy after this step (cross-entropy, at validation steps). */
+  readonly validationAccuracy?: number;
+  /** Wall-clock ms from the `train` call's start to this step's hooks. */
+  readonly wallMs: number;
+}
+
+/**
+ * The CSV header: the {@linkcode MetricsLine} fields, snake_case.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { METRICS_CSV_HEADER } from "@conveyor/core";
+ * assert.equal(METRICS_CSV_HEADER.split(",")[1], "loss");
+ * ```
+ */
+export const METRICS_CSV_HEADER =
+  "step,loss,lr,makespan_ms,bubble,grad_norm,skipped,validation_loss,validation_accuracy,wall_ms";
+
+/**
+ * Logs every step to a file, one line each, written as the step's hooks
+ * run (one write per line: a crash loses at most the line being written):
+ * JSON Lines ({@linkcode MetricsLine}) or CSV ({@linkcode METRICS_CSV_HEADER},
+ * empty cells for absent fields). The path is checked when `train` starts,
+ * before the first step (folder, not a directory, permission: a TypeError
+ * naming the path and the rule). Under MPI only rank 0 writes. Needs no
+ * model (it keeps `train`'s windows). By hand: `onTrainBegin` then
+ * `onStepEnd(step, context)` from `onStep`.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { MetricsLogger } from "@conveyor/core";
+ * const dir = await Deno.makeTempDir();
+ * const log = new MetricsLogger(`${dir}/m.csv`);
+ * log.onTrainBegin({ firstStep: 0, localRank: null });
+ * const step = { step: 0, loss: 2.5, lr: 0.01, makespanMs: 12, bubble: 0.25 };
+ * log.onStepEnd(step as never, { exact: true, stop: () => {} });
+ * const [head, line] = (await Deno.readTextFile(`${dir}/m.csv`)).trim().split("\n");
+ * assert.equal(head, "step,loss,lr,makespan_ms,bubble,grad_norm,skipped,validation_loss,validation_accuracy,wall_ms");
+ * assert.match(line, /^1,2\.5,0\.01,12,0\.25,,,,,\d/);
+ * await Deno.remove(dir, { recursive: true });
+ * ```
+ */
+export class MetricsLogger implements TrainCallback {
+  /** The file's local path. */
+  readonly path: string;
+  /** `"jsonl"` or `"csv"`. */
+  readonly format: "jsonl" | "csv";
+  readonly #append: boolean;
+  #ready = false;
+  #silent = false;
+  #t0 = 0;
+
+  /** Checks the options (the path itself is checked when training starts). */
+  constructor(path: string | URL, options: MetricsLoggerOptions = {}) {
+    this.path = filePath(path, "MetricsLogger: path");
+    if (options === null || typeof options !== "object") {
+      throw new TypeError(`MetricsLogger: options must be an object, got ${String(options)}`);
+    }
+    const format = options.format ?? (this.path.endsWith(".csv") ? "csv" : "jsonl");
+    if (format !== "jsonl" && format !== "csv") {
+      throw new TypeError(`MetricsLogger: format must be "jsonl" or "csv", got ${String(format)}`);
+    }
+    this.format = format;
+    this.#append = options.append ?? false;
+  }
+
+  /** Checks the path and starts the file (or checks the CSV header it continues). */
+  onTrainBegin(info: TrainBeginInfo): void {
+    this.#silent = info.localRank !== null && info.localRank !== 0;
+    this.#t0 = performance.now();
+    if (this.#silent) return;
+    checkOutputPath(this.path, "MetricsLogger: path", { write: "direct" });
+    let existing = "";
+    // A CSV log continued must hold this header (JSON Lines need no read).
+    if (this.#append && this.format === "csv") {
+      try {
+        existing = Deno.readTextFileSync(this.path);
+      } catch (e) {
+        if (!(e instanceof Deno.errors.NotFound)) {
+          throw new TypeError(
+            `MetricsLogger: path ${this.path}: cannot read the log it appends to ` +
+              `(${(e as Error).message}; run with --allow-read=${this.path})`,
+          );
+        }
+      }
+    }
+    if (this.format === "csv" && existing !== "") {
+      const nl = existing.indexOf("\n");
+      const head = nl < 0 ? existing : existing.slice(0, nl);
+      if (head !== METRICS_CSV_HEADER) {
+        throw new TypeError(
+          `MetricsLogger: path ${this.path}: its header ${JSON.stringify(head)} is not ` +
+            `${JSON.stringify(METRICS_CSV_HEADER)}: append to a log of this format only`,
+        );
+      }
+    }
+    const start = this.format === "csv" && existing === "" ? `${METRICS_CSV_HEADER}\n` : "";
+    Deno.writeTextFileSync(this.path, start, { append: this.#append });
+    this.#ready = true;
+  }
+
+  /** Writes the step's line. */
+  onStepEnd(step: StepResult, context: StepContext): void {
+    if (this.#silent) return;
+    if (!this.#ready) this.onTrainBegin({ firstStep: step.step, localRank: null });
+    const line: MetricsLine = {
+      step: step.step + 1,
+      loss: step.loss,
+      lr: step.lr,
+      makespanMs: step.makespanMs,
+      bubble: step.bubble,
+      ...(step.gradNorm === undefined ? {} : { gradNorm: step.gradNorm }),
+      ...(step.skipped === true ? { skipped: true as const } : {}),
+      ...(context.validation === undefined ? {} : { validationLoss: context.validation.loss }),
+      ...(context.validation?.accuracy === undefined
+        ? {}
+        : { validationAccuracy: context.validation.accuracy }),
+      wallMs: Math.round(performance.now() - this.#t0),
+    };
+    const text = this.format === "jsonl" ? JSON.stringify(line) : [
+      line.step,
+      line.loss,
+      line.lr,
+      line.makespanMs,
+      line.bubble,
+      line.gradNorm ?? "",
+      line.skipped === true ? "true" : "",
+      line.validationLoss ?? "",
+      line.validationAccuracy ?? "",
+      line.wallMs,
+    ].join(",");
+    Deno.writeTextFileSync(this.path, `${text}\n`, { append: true });
+  }
+
+  /** Nothing to close (every line is written as it comes). */
+  onTrainEnd(): void {
+    this.#ready = false;
+  }
+}

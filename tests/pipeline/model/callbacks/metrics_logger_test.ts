@@ -1,0 +1,133 @@
+import assert from "node:assert/strict";
+import {
+  METRICS_CSV_HEADER,
+  MetricsLogger,
+} from "../../../../src/pipeline/model/callbacks/metrics_logger.ts";
+import { cpuModel, tokenBatches } from "../_reference_training.ts";
+
+const batches = tokenBatches(6, 8, 4);
+const held = tokenBatches(1, 8, 40)[0];
+const build = () =>
+  cpuModel({ schedule: "zb-h1", microBatches: 4, optimizer: { kind: "adamw", lr: 1e-2 } });
+
+Deno.test("MetricsLogger (JSON Lines): one line per step with the step's result (steps counted from 1) and the validation at validation steps; append continues a resumed run's log", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    await using m = await build();
+    const path = `${dir}/m.jsonl`;
+    const r1 = await m.train(batches.slice(0, 4), {
+      validation: { batch: held, every: 2 },
+      callbacks: [new MetricsLogger(path)],
+    });
+    const r2 = await m.train(batches.slice(4), {
+      validation: { batch: held, every: 2 },
+      callbacks: [new MetricsLogger(new URL(`file://${path}`), { append: true })],
+    });
+    const lines = (await Deno.readTextFile(path)).trimEnd().split("\n").map((l) => JSON.parse(l));
+    const steps = [...r1.steps, ...r2.steps];
+    assert.equal(lines.length, 6);
+    for (const [i, line] of lines.entries()) {
+      const s = steps[i];
+      const { wallMs, validationLoss, validationAccuracy, ...rest } = line;
+      assert.deepEqual(rest, {
+        step: s.step + 1,
+        loss: s.loss,
+        lr: s.lr,
+        makespanMs: s.makespanMs,
+        bubble: s.bubble,
+      });
+      assert.ok(Number.isInteger(wallMs) && wallMs >= 0);
+      assert.equal(validationLoss !== undefined, (s.step + 1) % 2 === 0, `line ${i}`);
+      assert.equal(validationAccuracy !== undefined, (s.step + 1) % 2 === 0);
+    }
+    // The validation values are the model's at those steps.
+    await using again = await build();
+    const want: number[] = [];
+    for (const b of batches) {
+      await again.train([b]);
+      if (again.stepCount % 2 === 0) want.push((await again.evaluate(held)).loss);
+    }
+    assert.deepEqual(lines.filter((l) => "validationLoss" in l).map((l) => l.validationLoss), want);
+    // Without append the file starts afresh.
+    await m.train(batches.slice(0, 1), { callbacks: [new MetricsLogger(path)] });
+    assert.equal((await Deno.readTextFile(path)).trimEnd().split("\n").length, 1);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("MetricsLogger (CSV): the header once, empty cells for absent fields; appending to a file with another header is refused before any step", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    await using m = await build();
+    const path = `${dir}/m.csv`;
+    const r = await m.train(batches.slice(0, 2), { callbacks: [new MetricsLogger(path)] });
+    await m.train(batches.slice(2, 3), { callbacks: [new MetricsLogger(path, { append: true })] });
+    const rows = (await Deno.readTextFile(path)).trimEnd().split("\n");
+    assert.equal(rows[0], METRICS_CSV_HEADER);
+    assert.equal(rows.length, 4);
+    const cells = rows[1].split(",");
+    assert.equal(cells.length, 10);
+    assert.deepEqual(cells.slice(0, 9), [
+      "1",
+      String(r.steps[0].loss),
+      String(r.steps[0].lr),
+      String(r.steps[0].makespanMs),
+      String(r.steps[0].bubble),
+      "",
+      "",
+      "",
+      "",
+    ]);
+    assert.equal(rows[3].split(",")[0], "3");
+    await Deno.writeTextFile(`${dir}/other.csv`, "a,b\n1,2\n");
+    await assert.rejects(
+      m.train(batches.slice(3, 4), {
+        callbacks: [new MetricsLogger(`${dir}/other.csv`, { append: true })],
+      }),
+      /MetricsLogger: path .*other\.csv: its header "a,b" is not "step,loss,/,
+    );
+    assert.equal(m.stepCount, 3, "no step ran");
+    assert.equal(await Deno.readTextFile(`${dir}/other.csv`), "a,b\n1,2\n", "left as it was");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("MetricsLogger: its path is checked before the first step (missing folder, a directory); under MPI ranks other than 0 write nothing", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    await using m = await build();
+    let pulled = 0;
+    const source = function* () {
+      for (const b of batches) {
+        pulled++;
+        yield b;
+      }
+    };
+    await assert.rejects(
+      m.train(source(), { callbacks: [new MetricsLogger(`${dir}/no/m.jsonl`)] }),
+      (e: Error) =>
+        e instanceof TypeError &&
+        e.message ===
+          `MetricsLogger: path ${dir}/no/m.jsonl: the folder ${dir}/no does not exist (create it first)`,
+    );
+    await assert.rejects(
+      m.train(source(), { callbacks: [new MetricsLogger(dir)] }),
+      (e: Error) =>
+        e instanceof TypeError &&
+        e.message === `MetricsLogger: path ${dir}: it is a directory: name a file to write`,
+    );
+    assert.deepEqual([pulled, m.stepCount], [0, 0]);
+    const quiet = new MetricsLogger(`${dir}/rank1.jsonl`);
+    quiet.onTrainBegin({ firstStep: 0, localRank: 1 });
+    quiet.onStepEnd({ step: 0, loss: 1 } as never, { exact: true, stop: () => {} });
+    await assert.rejects(Deno.stat(`${dir}/rank1.jsonl`), Deno.errors.NotFound);
+    assert.throws(
+      () => new MetricsLogger(`${dir}/x`, { format: "xml" as never }),
+      /format must be "jsonl" or "csv"/,
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
