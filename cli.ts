@@ -30,7 +30,11 @@ export type { SimulateJson } from "./src/cli/simulate.ts";
 export { simulateCommand } from "./src/cli/simulate.ts";
 export type { TrainParamsJson, TrainStepJson } from "./src/cli/train.ts";
 export { trainCommand } from "./src/cli/train.ts";
-export type { AdviceJson, AdviseModule } from "./src/cli/advise.ts";
+export type { AdviceJson } from "./src/cli/advise.ts";
+// Types the commands' JSON contracts name, so that this entry point
+// documents them on its own.
+export type { NonFiniteReport } from "./src/pipeline/model/results.ts";
+export type { RankMemory } from "./src/pipeline/advise/rank_memory.ts";
 export { adviseCommand } from "./src/cli/advise.ts";
 
 /** The subcommands, in the order `--help` lists them. */

@@ -27,7 +27,7 @@ import { CpuBackend } from "../tensor/cpu/backend.ts";
 import type { Backend } from "../tensor/mod.ts";
 import { Rng } from "../tensor/random.ts";
 import { generateSchedule, SCHEDULE_NAMES } from "../pipeline/schedule/generate.ts";
-import { type Advice, adviseSchedule } from "../pipeline/model/advise.ts";
+import { type Advice, type AdviseModule, adviseSchedule } from "../pipeline/model/advise.ts";
 import type { TrainingBatch } from "../pipeline/model/batch.ts";
 import type { PipelineLoss } from "../pipeline/model/model_stage_executor.ts";
 import {
@@ -43,18 +43,6 @@ import { checkTrainMemory } from "./_train_memory.ts";
 import { flagCommand, type FlagValues, HELP_LINE, integer, positiveInt } from "./_options.ts";
 
 export type { AdviceJson } from "../pipeline/advise/advice_table.ts";
-
-/** What a `--model` module's function returns. */
-export interface AdviseModule {
-  /** The model (a `Sequential` whose layers all have a spec). */
-  readonly model: Sequential;
-  /** One training batch: its rows are cut into the micro-batches. */
-  readonly sample: TrainingBatch;
-  /** The loss on the last stage. */
-  readonly loss: PipelineLoss;
-  /** The optimizer (default AdamW, lr 1e-3, weight decay 0). */
-  readonly optimizer?: OptimizerSpec;
-}
 
 const FLAGS = {
   schedule: { type: "string" },

@@ -142,5 +142,11 @@ export {
 export type { SaveCheckpointOptions } from "./model/checkpoint_file.ts";
 export type { RankInfo } from "./model/stage_calls.ts";
 export { PipelineParallelModel } from "./model/pipeline_parallel_model.ts";
-export type { Advice, AdviceProfile, AdviseOptions, SkippedCandidate } from "./model/advise.ts";
+export type {
+  Advice,
+  AdviceProfile,
+  AdviseModule,
+  AdviseOptions,
+  SkippedCandidate,
+} from "./model/advise.ts";
 export { adviseSchedule } from "./model/advise.ts";

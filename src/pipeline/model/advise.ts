@@ -466,3 +466,35 @@ export async function adviseSchedule(
   }
   return { candidates: out, skipped, profiles, elapsedMs: performance.now() - t0, predictionMs };
 }
+
+/**
+ * What a model module for `cli.ts advise --model PATH` returns from its
+ * default export (or `createAdviseModel`), given the backend to build on.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { type AdviseModule, type Backend, CpuBackend, Linear, Sequential } from "@conveyor/core";
+ * // The module's default export:
+ * function createAdviseModel(be: Backend): AdviseModule {
+ *   return {
+ *     model: new Sequential([new Linear(be, 4, 2, { seed: 1 })]),
+ *     sample: { inputs: new Float32Array(32), shape: [8, 4], targets: new Float32Array(16) },
+ *     loss: "mse",
+ *   };
+ * }
+ * const m = createAdviseModel(new CpuBackend());
+ * assert.equal(m.model.parameters().length, 2);
+ * m.model.dispose();
+ * ```
+ */
+export interface AdviseModule {
+  /** The model (a `Sequential` whose layers all have a spec). */
+  readonly model: Sequential;
+  /** One training batch: its rows are cut into the micro-batches. */
+  readonly sample: TrainingBatch;
+  /** The loss on the last stage. */
+  readonly loss: PipelineLoss;
+  /** The optimizer (default AdamW, lr 1e-3, weight decay 0). */
+  readonly optimizer?: OptimizerSpec;
+}
