@@ -76,7 +76,7 @@ Deno.test("pipeline demo: trains on 1 rank and on P, prints the side-by-side sum
     assert.match(curves, /^<svg[\s\S]*<\/svg>\s*$/);
     assert.equal(curves.match(/<polyline /g)?.length, 2, "a loss curve per run");
     assert.match(curves, />2 ranks \(left, log scale\)</);
-    assert.match(curves, />1 rank \(dashed\)</);
+    assert.match(curves, />1 rank \(left\)</, "the one-rank run in the legend");
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
