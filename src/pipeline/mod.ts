@@ -106,6 +106,7 @@ export { PipelineWorkerError } from "./runtime/pipeline_worker_error.ts";
 export type { PipelineLoss } from "./model/model_stage_executor.ts";
 export type { PipelineParallelModelOptions } from "./model/options.ts";
 export type { TrainingBatch } from "./model/batch.ts";
+export { shardBatch } from "./model/data_shards.ts";
 export type {
   EvaluateResult,
   NonFiniteReport,
