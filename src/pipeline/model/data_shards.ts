@@ -41,6 +41,7 @@ function describeData(x: unknown): string {
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { shardBatch } from "@conveyor/core";
  * const batch = {
  *   inputs: new Float32Array([0, 1, 2, 3, 4, 5, 6, 7]),
@@ -48,8 +49,9 @@ function describeData(x: unknown): string {
  *   targets: new Float32Array([10, 11, 12, 13]),
  * };
  * const [a, b] = shardBatch(batch, 2);
- * console.log(a.shape, [...a.inputs], [...a.targets]); // [2, 2] [0, 1, 2, 3] [10, 11]
- * console.log(b.shape, [...b.inputs], [...b.targets]); // [2, 2] [4, 5, 6, 7] [12, 13]
+ * assert.deepEqual([a.shape, [...a.inputs], [...a.targets]], [[2, 2], [0, 1, 2, 3], [10, 11]]);
+ * assert.deepEqual([b.shape, [...b.inputs], [...b.targets]], [[2, 2], [4, 5, 6, 7], [12, 13]]);
+ * assert.throws(() => shardBatch(batch, 3), RangeError); // 4 rows in 3 equal shards
  * ```
  */
 export function shardBatch(batch: TrainingBatch, replicas: number): TrainingBatch[] {
