@@ -18,6 +18,8 @@ export { generateSchedule, MAX_SCHEDULE_ACTIONS, SCHEDULE_NAMES } from "./schedu
 export { scheduleFromCsv, scheduleToCsv } from "./schedule/schedule_csv.ts";
 export type { SimulateOptions, SimulationResult } from "./analysis/simulate.ts";
 export { simulate } from "./analysis/simulate.ts";
+export type { AllReduceLink, AllReduceSpan, DataParallelOptions } from "./analysis/all_reduce.ts";
+export { ringAllReduceTime } from "./analysis/all_reduce.ts";
 export { estimateBubbleFraction } from "./analysis/bubble_estimate.ts";
 export type { ScheduleProblem, ScheduleProblemKind } from "./analysis/schedule_problem.ts";
 export type { ScheduleStall } from "./analysis/validate.ts";

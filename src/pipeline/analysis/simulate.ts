@@ -2,7 +2,8 @@
  * Schedule simulator: runs each rank's action list with given costs and a
  * communication delay, every action as early as its inputs allow, and
  * reports makespan, busy and idle time, the bubble fraction, peak in-flight
- * activations and the timed events.
+ * activations and the timed events; with data parallelism, each stage's
+ * gradient all-reduce too.
  *
  * @module
  */
@@ -14,9 +15,11 @@ export type { ActionCosts, CostValue } from "../schedule/costs.ts";
 import { peakActivations, runSchedule } from "../schedule/engine.ts";
 import { checkStructure, structureError } from "./_structure.ts";
 import { ScheduleDeadlockError } from "./validate.ts";
+import type { AllReduceSpan, DataParallelOptions } from "./all_reduce.ts";
+import { allReduceSpans, checkDataParallel } from "./_data_parallel.ts";
 
 /** Options of {@linkcode simulate}. */
-export interface SimulateOptions {
+export interface SimulateOptions extends DataParallelOptions {
   /** Costs per action kind (see {@linkcode ActionCosts}); defaults F = I = W = 1, B = 2. */
   readonly costs?: ActionCosts;
   /** Delay added when a result crosses to another rank (default 0). */
@@ -64,6 +67,11 @@ export interface SimulationResult {
   readonly peakActivations: readonly number[];
   /** Every action with its start and end, sorted by start, then rank. */
   readonly events: readonly TimedEvent[];
+  /**
+   * With `dataParallel` D > 1: each stage's gradient all-reduce, sorted by
+   * start, then stage. The makespan then runs to the last one's end.
+   */
+  readonly allReduce?: readonly AllReduceSpan[];
 }
 
 /** The most events one simulation may produce (actions × iterations). */
@@ -78,11 +86,31 @@ export const MAX_SIMULATED_EVENTS = 6_000_000;
  * for a malformed schedule and a {@linkcode ScheduleDeadlockError} when
  * the order deadlocks.
  *
+ * With `dataParallel` D > 1 the schedule runs on D replicas of the
+ * pipeline at once, each on its shard of the batch (the same timings on
+ * every replica), and each stage averages its gradients over its D
+ * replicas by a ring all-reduce on `link`: `2(D − 1)/D · bytes / bytesPerMs
+ * + 2(D − 1) · latencyMs` ms (see `ringAllReduceTime`), starting when the
+ * stage's last backward (W, or B when not split) of the step has ended,
+ * while the other stages go on computing. A rank's all-reduces share its
+ * link and run one at a time. The stage's optimizer step follows its
+ * all-reduce, and the step ends when every stage has stepped: the makespan
+ * is the last all-reduce's end when that is later than the last action.
+ * The all-reduce is not counted as busy time (it is communication).
+ *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { generateSchedule, simulate } from "@conveyor/core";
- * const r = simulate(generateSchedule("1f1b", { ranks: 4, microBatches: 8 }));
- * console.log(r.makespan, r.bubbleFraction.toFixed(3)); // 33 0.273
+ * const s = generateSchedule("1f1b", { ranks: 2, microBatches: 2 });
+ * assert.equal(simulate(s).makespan, 9); // stage 1's last B ends at 7, stage 0's at 9
+ * const link = { latencyMs: 0.5, bytesPerMs: 100 };
+ * const r = simulate(s, { dataParallel: 2, link, gradientBytes: [100, 400] });
+ * // D = 2: 100 bytes take 1 + 1 = 2 (stage 0: 9..11), 400 bytes 4 + 1 = 5 (stage 1: 7..12).
+ * assert.deepEqual(r.allReduce?.map((a) => [a.stage, a.start, a.end]), [[1, 7, 12], [0, 9, 11]]);
+ * assert.equal(r.makespan, 12);
+ * const p = simulate(generateSchedule("1f1b", { ranks: 4, microBatches: 8 }));
+ * assert.equal(p.bubbleFraction.toFixed(3), "0.273");
  * ```
  */
 export function simulate(schedule: Schedule, options: SimulateOptions = {}): SimulationResult {
@@ -107,6 +135,7 @@ export function simulate(schedule: Schedule, options: SimulateOptions = {}): Sim
   const structure = checkStructure(schedule);
   if (structure.length > 0) throw structureError(structure);
   const costs = resolveCosts(options.costs, schedule.stageToRank.length);
+  const dataParallel = checkDataParallel(options, schedule.stageToRank.length, iterations);
   const run = runSchedule(schedule, costs, comm, iterations);
   if (run.stalls.length > 0) throw new ScheduleDeadlockError(run.stalls);
 
@@ -130,6 +159,12 @@ export function simulate(schedule: Schedule, options: SimulateOptions = {}): Sim
     }
   }
   events.sort((a, b) => a.start - b.start || a.rank - b.rank);
+  let reduce: { allReduce: AllReduceSpan[] } | Record<string, never> = {};
+  if (dataParallel !== null) {
+    const spans = allReduceSpans(schedule, events, dataParallel);
+    for (const s of spans) if (s.end > makespan) makespan = s.end;
+    reduce = { allReduce: spans };
+  }
   const totalBusy = busy.reduce((a, b) => a + b, 0);
   const bubble = (work: number, span: number) => span > 0 ? Math.max(0, 1 - work / (p * span)) : 0;
   let steady: { steadyStateBubble: number; period: number } | Record<string, never> = {};
@@ -146,5 +181,6 @@ export function simulate(schedule: Schedule, options: SimulateOptions = {}): Sim
     ...steady,
     peakActivations: peakActivations(schedule),
     events,
+    ...reduce,
   };
 }
