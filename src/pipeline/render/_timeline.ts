@@ -3,6 +3,14 @@
 
 import { formatAction } from "../schedule/action.ts";
 import type { TimedEvent } from "../schedule/schedule.ts";
+import type { AllReduceSpan } from "../analysis/all_reduce.ts";
+
+/** Anything placed on a row in time: an event, an all-reduce span, a rendered cell. */
+export interface Timed {
+  readonly rank: number;
+  readonly start: number;
+  readonly end: number;
+}
 
 /** Checks events before any rendering work and returns the number of rank rows. */
 export function checkEvents(events: readonly TimedEvent[], ranks?: number): number {
@@ -33,8 +41,38 @@ export function checkEvents(events: readonly TimedEvent[], ranks?: number): numb
   return rows;
 }
 
-/** Earliest start and latest end over all events; [0, 0] when there are none. */
-export function timeSpan(events: readonly TimedEvent[]): [number, number] {
+/**
+ * Checks all-reduce spans (`where` names the option) before any rendering
+ * work; returns them, or an empty list when `spans` is undefined.
+ */
+export function checkSpans(
+  spans: readonly AllReduceSpan[] | undefined,
+  where: string,
+): readonly AllReduceSpan[] {
+  if (spans === undefined) return [];
+  if (!Array.isArray(spans)) {
+    throw new TypeError(`${where} must be an array of AllReduceSpan, got ${typeof spans}`);
+  }
+  spans.forEach((s, i) => {
+    if (s === null || typeof s !== "object") {
+      throw new TypeError(`${where}[${i}] must be an AllReduceSpan, got ${String(s)}`);
+    }
+    for (const k of ["rank", "stage"] as const) {
+      if (!Number.isInteger(s[k]) || s[k] < 0) {
+        throw new RangeError(`${where}[${i}].${k} must be a non-negative integer, got ${s[k]}`);
+      }
+    }
+    if (!Number.isFinite(s.start) || !Number.isFinite(s.end) || s.end < s.start) {
+      throw new RangeError(
+        `${where}[${i}] (stage ${s.stage}) must have finite start <= end, got ${s.start}..${s.end}`,
+      );
+    }
+  });
+  return spans;
+}
+
+/** Earliest start and latest end over all items; [0, 0] when there are none. */
+export function timeSpan(events: readonly Timed[]): [number, number] {
   if (events.length === 0) return [0, 0];
   let lo = Infinity;
   let hi = -Infinity;
@@ -45,9 +83,9 @@ export function timeSpan(events: readonly TimedEvent[]): [number, number] {
   return [lo, hi];
 }
 
-/** Events grouped by rank, each list sorted by start time (stable). */
-export function byRank(events: readonly TimedEvent[], rows: number): TimedEvent[][] {
-  const out: TimedEvent[][] = Array.from({ length: rows }, () => []);
+/** Items grouped by rank (row), each list sorted by start time (stable). */
+export function byRank<T extends Timed>(events: readonly T[], rows: number): T[][] {
+  const out: T[][] = Array.from({ length: rows }, () => []);
   for (const e of events) out[e.rank].push(e);
   for (const list of out) list.sort((a, b) => a.start - b.start);
   return out;
@@ -59,7 +97,7 @@ export function byRank(events: readonly TimedEvent[], rows: number): TimedEvent[
  * up; `null` marks an idle slot. A rank never holds two events in one column:
  * if it would, the later one moves to the next free column.
  */
-export function slotGrid(events: readonly TimedEvent[], rows: number): (TimedEvent | null)[][] {
+export function slotGrid<T extends Timed>(events: readonly T[], rows: number): (T | null)[][] {
   const [lo, hi] = timeSpan(events);
   const tol = Math.max(1e-9, (hi - lo) * 1e-9);
   const starts = events.map((e) => e.start).sort((a, b) => a - b);
@@ -78,7 +116,7 @@ export function slotGrid(events: readonly TimedEvent[], rows: number): (TimedEve
     return a;
   };
   const lanes = byRank(events, rows);
-  const grid: (TimedEvent | null)[][] = lanes.map(() => []);
+  const grid: (T | null)[][] = lanes.map(() => []);
   for (let r = 0; r < rows; r++) {
     const row = grid[r];
     for (const e of lanes[r]) {

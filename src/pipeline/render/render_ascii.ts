@@ -1,14 +1,16 @@
 /**
  * ASCII grid of a pipeline timeline: one row per rank, one column per time
  * unit (or per slot), each cell showing the action in PyTorch's text form
- * (`1F3`), idle time as dots.
+ * (`1F3`), idle time as dots; with data parallelism, a line of each rank's
+ * gradient all-reduces under its row.
  *
  * @module
  */
 
 import { formatAction } from "../schedule/action.ts";
 import type { TimedEvent } from "../schedule/schedule.ts";
-import { byRank, checkEvents, slotGrid, timeSpan } from "./_timeline.ts";
+import type { AllReduceSpan } from "../analysis/all_reduce.ts";
+import { byRank, checkEvents, checkSpans, slotGrid, type Timed, timeSpan } from "./_timeline.ts";
 
 /** Options of {@linkcode renderAscii}. */
 export interface AsciiOptions {
@@ -27,6 +29,17 @@ export interface AsciiOptions {
   readonly ranks?: number;
   /** Prefix each row with its rank (`r0 `); default true. */
   readonly labels?: boolean;
+  /**
+   * Gradient all-reduce spans (a data-parallel simulation's `allReduce`):
+   * each rank that has some gets a line `ar<rank>` under its row, each span
+   * shown as `<stage>AR`, and a legend line ends the grid (when labelled).
+   */
+  readonly allReduce?: readonly AllReduceSpan[];
+}
+
+/** One cell's content placed in time on a line of the grid. */
+interface Item extends Timed {
+  readonly text: string;
 }
 
 /**
@@ -63,22 +76,43 @@ export function renderAscii(events: readonly TimedEvent[], options: AsciiOptions
   if (!Number.isInteger(maxColumns) || maxColumns < 1) {
     throw new RangeError(`maxColumns must be a positive integer, got ${maxColumns}`);
   }
-  const rows = checkEvents(events, options.ranks);
+  const spans = checkSpans(options.allReduce, "allReduce");
+  let ranks = checkEvents(events, options.ranks);
+  for (const s of spans) ranks = Math.max(ranks, s.rank + 1);
+
+  // Lines: each rank's row, then its all-reduce line when it has spans.
+  const line: number[] = [], arLine: number[] = [], labelOf: string[] = [];
+  for (let r = 0; r < ranks; r++) {
+    line.push(labelOf.length);
+    labelOf.push(`r${r}`);
+    arLine.push(spans.some((s) => s.rank === r) ? labelOf.length : -1);
+    if (arLine[r] >= 0) labelOf.push(`ar${r}`);
+  }
+  const rows = labelOf.length;
+  const items: Item[] = [
+    ...events.map((e) => ({ ...e, rank: line[e.rank], text: formatAction(e.action) })),
+    ...spans.map((s) => ({
+      rank: arLine[s.rank],
+      start: s.start,
+      end: s.end,
+      text: `${s.stage}AR`,
+    })),
+  ];
 
   let width = 1;
-  for (const e of events) width = Math.max(width, formatAction(e.action).length);
+  for (const e of items) width = Math.max(width, e.text.length);
   const idle = ".".repeat(width);
   const cont = "-".repeat(width);
-  const cell = (e: TimedEvent): string => formatAction(e.action).padEnd(width);
+  const cell = (e: Item): string => e.text.padEnd(width);
 
   let cells: string[][];
   if (mode === "slot") {
-    cells = slotGrid(events, rows).map((row) => row.map((e) => (e === null ? idle : cell(e))));
+    cells = slotGrid(items, rows).map((row) => row.map((e) => (e === null ? idle : cell(e))));
   } else {
-    const [t0, t1] = timeSpan(events);
+    const [t0, t1] = timeSpan(items);
     let unit = options.unit ?? shortestDuration(events);
     if ((t1 - t0) / unit > maxColumns) unit = (t1 - t0) / maxColumns;
-    cells = byRank(events, rows).map((lane) => {
+    cells = byRank(items, rows).map((lane) => {
       const row: string[] = [];
       for (const e of lane) {
         const first = Math.max(Math.round((e.start - t0) / unit), row.length);
@@ -93,15 +127,19 @@ export function renderAscii(events: readonly TimedEvent[], options: AsciiOptions
     for (const row of cells) while (row.length < columns) row.push(idle);
   }
 
-  const labelWidth = `r${Math.max(0, rows - 1)}`.length;
-  return cells
-    .map((row, r) => {
-      const body = row.join(" ");
-      if (options.labels === false) return body;
-      const label = `r${r}`.padEnd(labelWidth);
-      return body.length > 0 ? `${label} ${body}` : label;
-    })
-    .join("\n");
+  const labelWidth = Math.max(1, ...labelOf.map((l) => l.length));
+  const lines = cells.map((row, r) => {
+    const body = row.join(" ");
+    if (options.labels === false) return body;
+    const label = labelOf[r].padEnd(labelWidth);
+    return body.length > 0 ? `${label} ${body}` : label;
+  });
+  if (spans.length > 0 && options.labels !== false) {
+    lines.push(
+      "arN: the gradient all-reduces of rank N's stages over their replicas (sAR: stage s)",
+    );
+  }
+  return lines.join("\n");
 }
 
 function shortestDuration(events: readonly TimedEvent[]): number {

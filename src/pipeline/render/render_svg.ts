@@ -3,14 +3,17 @@
  * coloured as in the Zero Bubble paper's figures (forward blue, input-gradient
  * backward teal, weight-gradient green, fused full backward dark teal), with
  * micro-batch numbers inside, a time axis and a legend. Works for simulated
- * events (abstract time units) and measured ones (milliseconds).
+ * events (abstract time units) and measured ones (milliseconds). With data
+ * parallelism, each rank's gradient all-reduces in orange on a strip under
+ * its lane.
  *
  * @module
  */
 
 import { type ActionKind, formatAction } from "../schedule/action.ts";
 import type { TimedEvent } from "../schedule/schedule.ts";
-import { byRank, checkEvents, timeSpan } from "./_timeline.ts";
+import type { AllReduceSpan } from "../analysis/all_reduce.ts";
+import { byRank, checkEvents, checkSpans, timeSpan } from "./_timeline.ts";
 
 /** Options of {@linkcode renderSvg}. */
 export interface SvgOptions {
@@ -30,7 +33,19 @@ export interface SvgOptions {
   readonly legend?: boolean;
   /** The lanes' labels, one per lane (default `rank 0`, `rank 1`, …). */
   readonly laneLabels?: readonly string[];
+  /**
+   * Gradient all-reduce spans (a data-parallel simulation's `allReduce`):
+   * drawn as orange `<rect class="box AR">` boxes (the stage inside) on a
+   * strip under each rank's lane, with a legend entry. None, no strip.
+   */
+  readonly allReduce?: readonly AllReduceSpan[];
 }
+
+const AR_STYLE: KindStyle = {
+  fill: "#f4a259",
+  stroke: "#b5651d",
+  label: "AR all-reduce of a stage's gradients over its replicas (strip under each rank)",
+};
 
 interface KindStyle {
   readonly fill: string;
@@ -81,7 +96,9 @@ export function renderSvg(events: readonly TimedEvent[], options: SvgOptions = {
   if (bubble !== undefined && !Number.isFinite(bubble)) {
     throw new RangeError(`bubbleFraction must be a finite number, got ${bubble}`);
   }
-  const rows = checkEvents(events, options.ranks);
+  const spans = checkSpans(options.allReduce, "allReduce");
+  let rows = checkEvents(events, options.ranks);
+  for (const s of spans) rows = Math.max(rows, s.rank + 1);
   const labels = options.laneLabels;
   if (labels !== undefined && (!Array.isArray(labels) || labels.length !== rows)) {
     throw new RangeError(
@@ -94,7 +111,7 @@ export function renderSvg(events: readonly TimedEvent[], options: SvgOptions = {
   const lanes = byRank(events, rows);
   const bars = lanes.some((l) => l.some((e) => e.iteration !== l[0].iteration));
 
-  const [t0, t1Raw] = timeSpan(events);
+  const [t0, t1Raw] = timeSpan([...events, ...spans]);
   const t1 = t1Raw > t0 ? t1Raw : t0 + 1;
   const titleText = [
     options.title ?? "",
@@ -106,13 +123,16 @@ export function renderSvg(events: readonly TimedEvent[], options: SvgOptions = {
     : Math.max(64, 12 + 6.6 * Math.max(...labels.map((l) => String(l).length)));
   const right = 16;
   const gap = 4;
+  // The all-reduce strip under each lane, when there are spans.
+  const strip = spans.length > 0 ? Math.max(6, Math.round(rowHeight * 0.5)) : 0;
+  const stride = rowHeight + gap + (strip > 0 ? strip + 2 : 0);
   const top = titleText.length > 0 ? 36 : 10;
   const plotW = width - left - right;
-  const plotH = rows * (rowHeight + gap) - gap;
+  const plotH = rows * stride - gap;
   const axisY = top + plotH + 6;
   const legendY = axisY + 34;
   const showLegend = options.legend ?? true;
-  const legendRows = bars ? 2 : 1;
+  const legendRows = 1 + (bars ? 1 : 0) + (strip > 0 ? 1 : 0);
   const height = (showLegend ? legendY + 22 * legendRows : axisY + 30) + 4;
   const scale = plotW / (t1 - t0);
   const x = (t: number): number => left + (t - t0) * scale;
@@ -134,11 +154,17 @@ export function renderSvg(events: readonly TimedEvent[], options: SvgOptions = {
 
   // Lanes: the grey shows through wherever a rank idles.
   for (let r = 0; r < rows; r++) {
-    const y = top + r * (rowHeight + gap);
+    const y = top + r * stride;
     out.push(
       `<rect class="lane" x="${left}" y="${y}" width="${fmt(plotW)}" height="${rowHeight}" ` +
         `fill="#eeeeee"/>`,
     );
+    if (strip > 0) {
+      out.push(
+        `<rect class="lane allreduce-lane" x="${left}" y="${y + rowHeight + 2}" ` +
+          `width="${fmt(plotW)}" height="${strip}" fill="#f6f6f6"/>`,
+      );
+    }
     out.push(
       `<text class="rank" x="${left - 8}" y="${fmt(y + rowHeight / 2 + 4)}" ${FONT} ` +
         `font-size="12" text-anchor="end" fill="#333">${
@@ -174,7 +200,7 @@ export function renderSvg(events: readonly TimedEvent[], options: SvgOptions = {
   for (let r = 0; r < rows; r++) {
     const stages = [...new Set(lanes[r].map((e) => e.action.stage))].sort((a, b) => a - b);
     maxChunks = Math.max(maxChunks, stages.length);
-    const y = top + r * (rowHeight + gap);
+    const y = top + r * stride;
     for (const e of lanes[r]) {
       const style = STYLES[e.action.kind];
       const chunk = stages.indexOf(e.action.stage);
@@ -217,6 +243,30 @@ export function renderSvg(events: readonly TimedEvent[], options: SvgOptions = {
     }
   }
 
+  for (const sp of spans) {
+    const y = top + sp.rank * stride + rowHeight + 2;
+    const bx = x(sp.start);
+    const bw = Math.max(0.5, (sp.end - sp.start) * scale);
+    const tip = `all-reduce of stage ${sp.stage} · ${sp.bytes} bytes · ${fmtTime(sp.start)}–${
+      fmtTime(sp.end)
+    }${options.timeUnit ? " " + options.timeUnit : ""}`;
+    out.push(
+      `<g><rect class="box AR" x="${fmt(bx)}" y="${y}" width="${fmt(bw)}" height="${strip}" ` +
+        `fill="${AR_STYLE.fill}" stroke="${AR_STYLE.stroke}" stroke-width="0.8">` +
+        `<title>${escapeXml(tip)}</title></rect>`,
+    );
+    const label = String(sp.stage);
+    const fontSize = Math.min(10, strip * 0.8);
+    if (bw >= label.length * fontSize * 0.62 + 2) {
+      out.push(
+        `<text x="${fmt(bx + bw / 2)}" y="${fmt(y + strip / 2 + fontSize * 0.35)}" ${FONT} ` +
+          `font-size="${fmt(fontSize)}" text-anchor="middle" fill="#1a1a1a" ` +
+          `pointer-events="none">${label}</text>`,
+      );
+    }
+    out.push("</g>");
+  }
+
   if (showLegend) {
     const present = KIND_ORDER.filter((k) => events.some((e) => e.action.kind === k));
     let lx = left;
@@ -250,6 +300,15 @@ export function renderSvg(events: readonly TimedEvent[], options: SvgOptions = {
           `y2="${y + 14}" stroke="#222" stroke-width="2"/>`,
         `<text class="legend" x="${left + 19}" y="${y + 11}" ${FONT} font-size="11" ` +
           `fill="#333">dark bar: the next iteration (step) begins on this rank</text>`,
+      );
+    }
+    if (strip > 0) {
+      const y = legendY + 22 * (bars ? 2 : 1);
+      out.push(
+        `<rect class="legend-swatch AR" x="${left}" y="${y}" width="14" height="14" ` +
+          `fill="${AR_STYLE.fill}" stroke="${AR_STYLE.stroke}" stroke-width="0.8"/>`,
+        `<text class="legend" x="${left + 19}" y="${y + 11}" ${FONT} font-size="11" ` +
+          `fill="#333">${escapeXml(AR_STYLE.label)} · numbers: stage</text>`,
       );
     }
   }
