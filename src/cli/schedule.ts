@@ -8,6 +8,7 @@
 
 import { renderAscii } from "../pipeline/render/render_ascii.ts";
 import { renderSvg } from "../pipeline/render/render_svg.ts";
+import { rankGrid } from "../pipeline/render/rank_grid.ts";
 import { toChromeTrace } from "../pipeline/render/chrome_trace.ts";
 import { scheduleToCsv } from "../pipeline/schedule/schedule_csv.ts";
 import type { Schedule } from "../pipeline/schedule/schedule.ts";
@@ -19,6 +20,8 @@ import {
   flagCommand,
   type FlagValues,
   HELP_LINE,
+  nonNegative,
+  positiveInt,
   readScheduleSpec,
   SCHEDULE_FLAGS,
   scheduleFlagsHelp,
@@ -28,7 +31,12 @@ import {
 const FORMATS = ["json", "csv", "text", "svg", "trace"] as const;
 type Format = typeof FORMATS[number];
 
-const FLAGS = { ...SCHEDULE_FLAGS, format: { type: "string" } } as const;
+const FLAGS = {
+  ...SCHEDULE_FLAGS,
+  format: { type: "string" },
+  "data-parallel": { type: "string" },
+  "gradient-time": { type: "string" },
+} as const;
 
 /** The JSON that `schedule --format json` prints, key order included. */
 export interface ScheduleJson {
@@ -73,17 +81,28 @@ ${scheduleFlagsHelp()}
                          text: ASCII grid of a simulated run (ranks x time)
                          svg: SVG timeline of a simulated run
                          trace: Chrome trace JSON of a simulated run (1 unit = 1 ms)
+  --data-parallel D      D replicas of the pipeline (text, the default then, or svg): the
+                         grid of the D x P ranks, and each stage's ring all-reduce after its
+                         last backward: 2(D-1)/D * G + 2(D-1) * comm (ARs on lines arN)
+  --gradient-time G      time to send one stage's gradients over the link (default 1)
 ${HELP_LINE}
 `;
 
 function run(values: FlagValues, io: CliIo): number {
   const spec = readScheduleSpec(values);
-  const format = (values.format ?? "json") as string;
+  const dp = positiveInt(values, "data-parallel", false);
+  const gradientBytes = nonNegative(values, "gradient-time") ?? 1;
+  const format = (values.format ?? (dp === undefined ? "json" : "text")) as string;
   if (!(FORMATS as readonly string[]).includes(format)) {
     throw new UsageError(
       `--format must be one of ${FORMATS.join(", ")}, got ${JSON.stringify(format)}`,
     );
   }
+  if (dp !== undefined && format !== "text" && format !== "svg") {
+    throw new UsageError(`--data-parallel needs --format text or svg, got ${format}`);
+  }
+  const link = { latencyMs: spec.comm, bytesPerMs: 1 };
+  const data = dp === undefined ? {} : { dataParallel: dp, link, gradientBytes };
   const schedule = buildSchedule(spec);
   switch (format as Format) {
     case "json":
@@ -93,15 +112,20 @@ function run(values: FlagValues, io: CliIo): number {
       io.out(scheduleToCsv(schedule.actions));
       break;
     default: {
-      const sim = simulate(schedule, { costs: simulationCosts(spec, schedule), comm: spec.comm });
+      const costs = simulationCosts(spec, schedule);
+      const sim = simulate(schedule, { costs, comm: spec.comm, ...data });
+      const allReduce = sim.allReduce;
       if (format === "text") {
-        io.out(renderAscii(sim.events, { ranks: schedule.ranks }) + "\n");
+        if (dp !== undefined) io.out(rankGrid(schedule, dp) + "\n\n");
+        io.out(renderAscii(sim.events, { ranks: schedule.ranks, allReduce }) + "\n");
       } else if (format === "svg") {
         const v = schedule.stagesPerRank > 1 ? ` v=${schedule.stagesPerRank}` : "";
+        const d = dp === undefined ? "" : ` d=${dp}`;
         io.out(renderSvg(sim.events, {
           ranks: schedule.ranks,
-          title: `${schedule.name}  p=${schedule.ranks} m=${schedule.microBatches}${v}`,
+          title: `${schedule.name}  p=${schedule.ranks} m=${schedule.microBatches}${v}${d}`,
           bubbleFraction: sim.bubbleFraction,
+          allReduce,
         }));
       } else {
         io.out(JSON.stringify(toChromeTrace(sim.events, { ranks: schedule.ranks })) + "\n");
