@@ -229,12 +229,6 @@ export interface Backend {
    */
   dropout(x: Tensor, p: number, seed: number, step: number, rowOffset: number): Tensor;
 
-  /** Elementwise `a + b` (same shapes). */
-  add(a: Tensor, b: Tensor): Tensor;
-  /** Elementwise `a - b` (same shapes). */
-  sub(a: Tensor, b: Tensor): Tensor;
-  /** Elementwise `a * b` (same shapes). */
-  mul(a: Tensor, b: Tensor): Tensor;
   /** `x + bias` with `bias` of shape `[cols]` broadcast over every row. */
   addBias(x: Tensor, bias: Tensor): Tensor;
   /** `s * x`. */
@@ -249,19 +243,6 @@ export interface Backend {
   copyInPlace(dst: Tensor, src: Tensor): void;
   /** In place: `x ← s * x`. */
   scaleInPlace(x: Tensor, s: number): void;
-
-  /** `max(x, 0)`. */
-  relu(x: Tensor): Tensor;
-  /** `dy * (x > 0)`. */
-  reluBackward(x: Tensor, dy: Tensor): Tensor;
-  /** GELU, tanh approximation: `0.5 x (1 + tanh(√(2/π)(x + 0.044715 x³)))`. */
-  gelu(x: Tensor): Tensor;
-  /** `dy * gelu'(x)` for the tanh approximation. */
-  geluBackward(x: Tensor, dy: Tensor): Tensor;
-  /** `tanh(x)`. */
-  tanh(x: Tensor): Tensor;
-  /** `dy * (1 - y²)` where `y = tanh(x)`. */
-  tanhBackward(y: Tensor, dy: Tensor): Tensor;
 
   /**
    * Softmax over the last dimension. With `causal`, `x` is `[..., T, T]` and

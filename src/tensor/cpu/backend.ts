@@ -150,30 +150,6 @@ export class CpuBackend implements Backend {
     return out;
   }
 
-  /** Elementwise `a + b`. */
-  add(a: Tensor, b: Tensor): Tensor {
-    const [out, O] = this.#alloc(a.shape);
-    const A = data(a), B = data(b);
-    for (let i = 0; i < O.length; i++) O[i] = A[i] + B[i];
-    return out;
-  }
-
-  /** Elementwise `a - b`. */
-  sub(a: Tensor, b: Tensor): Tensor {
-    const [out, O] = this.#alloc(a.shape);
-    const A = data(a), B = data(b);
-    for (let i = 0; i < O.length; i++) O[i] = A[i] - B[i];
-    return out;
-  }
-
-  /** Elementwise `a * b`. */
-  mul(a: Tensor, b: Tensor): Tensor {
-    const [out, O] = this.#alloc(a.shape);
-    const A = data(a), B = data(b);
-    for (let i = 0; i < O.length; i++) O[i] = A[i] * B[i];
-    return out;
-  }
-
   /** `x + bias` broadcast over rows. */
   addBias(x: Tensor, bias: Tensor): Tensor {
     const [out, O] = this.#alloc(x.shape);
@@ -219,36 +195,6 @@ export class CpuBackend implements Backend {
   scaleInPlace(x: Tensor, s: number): void {
     const X = data(x);
     for (let i = 0; i < X.length; i++) X[i] *= s;
-  }
-
-  /** `max(x, 0)` (NaN kept). */
-  relu(x: Tensor): Tensor {
-    return this.unary("relu", x);
-  }
-
-  /** `dy * (x > 0)`. */
-  reluBackward(x: Tensor, dy: Tensor): Tensor {
-    return this.unaryBackward("relu", x, dy);
-  }
-
-  /** GELU (tanh approximation). */
-  gelu(x: Tensor): Tensor {
-    return this.unary("gelu", x);
-  }
-
-  /** `dy * gelu'(x)`. */
-  geluBackward(x: Tensor, dy: Tensor): Tensor {
-    return this.unaryBackward("gelu", x, dy);
-  }
-
-  /** `tanh(x)`. */
-  tanh(x: Tensor): Tensor {
-    return this.unary("tanh", x);
-  }
-
-  /** `dy * (1 - y²)`. */
-  tanhBackward(y: Tensor, dy: Tensor): Tensor {
-    return this.unaryBackward("tanh", y, dy);
   }
 
   /** Elementwise unary op (`_elementwise_ops.ts`); NaN kept. */

@@ -361,21 +361,6 @@ export class WebGPUBackend implements Backend {
     return this.#matmul.matmul(a, b, transA, transB);
   }
 
-  /** Elementwise `a + b` (same shapes). */
-  add(a: Tensor, b: Tensor): Tensor {
-    return ew.binary(this.#c(), "add", a, b, a.shape);
-  }
-
-  /** Elementwise `a - b` (same shapes). */
-  sub(a: Tensor, b: Tensor): Tensor {
-    return ew.binary(this.#c(), "sub", a, b, a.shape);
-  }
-
-  /** Elementwise `a * b` (same shapes). */
-  mul(a: Tensor, b: Tensor): Tensor {
-    return ew.binary(this.#c(), "mul", a, b, a.shape);
-  }
-
   /** `a (op) b` broadcast to `out`. */
   binary(op: BinaryOp, a: Tensor, b: Tensor, out: Shape): Tensor {
     return ew.binary(this.#c(), op, a, b, out);
@@ -427,36 +412,6 @@ export class WebGPUBackend implements Backend {
   }
 
   // ---- kernels: unary ops (_unary.ts) ------------------------------------------
-
-  /** `max(x, 0)` (NaN kept). */
-  relu(x: Tensor): Tensor {
-    return unary(this.#c(), "relu", x);
-  }
-
-  /** `dy * (x > 0)`. */
-  reluBackward(x: Tensor, dy: Tensor): Tensor {
-    return unaryBackward(this.#c(), "relu", x, dy);
-  }
-
-  /** GELU (tanh approximation). */
-  gelu(x: Tensor): Tensor {
-    return unary(this.#c(), "gelu", x);
-  }
-
-  /** `dy * gelu'(x)`. */
-  geluBackward(x: Tensor, dy: Tensor): Tensor {
-    return unaryBackward(this.#c(), "gelu", x, dy);
-  }
-
-  /** `tanh(x)`. */
-  tanh(x: Tensor): Tensor {
-    return unary(this.#c(), "tanh", x);
-  }
-
-  /** `dy * (1 - y²)`. */
-  tanhBackward(y: Tensor, dy: Tensor): Tensor {
-    return unaryBackward(this.#c(), "tanh", y, dy);
-  }
 
   /** Elementwise unary op; NaN kept. */
   unary(op: UnaryOp, x: Tensor): Tensor {
