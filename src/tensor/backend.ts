@@ -180,8 +180,18 @@ export interface Backend {
   timeMark?(): Promise<number> | undefined;
   /** Host time (`performance.now()`) minus the device's timestamps, ms (NaN before any mark). */
   hostMinusDevice?(): number;
-  /** Releases every resource of the backend (device, pools). */
-  destroy(): void;
+  /** True once {@linkcode Backend.close} has been called. */
+  readonly closed: boolean;
+  /**
+   * Releases every resource of the backend and refuses every later op,
+   * `fromData`, `read` or `sync` with a TypeError (disposing tensors stays
+   * harmless). On the CPU, which holds nothing but garbage-collected arrays,
+   * it only marks the backend closed and returns at once; on WebGPU it waits
+   * for the queued work, releases the device and its buffer pools and
+   * resolves once the device is lost, throwing after the release an error
+   * that the waited-for work reported. Idempotent.
+   */
+  close(): void | Promise<void>;
 
   // ---- kernels (arguments already validated by ops.ts) --------------------
   /**

@@ -42,9 +42,14 @@ import {
   rmsNormInto,
 } from "./_rows.ts";
 
-/** Storage of a CPU tensor. */
+/** Storage of a CPU tensor; a TypeError once its backend is closed. */
 function data(t: Tensor): Float32Array {
+  if (t.backend.closed) throw closedError();
   return t.storage as Float32Array;
+}
+
+function closedError(): TypeError {
+  return new TypeError("CPU backend used after close(); create a new backend");
 }
 
 /**
@@ -69,6 +74,7 @@ export class CpuBackend implements Backend {
   /** Human-readable description. */
   readonly description: string = "CPU reference (Float32Array)";
   readonly #memory = new MemoryTracker();
+  #closed = false;
 
   /** Memory accounting of tensors created on this backend. */
   get memory(): MemoryStats {
@@ -76,6 +82,7 @@ export class CpuBackend implements Backend {
   }
 
   #wrap(shape: Shape, buf: Float32Array): Tensor {
+    if (this.#closed) throw closedError();
     this.#memory.alloc(buf.byteLength);
     return new Tensor(this, shape, buf, buf.byteLength);
   }
@@ -112,7 +119,8 @@ export class CpuBackend implements Backend {
 
   /** Copies a tensor's contents out. */
   read(t: Tensor): Promise<Float32Array> {
-    return Promise.resolve(this.readSync(t));
+    // A throw (closed backend) becomes a rejection, as on every backend.
+    return new Promise((resolve) => resolve(this.readSync(t)));
   }
 
   /** Copies a tensor's contents out now (the data is in host memory). */
@@ -128,13 +136,24 @@ export class CpuBackend implements Backend {
   /** No-op: CPU kernels run synchronously. */
   flush(): void {}
 
-  /** Resolves at once: CPU kernels run synchronously. */
+  /** Resolves at once: CPU kernels run synchronously (rejects once closed). */
   sync(): Promise<void> {
-    return Promise.resolve();
+    return this.#closed ? Promise.reject(closedError()) : Promise.resolve();
   }
 
-  /** No resources to release. */
-  destroy(): void {}
+  /** True once `close()` has been called: every later op throws a TypeError. */
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /**
+   * Marks the backend closed: every later op, `fromData` or `read` throws a
+   * TypeError. There is nothing else to release (the storage is ordinary
+   * garbage-collected memory); disposing tensors afterwards is harmless.
+   */
+  close(): void {
+    this.#closed = true;
+  }
 
   // ---- kernels -------------------------------------------------------------
 

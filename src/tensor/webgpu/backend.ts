@@ -149,6 +149,7 @@ export class WebGPUBackend implements Backend {
 
   readonly #core: DeviceCore;
   readonly #matmul: MatmulEngine;
+  #closing: Promise<void> | null = null;
 
   private constructor(device: GPUDevice, info: GPUAdapterInfo, opts: WebGPUBackendOptions) {
     this.device = device;
@@ -198,7 +199,7 @@ export class WebGPUBackend implements Backend {
       try {
         be.#matmul.useTuned(tuned);
       } catch (e) {
-        be.destroy();
+        be.#core.destroy();
         throw e;
       }
     } else if (choice === "auto") {
@@ -342,9 +343,21 @@ export class WebGPUBackend implements Backend {
     return this.#core.sync();
   }
 
-  /** Releases the device and every buffer; the backend is unusable after. */
-  destroy(): void {
-    this.#core.destroy();
+  /** True once `close()` has been called: every later op throws a TypeError. */
+  get closed(): boolean {
+    return this.#core.closed;
+  }
+
+  /**
+   * Refuses every later op at once (a TypeError), waits for the work already
+   * queued, then releases the device and every buffer; resolves once the
+   * device is lost. An error that the waited-for work reported (such as an
+   * index out of range found on the device) is thrown after the release.
+   * Disposing tensors afterwards is harmless. Idempotent.
+   */
+  close(): Promise<void> {
+    this.#closing ??= this.#core.close();
+    return this.#closing;
   }
 
   /** The core, after checking the backend is alive. */
