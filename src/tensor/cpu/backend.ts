@@ -23,7 +23,7 @@ import type {
 import { MemoryTracker } from "../_memory.ts";
 import { rowCount } from "../_rows.ts";
 import { checkFromData, checkZeros, firstInvalidIndex } from "../_validate.ts";
-import { shapeSize, Tensor } from "../tensor.ts";
+import { createTensor, shapeSize, type Tensor, tensorStorage } from "../tensor.ts";
 import { dropoutBase, dropoutKey, dropoutScale, dropoutThreshold } from "../_dropout_hash.ts";
 import {
   binaryInto,
@@ -45,7 +45,7 @@ import {
 /** Storage of a CPU tensor; a TypeError once its backend is closed. */
 function data(t: Tensor): Float32Array {
   if (t.backend.closed) throw closedError();
-  return t.storage as Float32Array;
+  return tensorStorage(t) as Float32Array;
 }
 
 function closedError(): TypeError {
@@ -84,7 +84,7 @@ export class CpuBackend implements Backend {
   #wrap(shape: Shape, buf: Float32Array): Tensor {
     if (this.#closed) throw closedError();
     this.#memory.alloc(buf.byteLength);
-    return new Tensor(this, shape, buf, buf.byteLength);
+    return createTensor(this, shape, buf, buf.byteLength);
   }
 
   #alloc(shape: Shape): [Tensor, Float32Array] {

@@ -9,7 +9,7 @@
 import type { Backend, Shape } from "../backend.ts";
 import { broadcastPlan, broadcastShapes } from "../_broadcast.ts";
 import { fmtShape } from "../_validate.ts";
-import { Tensor } from "../tensor.ts";
+import { Tensor, tensorStorage } from "../tensor.ts";
 
 export { fmtShape };
 
@@ -236,5 +236,5 @@ export function checkTargets(
 }
 
 export function aliases(a: Tensor, b: Tensor): boolean {
-  return a.storage === b.storage;
+  return tensorStorage(a) === tensorStorage(b);
 }

@@ -28,7 +28,7 @@ import type { Backend, Shape } from "../backend.ts";
 import { MemoryTracker } from "../_memory.ts";
 import { rowCount } from "../_rows.ts";
 import { fmtShape } from "../_validate.ts";
-import { shapeSize, Tensor } from "../tensor.ts";
+import { createTensor, shapeSize, type Tensor, tensorStorage } from "../tensor.ts";
 import type { KernelSource } from "./_kernels.ts";
 import type { ParamFields, ParamValues } from "./_params.ts";
 import { writeParams } from "./_params.ts";
@@ -50,7 +50,7 @@ const UNIFORM_USAGE = 0x0040 | 0x0008; // UNIFORM | COPY_DST
 
 /** The GPU buffer behind a tensor. */
 export function buf(t: Tensor): GPUBuffer {
-  return t.storage as GPUBuffer;
+  return tensorStorage(t) as GPUBuffer;
 }
 
 /** `ceil(a / b)`. */
@@ -224,7 +224,7 @@ export class DeviceCore {
     }
     const b = this.pool.acquire(bytes, viaQueue);
     this.memory.alloc(bytes);
-    return new Tensor(this.#owner, shape, b, bytes);
+    return createTensor(this.#owner, shape, b, bytes);
   }
 
   /** A tensor holding a copy of `data` (arguments already checked). */
