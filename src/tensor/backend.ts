@@ -83,14 +83,31 @@ export interface SGDParams {
   readonly weightDecay: number;
 }
 
-/** Result of a layer norm forward: the output and the per-row statistics. */
-export interface LayerNormResult {
-  /** Normalised, scaled and shifted output, same shape as the input. */
-  readonly y: Tensor;
+/**
+ * The per-row statistics of a layer norm forward, which its gradients need
+ * (a {@linkcode LayerNormResult} is one).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { CpuBackend, type LayerNormStats, ops } from "@conveyor/core";
+ * const be = new CpuBackend();
+ * const x = be.fromData(new Float32Array([1, 3]), [1, 2]);
+ * const stats: LayerNormStats = ops.layerNorm(x, ops.ones(be, [2]), be.zeros([2]));
+ * assert.deepEqual(await stats.mean.toArray(), new Float32Array([2]));
+ * ```
+ */
+export interface LayerNormStats {
   /** Row means, shape `[rows]`. */
   readonly mean: Tensor;
   /** Row reciprocal standard deviations 1/sqrt(var + eps), shape `[rows]`. */
   readonly rstd: Tensor;
+}
+
+/** Result of a layer norm forward: the output and the per-row statistics. */
+export interface LayerNormResult extends LayerNormStats {
+  /** Normalised, scaled and shifted output, same shape as the input. */
+  readonly y: Tensor;
 }
 
 /**
@@ -265,14 +282,8 @@ export interface Backend {
 
   /** Layer norm over the last dimension with `gamma`, `beta` of shape `[cols]`. */
   layerNorm(x: Tensor, gamma: Tensor, beta: Tensor, eps: number): LayerNormResult;
-  /** Layer norm input gradient (the I pass). */
-  layerNormBackwardInput(
-    dy: Tensor,
-    x: Tensor,
-    mean: Tensor,
-    rstd: Tensor,
-    gamma: Tensor,
-  ): Tensor;
+  /** Layer norm input gradient (the I pass), from the forward's input and statistics. */
+  layerNormBackwardInput(dy: Tensor, x: Tensor, stats: LayerNormStats, gamma: Tensor): Tensor;
   /**
    * Layer norm weight gradients (the W pass): `dgamma = Σ_rows dy·x̂` and
    * `dbeta = Σ_rows dy`, each of shape `[cols]`.
@@ -280,8 +291,7 @@ export interface Backend {
   layerNormBackwardWeight(
     dy: Tensor,
     x: Tensor,
-    mean: Tensor,
-    rstd: Tensor,
+    stats: LayerNormStats,
   ): { dgamma: Tensor; dbeta: Tensor };
 
   /** RMS norm over the last dimension with `weight` of shape `[cols]`. */

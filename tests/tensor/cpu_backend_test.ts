@@ -423,8 +423,8 @@ Deno.test("layerNormBackwardInput and layerNormBackwardWeight equal finite diffe
     const x = up(be, X, shape), g = up(be, G, [n]), b = up(be, Bv, [n]), dy = up(be, DY, shape);
     const { y, mean, rstd } = ops.layerNorm(x, g, b);
     y.dispose();
-    const dx = await read(ops.layerNormBackwardInput(dy, x, mean, rstd, g));
-    const { dgamma, dbeta } = ops.layerNormBackwardWeight(dy, x, mean, rstd);
+    const dx = await read(ops.layerNormBackwardInput(dy, x, { mean, rstd }, g));
+    const { dgamma, dbeta } = ops.layerNormBackwardWeight(dy, x, { mean, rstd });
     const yOf = (r: { y: Tensor; mean: Tensor; rstd: Tensor }): Tensor => {
       r.mean.dispose();
       r.rstd.dispose();

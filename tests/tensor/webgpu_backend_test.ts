@@ -344,12 +344,12 @@ async function checkRowOps(be: WebGPUBackend, label: string): Promise<void> {
       assertNear(got, want, `layerNorm.${k} ${what}`);
     }
     [got, want] = await both(
-      ops.layerNormBackwardInput(cdy, cx, cl.mean, cl.rstd, cg),
-      ops.layerNormBackwardInput(gdy, gx, gl.mean, gl.rstd, gg),
+      ops.layerNormBackwardInput(cdy, cx, cl, cg),
+      ops.layerNormBackwardInput(gdy, gx, gl, gg),
     );
     assertNear(got, want, `layerNormBackwardInput ${what}`);
-    const cw = ops.layerNormBackwardWeight(cdy, cx, cl.mean, cl.rstd);
-    const gw = ops.layerNormBackwardWeight(gdy, gx, gl.mean, gl.rstd);
+    const cw = ops.layerNormBackwardWeight(cdy, cx, cl);
+    const gw = ops.layerNormBackwardWeight(gdy, gx, gl);
     const xh = await ops.layerNorm(
       cx,
       cpu.fromData(new Float32Array(cols).fill(1), [cols]),

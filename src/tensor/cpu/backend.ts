@@ -13,6 +13,7 @@ import type {
   CrossEntropyResult,
   InvalidIndex,
   LayerNormResult,
+  LayerNormStats,
   MemoryStats,
   RmsNormResult,
   SGDParams,
@@ -332,16 +333,11 @@ export class CpuBackend implements Backend {
   }
 
   /** Layer norm input gradient. */
-  layerNormBackwardInput(
-    dy: Tensor,
-    x: Tensor,
-    mean: Tensor,
-    rstd: Tensor,
-    gamma: Tensor,
-  ): Tensor {
+  layerNormBackwardInput(dy: Tensor, x: Tensor, stats: LayerNormStats, gamma: Tensor): Tensor {
     const n = x.cols, rows = rowCount(x);
     const [out, O] = this.#alloc(x.shape);
-    const X = data(x), G = data(dy), Mn = data(mean), Rs = data(rstd), Gm = data(gamma);
+    const X = data(x), G = data(dy), Mn = data(stats.mean), Rs = data(stats.rstd);
+    const Gm = data(gamma);
     for (let r = 0; r < rows; r++) {
       const o = r * n, mu = Mn[r], rs = Rs[r];
       let sg = 0, sgx = 0;
@@ -364,11 +360,10 @@ export class CpuBackend implements Backend {
   layerNormBackwardWeight(
     dy: Tensor,
     x: Tensor,
-    mean: Tensor,
-    rstd: Tensor,
+    stats: LayerNormStats,
   ): { dgamma: Tensor; dbeta: Tensor } {
     const n = x.cols, rows = rowCount(x);
-    const X = data(x), G = data(dy), Mn = data(mean), Rs = data(rstd);
+    const X = data(x), G = data(dy), Mn = data(stats.mean), Rs = data(stats.rstd);
     const dg = new Float64Array(n), db = new Float64Array(n);
     for (let r = 0; r < rows; r++) {
       const o = r * n, mu = Mn[r], rs = Rs[r];

@@ -29,6 +29,7 @@ import type {
   CrossEntropyResult,
   InvalidIndex,
   LayerNormResult,
+  LayerNormStats,
   MemoryStats,
   RmsNormResult,
   SGDParams,
@@ -454,24 +455,17 @@ export class WebGPUBackend implements Backend {
   }
 
   /** Layer norm input gradient. */
-  layerNormBackwardInput(
-    dy: Tensor,
-    x: Tensor,
-    mean: Tensor,
-    rstd: Tensor,
-    gamma: Tensor,
-  ): Tensor {
-    return rows.layerNormBackwardInput(this.#c(), dy, x, mean, rstd, gamma);
+  layerNormBackwardInput(dy: Tensor, x: Tensor, stats: LayerNormStats, gamma: Tensor): Tensor {
+    return rows.layerNormBackwardInput(this.#c(), dy, x, stats, gamma);
   }
 
   /** Layer norm weight gradients. */
   layerNormBackwardWeight(
     dy: Tensor,
     x: Tensor,
-    mean: Tensor,
-    rstd: Tensor,
+    stats: LayerNormStats,
   ): { dgamma: Tensor; dbeta: Tensor } {
-    return rows.layerNormBackwardWeight(this.#c(), dy, x, mean, rstd);
+    return rows.layerNormBackwardWeight(this.#c(), dy, x, stats);
   }
 
   /** RMS norm forward. */
