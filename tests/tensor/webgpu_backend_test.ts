@@ -809,11 +809,12 @@ gpuTest(
   async () => {
     const be = await WebGPUBackend.create({ matmul: "default" });
     const table = be.fromData(data(8), [4, 2]);
-    const ids = ops.scale(be.fromData(Float32Array.of(0, 9), [2]), 1); // computed on the device
+    const host = be.fromData(Float32Array.of(0, 9), [2]);
+    const ids = ops.scale(host, 1); // computed on the device: checked there
     const e = ops.embedding(table, ids); // the bad id is found by the device
     await assert.rejects(() => be.close(), /id at position 1 must be an integer in \[0, 4\)/);
     assert.equal((await be.device.lost).reason, "destroyed");
-    for (const t of [table, ids, e]) t.dispose();
+    for (const t of [table, host, ids, e]) t.dispose();
     assert.equal(be.memory.liveBytes, 0);
   },
 );
