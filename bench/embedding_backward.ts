@@ -85,8 +85,8 @@ for (const V of [64, 512, 4096, 32768]) {
     String(diff),
   ]);
 }
-scan.destroy();
-sort.destroy();
+await scan.close();
+await sort.close();
 
 const head = ["V", "scan (old)", "sorted (new)", "speed-up", "max |diff| vs CPU"];
 const w = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));

@@ -69,7 +69,7 @@ for (const N of [1_024, 16_384, 65_536, 262_144]) {
   ids.dispose();
   devIds.dispose();
 }
-be.destroy();
+await be.close();
 const head = [
   "N ids",
   "record (int)",

@@ -251,4 +251,4 @@ for (const impl of impls) {
   emit({ op: "add", n: N_ADD, impl: impl.name, gbps: (3 * 4 * N_ADD) / s / 1e9, ms: s * 1000 });
 }
 for (const impl of impls) impl.release();
-be.destroy();
+await be.close();

@@ -139,8 +139,8 @@ async function deviceRows(rounds: number): Promise<ReadbackRow[]> {
       x.awaited.dispose();
     }
   } finally {
-    be.immediate.destroy();
-    be.awaited.destroy();
+    await be.immediate.close();
+    await be.awaited.close();
   }
   return rows;
 }
@@ -261,7 +261,7 @@ async function mlpRows(steps: number): Promise<ReadbackRow[]> {
       t.dispose();
       opt.dispose();
       net.dispose();
-      be.destroy();
+      await be.close();
     }
   }
 }
@@ -350,7 +350,7 @@ if (import.meta.main) {
         Deno.env.get("LP_NUM_THREADS") ?? "unset"
       }; ${rounds} rounds per path, in alternating blocks of 5\n`,
     );
-    probe.destroy();
+    await probe.close();
     console.log(readbackTable(rows));
     console.log();
     console.log(readbackVerdict(rows));

@@ -78,7 +78,7 @@ for (const kind of ["cpu", "webgpu"] as const) {
   for (const b of bufs.values()) b.dispose();
   opt.dispose();
   for (const l of layers) l.dispose();
-  be.destroy();
+  await be.close();
 }
 console.log(`SGD step, ${steps} steps each, ms per step:`);
 for (const r of rows) console.log(r);

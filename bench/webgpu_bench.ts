@@ -100,10 +100,12 @@ for (const name of ["gpipe", "1f1b", "zb-h1", "zb-v"]) {
   });
 }
 
-// The read-back devices end before the process does.
+// The read-back devices are closed before the process ends (an unload
+// handler cannot wait: close() refuses further work at once and releases
+// the device once its queued work is done, if the process is still there).
 globalThis.addEventListener("unload", () => {
   for (const { be, x } of devices.values()) {
     x.dispose();
-    be.destroy();
+    be.close().catch(() => {});
   }
 });

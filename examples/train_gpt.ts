@@ -184,7 +184,7 @@ async function main(): Promise<void> {
   }
   opt.dispose();
   model.dispose();
-  be.destroy();
+  await be.close();
 }
 
 if (import.meta.main) await main();

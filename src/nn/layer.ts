@@ -115,6 +115,30 @@ export interface BackwardOptions {
 }
 
 /**
+ * What {@linkcode Layer.backwardInput} and {@linkcode Layer.backward} return
+ * for options of type `O`: `dx` (a `Tensor`) when `O` cannot turn
+ * `needInputGrad` off (no options, `{}`, `{ needInputGrad: true }`), else
+ * `Tensor | null` (`null` where the layer skipped `dx`).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { CpuBackend, type InputGrad, Linear, type Tensor } from "@conveyor/core";
+ * const be = new CpuBackend();
+ * const layer = new Linear(be, 2, 2, { seed: 1 });
+ * const x = be.zeros([1, 2]);
+ * const a = layer.forward(x, { key: "a" });
+ * const dx: InputGrad<undefined> = layer.backward(a, "a"); // no options: a Tensor
+ * assert.deepEqual(dx.shape, [1, 2]);
+ * const b = layer.forward(x, { key: "b" });
+ * const skipped: Tensor | null = layer.backward(b, "b", { needInputGrad: false });
+ * assert.equal(skipped, null); // Linear skips dx when asked
+ * ```
+ */
+export type InputGrad<O extends BackwardOptions | undefined> = O extends
+  { readonly needInputGrad?: true } | undefined ? Tensor : Tensor | null;
+
+/**
  * A trainable tensor and its gradient accumulator (same shape). `name` is a
  * stable dotted path (e.g. `"3.attn.qkv.weight"`) used by safetensors I/O.
  */
@@ -164,20 +188,24 @@ export interface Layer {
   forward(x: Tensor, opts?: ForwardOptions): Tensor;
   /**
    * I: returns `dx` for the output gradient `dy` of the forward under `key`,
-   * and keeps only what {@linkcode Layer.backwardWeight} needs.
+   * and keeps only what {@linkcode Layer.backwardWeight} needs. With
+   * `needInputGrad: false` returns `null` where the layer skips `dx` (a layer
+   * that cannot returns `dx`, which the caller disposes); see
+   * {@linkcode InputGrad} for the return type.
    */
-  backwardInput(dy: Tensor, key?: StateKey): Tensor;
-  /**
-   * I as above; with `needInputGrad: false` returns `null` where the layer
-   * skips `dx` (a layer that cannot returns `dx`, which the caller disposes).
-   */
-  backwardInput(dy: Tensor, key: StateKey | undefined, opts: BackwardOptions): Tensor | null;
+  backwardInput<O extends BackwardOptions | undefined = undefined>(
+    dy: Tensor,
+    key?: StateKey,
+    opts?: O,
+  ): InputGrad<O>;
   /** W: adds the parameter gradients of the pass under `key`, then frees its state. */
   backwardWeight(key?: StateKey): void;
-  /** B, the full backward: I then W; returns `dx`. */
-  backward(dy: Tensor, key?: StateKey): Tensor;
   /** B, the full backward: I then W, with the options of {@linkcode Layer.backwardInput}. */
-  backward(dy: Tensor, key: StateKey | undefined, opts: BackwardOptions): Tensor | null;
+  backward<O extends BackwardOptions | undefined = undefined>(
+    dy: Tensor,
+    key?: StateKey,
+    opts?: O,
+  ): InputGrad<O>;
   /** Frees whatever is kept under `key` (no-op when nothing is). */
   dropState(key?: StateKey): void;
   /** Keys that currently hold state (for leak checks and the pipeline runtime). */

@@ -15,6 +15,7 @@ import {
   DEFAULT_KEY,
   type ForwardContext,
   type ForwardOptions,
+  type InputGrad,
   type Layer,
   type LayerCost,
   type LayerSpec,
@@ -223,15 +224,19 @@ export abstract class LayerBase<S extends object = Record<string, Tensor>> imple
     return y;
   }
 
-  /** I: returns `dx` and keeps only what W needs. */
-  backwardInput(dy: Tensor, key?: StateKey): Tensor;
-  /** I; with `needInputGrad: false` skips `dx` where the layer can, and returns `null`. */
-  backwardInput(dy: Tensor, key: StateKey | undefined, opts: BackwardOptions): Tensor | null;
-  backwardInput(
+  /**
+   * I: returns `dx` and keeps only what W needs; with `needInputGrad: false`
+   * skips `dx` where the layer can, and returns `null`.
+   */
+  backwardInput<O extends BackwardOptions | undefined = undefined>(
     dy: Tensor,
     key: StateKey = DEFAULT_KEY,
-    opts?: BackwardOptions,
-  ): Tensor | null {
+    opts?: O,
+  ): InputGrad<O> {
+    return this.#backwardInput(dy, key, opts) as InputGrad<O>;
+  }
+
+  #backwardInput(dy: Tensor, key: StateKey, opts: BackwardOptions | undefined): Tensor | null {
     this.#checkAlive();
     this.#checkTensor("dy", dy);
     const need = needInputGrad(this.kind, opts);
@@ -276,12 +281,13 @@ export abstract class LayerBase<S extends object = Record<string, Tensor>> imple
     this.#states.delete(key);
   }
 
-  /** B, the full backward: I then W; returns `dx`. */
-  backward(dy: Tensor, key?: StateKey): Tensor;
   /** B, the full backward: I then W; with `needInputGrad: false` returns `null` (see `backwardInput`). */
-  backward(dy: Tensor, key: StateKey | undefined, opts: BackwardOptions): Tensor | null;
-  backward(dy: Tensor, key: StateKey = DEFAULT_KEY, opts?: BackwardOptions): Tensor | null {
-    const dx = this.backwardInput(dy, key, opts ?? {});
+  backward<O extends BackwardOptions | undefined = undefined>(
+    dy: Tensor,
+    key: StateKey = DEFAULT_KEY,
+    opts?: O,
+  ): InputGrad<O> {
+    const dx = this.backwardInput(dy, key, opts);
     this.backwardWeight(key);
     return dx;
   }

@@ -106,7 +106,7 @@ export class LayerNorm extends LayerBase<LayerNormState> {
   /** @ignore */
   protected backwardInputImpl(dy: Tensor, s: LayerNormState): Tensor {
     // dx = rstd · (dŷ − mean(dŷ) − x̂ · mean(dŷ · x̂)), dŷ = dy · γ  — [..., C]
-    const dx = ops.layerNormBackwardInput(dy, s.x!, s.mean!, s.rstd!, this.weight);
+    const dx = ops.layerNormBackwardInput(dy, s.x!, { mean: s.mean!, rstd: s.rstd! }, this.weight);
     s.dy = retain(dy);
     return dx;
   }
@@ -114,7 +114,10 @@ export class LayerNorm extends LayerBase<LayerNormState> {
   /** @ignore */
   protected backwardWeightImpl(s: LayerNormState): void {
     // dγ = Σ_rows dy · x̂, dβ = Σ_rows dy — each [C]
-    const { dgamma, dbeta } = ops.layerNormBackwardWeight(s.dy!, s.x!, s.mean!, s.rstd!);
+    const { dgamma, dbeta } = ops.layerNormBackwardWeight(s.dy!, s.x!, {
+      mean: s.mean!,
+      rstd: s.rstd!,
+    });
     ops.axpyInPlace(this.gradOf(this.weight), 1, dgamma);
     ops.axpyInPlace(this.gradOf(this.bias), 1, dbeta);
     dgamma.dispose();

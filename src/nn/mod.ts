@@ -10,6 +10,7 @@ export type {
   ForwardContext,
   ForwardOptions,
   InitOptions,
+  InputGrad,
   Layer,
   LayerCost,
   Parameter,

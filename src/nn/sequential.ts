@@ -11,6 +11,7 @@ import {
   type BackwardOptions,
   DEFAULT_KEY,
   type ForwardOptions,
+  type InputGrad,
   type Layer,
   type LayerCost,
   type LayerSpec,
@@ -199,18 +200,20 @@ export class Sequential implements Layer {
     return h;
   }
 
-  /** I through every layer, last to first; returns `dx`. */
-  backwardInput(dy: Tensor, key?: StateKey): Tensor;
   /**
-   * I; with `needInputGrad: false` the first layer skips `dx` where it can
-   * (the others' input gradients are needed) and `null` is returned.
+   * I through every layer, last to first; returns `dx`. With
+   * `needInputGrad: false` the first layer skips `dx` where it can (the
+   * others' input gradients are needed) and `null` is returned.
    */
-  backwardInput(dy: Tensor, key: StateKey | undefined, opts: BackwardOptions): Tensor | null;
-  backwardInput(
+  backwardInput<O extends BackwardOptions | undefined = undefined>(
     dy: Tensor,
     key: StateKey = DEFAULT_KEY,
-    opts?: BackwardOptions,
-  ): Tensor | null {
+    opts?: O,
+  ): InputGrad<O> {
+    return this.#backwardInput(dy, key, opts) as InputGrad<O>;
+  }
+
+  #backwardInput(dy: Tensor, key: StateKey, opts: BackwardOptions | undefined): Tensor | null {
     const need = needInputGrad(this.kind, opts);
     let g = dy;
     for (let i = this.layers.length - 1; i >= 1; i--) {
@@ -232,12 +235,13 @@ export class Sequential implements Layer {
     for (let i = this.layers.length - 1; i >= 0; i--) this.layers[i].backwardWeight(key);
   }
 
-  /** B, the full backward: I then W; returns `dx`. */
-  backward(dy: Tensor, key?: StateKey): Tensor;
   /** B, the full backward: I then W; with `needInputGrad: false` returns `null` (see `backwardInput`). */
-  backward(dy: Tensor, key: StateKey | undefined, opts: BackwardOptions): Tensor | null;
-  backward(dy: Tensor, key: StateKey = DEFAULT_KEY, opts?: BackwardOptions): Tensor | null {
-    const dx = this.backwardInput(dy, key, opts ?? {});
+  backward<O extends BackwardOptions | undefined = undefined>(
+    dy: Tensor,
+    key: StateKey = DEFAULT_KEY,
+    opts?: O,
+  ): InputGrad<O> {
+    const dx = this.backwardInput(dy, key, opts);
     this.backwardWeight(key);
     return dx;
   }

@@ -83,14 +83,31 @@ export interface SGDParams {
   readonly weightDecay: number;
 }
 
-/** Result of a layer norm forward: the output and the per-row statistics. */
-export interface LayerNormResult {
-  /** Normalised, scaled and shifted output, same shape as the input. */
-  readonly y: Tensor;
+/**
+ * The per-row statistics of a layer norm forward, which its gradients need
+ * (a {@linkcode LayerNormResult} is one).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { CpuBackend, type LayerNormStats, ops } from "@conveyor/core";
+ * const be = new CpuBackend();
+ * const x = be.fromData(new Float32Array([1, 3]), [1, 2]);
+ * const stats: LayerNormStats = ops.layerNorm(x, ops.ones(be, [2]), be.zeros([2]));
+ * assert.deepEqual(await stats.mean.toArray(), new Float32Array([2]));
+ * ```
+ */
+export interface LayerNormStats {
   /** Row means, shape `[rows]`. */
   readonly mean: Tensor;
   /** Row reciprocal standard deviations 1/sqrt(var + eps), shape `[rows]`. */
   readonly rstd: Tensor;
+}
+
+/** Result of a layer norm forward: the output and the per-row statistics. */
+export interface LayerNormResult extends LayerNormStats {
+  /** Normalised, scaled and shifted output, same shape as the input. */
+  readonly y: Tensor;
 }
 
 /**
@@ -180,8 +197,18 @@ export interface Backend {
   timeMark?(): Promise<number> | undefined;
   /** Host time (`performance.now()`) minus the device's timestamps, ms (NaN before any mark). */
   hostMinusDevice?(): number;
-  /** Releases every resource of the backend (device, pools). */
-  destroy(): void;
+  /** True once {@linkcode Backend.close} has been called. */
+  readonly closed: boolean;
+  /**
+   * Releases every resource of the backend and refuses every later op,
+   * `fromData`, `read` or `sync` with a TypeError (disposing tensors stays
+   * harmless). On the CPU, which holds nothing but garbage-collected arrays,
+   * it only marks the backend closed and returns at once; on WebGPU it waits
+   * for the queued work, releases the device and its buffer pools and
+   * resolves once the device is lost, throwing after the release an error
+   * that the waited-for work reported. Idempotent.
+   */
+  close(): void | Promise<void>;
 
   // ---- kernels (arguments already validated by ops.ts) --------------------
   /**
@@ -229,12 +256,6 @@ export interface Backend {
    */
   dropout(x: Tensor, p: number, seed: number, step: number, rowOffset: number): Tensor;
 
-  /** Elementwise `a + b` (same shapes). */
-  add(a: Tensor, b: Tensor): Tensor;
-  /** Elementwise `a - b` (same shapes). */
-  sub(a: Tensor, b: Tensor): Tensor;
-  /** Elementwise `a * b` (same shapes). */
-  mul(a: Tensor, b: Tensor): Tensor;
   /** `x + bias` with `bias` of shape `[cols]` broadcast over every row. */
   addBias(x: Tensor, bias: Tensor): Tensor;
   /** `s * x`. */
@@ -250,19 +271,6 @@ export interface Backend {
   /** In place: `x ← s * x`. */
   scaleInPlace(x: Tensor, s: number): void;
 
-  /** `max(x, 0)`. */
-  relu(x: Tensor): Tensor;
-  /** `dy * (x > 0)`. */
-  reluBackward(x: Tensor, dy: Tensor): Tensor;
-  /** GELU, tanh approximation: `0.5 x (1 + tanh(√(2/π)(x + 0.044715 x³)))`. */
-  gelu(x: Tensor): Tensor;
-  /** `dy * gelu'(x)` for the tanh approximation. */
-  geluBackward(x: Tensor, dy: Tensor): Tensor;
-  /** `tanh(x)`. */
-  tanh(x: Tensor): Tensor;
-  /** `dy * (1 - y²)` where `y = tanh(x)`. */
-  tanhBackward(y: Tensor, dy: Tensor): Tensor;
-
   /**
    * Softmax over the last dimension. With `causal`, `x` is `[..., T, T]` and
    * entry `j` of row `i` (i = row index mod T) is masked out when `j > i`
@@ -274,14 +282,8 @@ export interface Backend {
 
   /** Layer norm over the last dimension with `gamma`, `beta` of shape `[cols]`. */
   layerNorm(x: Tensor, gamma: Tensor, beta: Tensor, eps: number): LayerNormResult;
-  /** Layer norm input gradient (the I pass). */
-  layerNormBackwardInput(
-    dy: Tensor,
-    x: Tensor,
-    mean: Tensor,
-    rstd: Tensor,
-    gamma: Tensor,
-  ): Tensor;
+  /** Layer norm input gradient (the I pass), from the forward's input and statistics. */
+  layerNormBackwardInput(dy: Tensor, x: Tensor, stats: LayerNormStats, gamma: Tensor): Tensor;
   /**
    * Layer norm weight gradients (the W pass): `dgamma = Σ_rows dy·x̂` and
    * `dbeta = Σ_rows dy`, each of shape `[cols]`.
@@ -289,8 +291,7 @@ export interface Backend {
   layerNormBackwardWeight(
     dy: Tensor,
     x: Tensor,
-    mean: Tensor,
-    rstd: Tensor,
+    stats: LayerNormStats,
   ): { dgamma: Tensor; dbeta: Tensor };
 
   /** RMS norm over the last dimension with `weight` of shape `[cols]`. */

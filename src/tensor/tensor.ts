@@ -40,6 +40,36 @@ export function checkShape(shape: Shape, what = "shape"): void {
   }
 }
 
+/** Proof that a tensor is built by this module (see {@linkcode createTensor}). */
+const BUILD: unique symbol = Symbol("Tensor.build");
+
+let build: (backend: Backend, shape: Shape, storage: SharedStorage) => Tensor;
+let shared: (t: Tensor) => SharedStorage;
+
+/**
+ * Wraps backend storage (a `Float32Array`, a `GPUBuffer`, …) of `bytes`
+ * bytes in a new tensor of `shape`. For backends only: the package does not
+ * export it; users create tensors through a backend (`fromData`, `zeros`,
+ * `full`), an op or `randomTensor`.
+ */
+export function createTensor(
+  backend: Backend,
+  shape: Shape,
+  storage: unknown,
+  bytes: number,
+): Tensor {
+  return build(backend, shape, { data: storage, bytes, refs: 1 });
+}
+
+/**
+ * The backend storage behind `t` (shared with its reshaped views). For
+ * backends and ops only; not exported by the package. Throws a TypeError
+ * after `dispose()`.
+ */
+export function tensorStorage(t: Tensor): unknown {
+  return shared(t).data;
+}
+
 /**
  * An f32 tensor living on one backend.
  *
@@ -61,15 +91,33 @@ export class Tensor {
   readonly backend: Backend;
   #storage: SharedStorage | null;
 
+  static {
+    build = (backend, shape, storage) => new Tensor(BUILD, backend, shape, storage);
+    shared = (t) => t.#shared();
+  }
+
   /**
-   * Wraps backend storage. Backends call this; users create tensors through
-   * a backend or an op.
+   * Not for users: tensors come from a backend (`fromData`, `zeros`,
+   * `full`), an op or `randomTensor`; a direct call throws a TypeError.
+   *
+   * @ignore
    */
-  constructor(backend: Backend, shape: Shape, storage: unknown, bytes: number) {
+  private constructor(
+    proof: typeof BUILD,
+    backend: Backend,
+    shape: Shape,
+    storage: SharedStorage,
+  ) {
+    if (proof !== BUILD) {
+      throw new TypeError(
+        "Tensor: the constructor is internal; create tensors with backend.fromData, " +
+          "backend.zeros, backend.full, an op or randomTensor",
+      );
+    }
     this.backend = backend;
     this.shape = Object.freeze([...shape]);
     this.size = shapeSize(shape);
-    this.#storage = { data: storage, bytes, refs: 1 };
+    this.#storage = storage;
     // Inside tidy(): disposed when the scope ends, unless returned or kept.
     track(this);
   }
@@ -92,17 +140,6 @@ export class Tensor {
     return this.shape.length === 0 ? 1 : this.shape[this.shape.length - 1];
   }
 
-  /**
-   * The backend storage. Throws a TypeError after `dispose()`.
-   * For backends and ops; not part of the stable user API.
-   */
-  get storage(): unknown {
-    if (this.#storage === null) {
-      throw new TypeError(`tensor of shape ${formatShape(this.shape)} used after dispose`);
-    }
-    return this.#storage.data;
-  }
-
   /** Bytes of the underlying storage. */
   get bytes(): number {
     return this.size * 4;
@@ -122,11 +159,9 @@ export class Tensor {
         }] (${n} elements)`,
       );
     }
-    const shared = this.#shared();
-    // Built with an empty box that is replaced at once by the shared one.
-    const view = new Tensor(this.backend, shape, null, 0);
-    view.#storage = shared;
-    shared.refs++;
+    const storage = this.#shared();
+    const view = new Tensor(BUILD, this.backend, shape, storage);
+    storage.refs++;
     return view;
   }
 

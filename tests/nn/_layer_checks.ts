@@ -12,6 +12,7 @@ import { CpuBackend } from "../../src/tensor/cpu/backend.ts";
 import type { Layer } from "../../src/nn/layer.ts";
 import { lcgData } from "../tensor/_helpers.ts";
 import { label, testBackends } from "../tensor/_backends.ts";
+import { tensorStorage } from "../../src/tensor/tensor.ts";
 
 /** Builds the layer under test on a backend (same seed → same weights). */
 export type LayerFactory = (be: Backend) => Layer;
@@ -32,7 +33,7 @@ export interface GradCheckTolerance {
 export const DEFAULT_TOL: GradCheckTolerance = { eps: 1e-2, rtol: 2e-2, atol: 2e-3 };
 
 function cpuData(t: Tensor): Float32Array {
-  return t.storage as Float32Array;
+  return tensorStorage(t) as Float32Array;
 }
 
 /** Σ y·r in f64: the scalar whose gradient the check compares. */

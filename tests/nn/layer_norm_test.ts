@@ -6,6 +6,7 @@ import type { Layer } from "../../src/nn/layer.ts";
 import { assertThrowsWith, lcgData } from "../tensor/_helpers.ts";
 import { label, testBackends } from "../tensor/_backends.ts";
 import { checkAgainstCpu, checkSplitEqualsFused, gradCheck, uniform } from "./_layer_checks.ts";
+import { tensorStorage } from "../../src/tensor/tensor.ts";
 
 const backends = await testBackends();
 const make = (be: Backend) => new LayerNorm(be, 6);
@@ -14,8 +15,8 @@ const input = (be: Backend, seed: number): Tensor => uniform(be, [2, 3, 6], seed
 // γ = 1, β = 0 at init would hide mistakes that mix them up: randomise both.
 function randomAffine(l: Layer): void {
   const ln = l as LayerNorm;
-  (ln.weight.storage as Float32Array).set(lcgData(6, 3, 0.5, 1.5));
-  (ln.bias.storage as Float32Array).set(lcgData(6, 4, -0.5, 0.5));
+  (tensorStorage(ln.weight) as Float32Array).set(lcgData(6, 3, 0.5, 1.5));
+  (tensorStorage(ln.bias) as Float32Array).set(lcgData(6, 4, -0.5, 0.5));
 }
 
 Deno.test("LayerNorm: B and W match central finite differences (eps 1e-2, rtol 2e-2, atol 2e-3)", async () => {

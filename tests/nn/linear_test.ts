@@ -5,6 +5,7 @@ import { Linear } from "../../src/nn/linear.ts";
 import { assertThrowsWith } from "../tensor/_helpers.ts";
 import { label, testBackends } from "../tensor/_backends.ts";
 import { checkAgainstCpu, checkSplitEqualsFused, gradCheck, uniform } from "./_layer_checks.ts";
+import { tensorStorage } from "../../src/tensor/tensor.ts";
 
 const backends = await testBackends();
 const make = (be: Backend) => new Linear(be, 5, 3, { seed: 11 });
@@ -16,7 +17,7 @@ Deno.test("Linear: B and W match central finite differences (eps 1e-2, rtol 2e-2
   const worst = await gradCheck(make, input, {
     prepare: (l) => {
       // A non-zero bias makes the bias gradient check meaningful beyond zeros.
-      const b = (l as Linear).bias!.storage as Float32Array;
+      const b = tensorStorage((l as Linear).bias!) as Float32Array;
       b.set([0.3, -0.2, 0.1]);
     },
   });

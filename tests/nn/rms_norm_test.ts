@@ -6,6 +6,7 @@ import type { Layer } from "../../src/nn/layer.ts";
 import { assertThrowsWith, lcgData } from "../tensor/_helpers.ts";
 import { label, testBackends } from "../tensor/_backends.ts";
 import { checkAgainstCpu, checkSplitEqualsFused, gradCheck, uniform } from "./_layer_checks.ts";
+import { tensorStorage } from "../../src/tensor/tensor.ts";
 
 const backends = await testBackends();
 const make = (be: Backend) => new RMSNorm(be, 6, { eps: 1e-5 });
@@ -13,7 +14,7 @@ const input = (be: Backend, seed: number): Tensor => uniform(be, [2, 3, 6], seed
 
 // weight = 1 at init would hide a missing scale: randomise it.
 function randomWeight(l: Layer): void {
-  ((l as RMSNorm).weight.storage as Float32Array).set(lcgData(6, 3, 0.5, 1.5));
+  (tensorStorage((l as RMSNorm).weight) as Float32Array).set(lcgData(6, 3, 0.5, 1.5));
 }
 
 Deno.test("RMSNorm: I and W match central finite differences (eps 1e-2, rtol 2e-2, atol 2e-3)", async () => {

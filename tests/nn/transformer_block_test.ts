@@ -5,6 +5,7 @@ import { TransformerBlock } from "../../src/nn/transformer_block.ts";
 import { assertThrowsWith } from "../tensor/_helpers.ts";
 import { label, testBackends } from "../tensor/_backends.ts";
 import { checkAgainstCpu, checkSplitEqualsFused, gradCheck, uniform } from "./_layer_checks.ts";
+import { tensorStorage } from "../../src/tensor/tensor.ts";
 
 const backends = await testBackends();
 const make = (be: Backend) => new TransformerBlock(be, 4, 2, { hidden: 8, seed: 6 });
@@ -49,7 +50,7 @@ Deno.test("TransformerBlock: parameters are prefixed by sublayer; the residual p
   // With both output projections zeroed, each branch adds exactly 0: y = x.
   for (const p of b.parameters()) {
     if (p.name.endsWith("proj.weight") || p.name.endsWith("proj.bias")) {
-      (p.value.storage as Float32Array).fill(0);
+      (tensorStorage(p.value) as Float32Array).fill(0);
     }
   }
   const x = input(be, 3);

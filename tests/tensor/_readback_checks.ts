@@ -130,7 +130,7 @@ export async function checkReads(path: "auto" | "awaited"): Promise<string> {
     for (const t of [table, big, e]) t.dispose();
     return be.readPath;
   } finally {
-    be.destroy();
+    await be.close();
   }
 }
 
@@ -142,6 +142,6 @@ export async function runReadbackChecks(): Promise<string[]> {
   const s = createStagingBuffer(be.device, 16);
   assert.equal(s.mapState, "unmapped");
   s.destroy();
-  be.destroy();
+  await be.close();
   return [await checkReads("auto"), await checkReads("awaited")];
 }

@@ -423,8 +423,8 @@ Deno.test("layerNormBackwardInput and layerNormBackwardWeight equal finite diffe
     const x = up(be, X, shape), g = up(be, G, [n]), b = up(be, Bv, [n]), dy = up(be, DY, shape);
     const { y, mean, rstd } = ops.layerNorm(x, g, b);
     y.dispose();
-    const dx = await read(ops.layerNormBackwardInput(dy, x, mean, rstd, g));
-    const { dgamma, dbeta } = ops.layerNormBackwardWeight(dy, x, mean, rstd);
+    const dx = await read(ops.layerNormBackwardInput(dy, x, { mean, rstd }, g));
+    const { dgamma, dbeta } = ops.layerNormBackwardWeight(dy, x, { mean, rstd });
     const yOf = (r: { y: Tensor; mean: Tensor; rstd: Tensor }): Tensor => {
       r.mean.dispose();
       r.rstd.dispose();
@@ -755,4 +755,50 @@ Deno.test("MemoryTracker: counts, peak, and a release beyond live bytes is refus
     (e: unknown) => e instanceof RangeError && /51.*50/.test(e.message),
   );
   assert.equal(m.liveBytes, 50);
+});
+
+Deno.test("close: a closed CPU backend refuses every further op with a TypeError; dispose stays harmless", async () => {
+  const be = new CpuBackend();
+  const other = new CpuBackend();
+  const x = be.fromData(new Float32Array([1, -2, 3]), [3]);
+  const y = be.zeros([3]);
+  assert.equal(be.closed, false);
+  assert.equal(be.close(), undefined, "nothing to wait for on the CPU");
+  assert.equal(be.closed, true);
+  be.close(); // idempotent
+  const closed = (e: unknown) => e instanceof TypeError && /close\(\)/.test(e.message);
+  // The backend's own entry points.
+  assert.throws(() => be.fromData(new Float32Array(2), [2]), closed);
+  assert.throws(() => be.zeros([2]), closed);
+  assert.throws(() => be.full([2], 1), closed);
+  assert.throws(() => be.readSync(x), closed);
+  await assert.rejects(() => be.read(x), closed);
+  await assert.rejects(() => be.sync(), closed);
+  assert.throws(() => be.axpyInPlace(y, 1, x), closed, "an in-place kernel called directly");
+  // Through the tensor and the ops: the op and the argument are named.
+  await assert.rejects(() => x.toArray(), closed);
+  assert.throws(() => x.tryToArraySync(), closed);
+  assert.throws(
+    () => ops.relu(x),
+    (e) => e instanceof TypeError && /^relu: x is on cpu#\d+, which was closed/.test(e.message),
+  );
+  assert.throws(
+    () => ops.axpyInPlace(y, 2, x),
+    (e) =>
+      e instanceof TypeError && /axpyInPlace: y is on cpu#\d+, which was closed/.test(e.message),
+  );
+  assert.throws(
+    () => ops.full(be, [2], 1),
+    (e) => e instanceof TypeError && /^full: backend cpu#\d+ was closed/.test(e.message),
+  );
+  // Storage is untouched by the refused calls, and releasing is allowed.
+  assert.equal(be.memory.liveBytes, 24);
+  x.dispose();
+  y.dispose();
+  assert.equal(be.memory.liveBytes, 0);
+  // Another backend is not affected.
+  assert.deepEqual(
+    await ops.relu(other.fromData(new Float32Array([-1, 1]), [2])).toArray(),
+    new Float32Array([0, 1]),
+  );
 });

@@ -277,7 +277,12 @@ Deno.test("ops: mismatched shapes throw RangeError naming both shapes", async ()
       setup: (be) => {
         const x = t(be, [2, 3]);
         return () =>
-          ops.layerNormBackwardInput(t(be, [2, 3]), x, t(be, [3]), t(be, [2]), t(be, [3]));
+          ops.layerNormBackwardInput(
+            t(be, [2, 3]),
+            x,
+            { mean: t(be, [3]), rstd: t(be, [2]) },
+            t(be, [3]),
+          );
       },
       cls: RangeError,
       parts: ["mean", "[2]", "[2, 3]", "got [3]"],
@@ -287,8 +292,7 @@ Deno.test("ops: mismatched shapes throw RangeError naming both shapes", async ()
         ops.layerNormBackwardInput(
           t(be, [3, 2]),
           t(be, [2, 3]),
-          t(be, [2]),
-          t(be, [2]),
+          { mean: t(be, [2]), rstd: t(be, [2]) },
           t(be, [3]),
         ),
       cls: RangeError,
@@ -299,8 +303,7 @@ Deno.test("ops: mismatched shapes throw RangeError naming both shapes", async ()
         ops.layerNormBackwardInput(
           t(be, [2, 3]),
           t(be, [2, 3]),
-          t(be, [2]),
-          t(be, [2]),
+          { mean: t(be, [2]), rstd: t(be, [2]) },
           t(be, [2]),
         ),
       cls: RangeError,
@@ -308,9 +311,22 @@ Deno.test("ops: mismatched shapes throw RangeError naming both shapes", async ()
     },
     "layerNormBackwardWeight rstd": {
       setup: (be) => () =>
-        ops.layerNormBackwardWeight(t(be, [4, 3]), t(be, [4, 3]), t(be, [4]), t(be, [2, 2])),
+        ops.layerNormBackwardWeight(t(be, [4, 3]), t(be, [4, 3]), {
+          mean: t(be, [4]),
+          rstd: t(be, [2, 2]),
+        }),
       cls: RangeError,
       parts: ["rstd", "[4]", "[2, 2]"],
+    },
+    "layerNormBackwardWeight stats": {
+      setup: (be) => () =>
+        ops.layerNormBackwardWeight(
+          t(be, [4, 3]),
+          t(be, [4, 3]),
+          null as unknown as { mean: Tensor; rstd: Tensor },
+        ),
+      cls: TypeError,
+      parts: ["layerNormBackwardWeight", "stats", "{ mean, rstd }", "null"],
     },
     "crossEntropy targets": {
       setup: (be) => () => ops.crossEntropy(t(be, [2, 5]), ids(be, [0, 1, 2])),

@@ -10,7 +10,14 @@
 
 import assert from "node:assert/strict";
 import { CpuBackend } from "../../src/tensor/cpu/backend.ts";
-import { checkShape, shapeSize, Tensor } from "../../src/tensor/tensor.ts";
+import {
+  checkShape,
+  createTensor,
+  shapeSize,
+  Tensor,
+  tensorStorage,
+} from "../../src/tensor/tensor.ts";
+import * as tensorModule from "../../src/tensor/mod.ts";
 import type { Shape } from "../../src/tensor/backend.ts";
 
 /** The CPU backend, recording every storage it is handed back. */
@@ -66,13 +73,13 @@ Deno.test("Tensor.reshape: views share storage; the backend gets it back once, w
   const flat = x.reshape([6]);
   const cube = flat.reshape([3, 1, 2]);
   assert.equal(be.memory.liveBytes, live, "views allocate nothing");
-  assert.equal(flat.storage, x.storage, "same storage");
-  assert.equal(cube.storage, x.storage, "a view of a view: same storage");
+  assert.equal(tensorStorage(flat), tensorStorage(x), "same storage");
+  assert.equal(tensorStorage(cube), tensorStorage(x), "a view of a view: same storage");
   assert.deepEqual([cube.rows, cube.cols], [3, 2]);
   assert.deepEqual(await cube.toArray(), new Float32Array([1, 2, 3, 4, 5, 6]));
 
   // A write through the storage is seen by every view.
-  (x.storage as Float32Array)[0] = 42;
+  (tensorStorage(x) as Float32Array)[0] = 42;
   assert.equal((await flat.toArray())[0], 42);
 
   x.dispose();
@@ -114,7 +121,7 @@ Deno.test("Tensor: every use after dispose is a TypeError naming the shape", asy
   t.dispose();
   const named = (e: unknown) =>
     e instanceof TypeError && e.message.includes("[3, 5]") && /after dispose/.test(e.message);
-  assert.throws(() => t.storage, named, "storage");
+  assert.throws(() => tensorStorage(t), named, "storage");
   assert.throws(() => t.reshape([15]), named, "reshape");
   assert.throws(() => t.toArray(), named, "toArray");
   // What the handle knew stays readable: it is metadata, not storage.
@@ -171,8 +178,27 @@ Deno.test("Tensor.tryToArraySync: a copy now on the CPU, null where only toArray
   assert.deepEqual(await t.toArray(), new Float32Array([1, 2, 3]));
   // A backend without readSync (a device backend) gives null.
   const device = Object.assign(Object.create(be), { readSync: undefined });
-  const d = new Tensor(device, [1], new Float32Array([5]), 4);
+  const d = createTensor(device, [1], new Float32Array([5]), 4);
   assert.equal(d.tryToArraySync(), null);
   t.dispose();
   assert.throws(() => t.tryToArraySync(), /used after dispose/);
+});
+
+Deno.test("Tensor internals: no public constructor and no storage property; the package exports neither helper", () => {
+  const be = new CpuBackend();
+  const Ctor = Tensor as unknown as new (...args: unknown[]) => Tensor;
+  assert.throws(
+    () => new Ctor(be, [1], new Float32Array(1), 4),
+    (e) => e instanceof TypeError && /constructor is internal.*backend\.fromData/.test(e.message),
+  );
+  assert.equal(be.memory.liveBytes, 0, "nothing allocated by the refused call");
+  const t = be.fromData(new Float32Array([1, 2]), [2]);
+  assert.equal("storage" in t, false, "no storage member");
+  assert.deepEqual(Object.keys(t).sort(), ["backend", "shape", "size"], "only the public fields");
+  assert.ok(t instanceof Tensor);
+  t.dispose();
+  const names = Object.keys(tensorModule);
+  assert.ok(names.includes("Tensor"));
+  assert.equal(names.includes("createTensor"), false);
+  assert.equal(names.includes("tensorStorage"), false);
 });

@@ -210,7 +210,7 @@ gpuTest("webgpu matmul: shared-tile variants (the GPU family) equal the CPU", as
       true,
     );
   } finally {
-    be.destroy();
+    await be.close();
   }
 });
 
@@ -247,7 +247,7 @@ gpuTest(
           await matmulScale(ca, cb, false, false),
         );
       } finally {
-        again.destroy();
+        await again.close();
       }
       // Every candidate equals the CPU (their plain variants are compiled
       // already; transposed ones only where the candidate has its own).
@@ -256,7 +256,7 @@ gpuTest(
         await checkVariant(be, cfg, cfg.transposes === "copy");
       }
     } finally {
-      be.destroy();
+      await be.close();
     }
   },
 );
@@ -344,12 +344,12 @@ async function checkRowOps(be: WebGPUBackend, label: string): Promise<void> {
       assertNear(got, want, `layerNorm.${k} ${what}`);
     }
     [got, want] = await both(
-      ops.layerNormBackwardInput(cdy, cx, cl.mean, cl.rstd, cg),
-      ops.layerNormBackwardInput(gdy, gx, gl.mean, gl.rstd, gg),
+      ops.layerNormBackwardInput(cdy, cx, cl, cg),
+      ops.layerNormBackwardInput(gdy, gx, gl, gg),
     );
     assertNear(got, want, `layerNormBackwardInput ${what}`);
-    const cw = ops.layerNormBackwardWeight(cdy, cx, cl.mean, cl.rstd);
-    const gw = ops.layerNormBackwardWeight(gdy, gx, gl.mean, gl.rstd);
+    const cw = ops.layerNormBackwardWeight(cdy, cx, cl);
+    const gw = ops.layerNormBackwardWeight(gdy, gx, gl);
     const xh = await ops.layerNorm(
       cx,
       cpu.fromData(new Float32Array(cols).fill(1), [cols]),
@@ -396,7 +396,7 @@ gpuTest(
     try {
       await checkRowOps(be, "wg32");
     } finally {
-      be.destroy();
+      await be.close();
     }
   },
 );
@@ -608,7 +608,7 @@ gpuTest(
           `${variant} bad id skipped`,
         );
       } finally {
-        be.destroy();
+        await be.close();
       }
     }
   },
@@ -771,31 +771,60 @@ gpuTest("webgpu memory: accounting matches the CPU, the pool reuses released buf
     assertExact(await r.toArray(), want, "value read before the buffer was reused");
     assertExact(await s.toArray(), (await p.toArray()).map((e) => e * 5), "new value");
   } finally {
-    be.destroy();
+    await be.close();
   }
 });
 
-gpuTest("webgpu: use after dispose and after destroy throw TypeError", async () => {
+gpuTest("webgpu: use after dispose and after close throw TypeError", async () => {
   const be = await WebGPUBackend.create({ matmul: "default" });
   const t = be.fromData(data(4), [4]);
   t.dispose();
   assert.throws(() => t.toArray(), TypeError);
   assert.throws(() => ops.relu(t), TypeError);
   const u = be.fromData(data(4), [4]);
-  be.destroy();
-  assert.throws(() => be.zeros([2]), (e) => e instanceof TypeError && /destroy/.test(e.message));
+  const v = ops.scale(u, 2); // queued work that close() waits for
+  assert.equal(be.closed, false);
+  const closing = be.close();
+  // Refused at once, before the device is released.
+  assert.equal(be.closed, true);
+  assert.throws(() => be.zeros([2]), (e) => e instanceof TypeError && /close\(\)/.test(e.message));
+  await closing;
+  assert.equal(be.close(), closing, "idempotent: the same promise");
+  const lost = await be.device.lost;
+  assert.equal(lost.reason, "destroyed", "the device was released");
+  assert.throws(() => be.zeros([2]), (e) => e instanceof TypeError && /close\(\)/.test(e.message));
   await assert.rejects(() => u.toArray(), TypeError);
-  assert.throws(() => ops.relu(u), TypeError);
-  u.dispose(); // releasing after destroy is harmless
+  await assert.rejects(() => be.sync(), TypeError);
+  assert.throws(
+    () => ops.relu(u),
+    (e) => e instanceof TypeError && /relu: x is on webgpu#\d+, which was closed/.test(e.message),
+  );
+  u.dispose(); // releasing after close is harmless
+  v.dispose();
   assert.equal(be.memory.liveBytes, 0);
 });
+
+gpuTest(
+  "webgpu: close() releases the device even when the queued work failed, then throws",
+  async () => {
+    const be = await WebGPUBackend.create({ matmul: "default" });
+    const table = be.fromData(data(8), [4, 2]);
+    const host = be.fromData(Float32Array.of(0, 9), [2]);
+    const ids = ops.scale(host, 1); // computed on the device: checked there
+    const e = ops.embedding(table, ids); // the bad id is found by the device
+    await assert.rejects(() => be.close(), /id at position 1 must be an integer in \[0, 4\)/);
+    assert.equal((await be.device.lost).reason, "destroyed");
+    for (const t of [table, host, ids, e]) t.dispose();
+    assert.equal(be.memory.liveBytes, 0);
+  },
+);
 
 gpuTest(
   "createBackend: webgpu gives WebGPU where an adapter exists (a software one too)",
   async () => {
     const g = await createBackend("webgpu", { matmul: "default" });
     assert.equal(g.name, "webgpu");
-    g.destroy();
+    await g.close();
   },
 );
 

@@ -106,7 +106,7 @@ gpuTest(
       be.timeMark();
       await be.sync();
       x.dispose();
-      be.destroy();
+      await be.close();
       // The layers are built on the CPU: their specs and weights travel to the ranks.
       const cpu = new CpuBackend();
       const net = new Sequential([

@@ -183,9 +183,9 @@ class AdviseExecutor implements StageExecutor<AdviseCalls> {
     },
   };
 
-  dispose(): void {
+  async dispose(): Promise<void> {
     this.#model.dispose();
-    this.#backend.destroy();
+    await this.#backend.close();
   }
 }
 
@@ -211,7 +211,7 @@ export async function createStageExecutor(
     return new AdviseExecutor(init, backend, model);
   } catch (e) {
     model?.dispose();
-    backend.destroy();
+    await backend.close();
     throw e;
   }
 }

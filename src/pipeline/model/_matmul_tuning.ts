@@ -21,8 +21,7 @@ export async function tuneMatmulForRanks(kind: BackendKind): Promise<MatmulConfi
     return undefined;
   }
   const config = backend.matmulConfig;
-  backend.destroy();
   // The device is released asynchronously; let it go before the ranks open theirs.
-  await backend.device.lost;
+  await backend.close();
   return config;
 }

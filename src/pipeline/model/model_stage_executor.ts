@@ -145,7 +145,7 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
     try {
       return new ModelStageExecutor(init, backend);
     } catch (e) {
-      backend.destroy();
+      await backend.close();
       throw e;
     }
   }
@@ -451,12 +451,8 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
     for (const c of this.#chunks.values()) c.dispose();
     this.#optimizers.clear();
     this.#chunks.clear();
-    // A WebGPU device is lost asynchronously after destroy(); the worker
-    // acknowledges its dispose only once the GPU has no work left.
-    const device = "device" in this.backend ? (this.backend.device as GPUDevice) : undefined;
-    if (device !== undefined) await this.backend.sync();
-    this.backend.destroy();
-    if (device !== undefined) await device.lost;
+    // Resolves once the device (if any) has no work left and is released.
+    await this.backend.close();
   }
 
   #backward(ctx: StageContext, gradOutput: Float32Array | null, full: boolean): StageOutput {

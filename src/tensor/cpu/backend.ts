@@ -13,6 +13,7 @@ import type {
   CrossEntropyResult,
   InvalidIndex,
   LayerNormResult,
+  LayerNormStats,
   MemoryStats,
   RmsNormResult,
   SGDParams,
@@ -23,7 +24,7 @@ import type {
 import { MemoryTracker } from "../_memory.ts";
 import { rowCount } from "../_rows.ts";
 import { checkFromData, checkZeros, firstInvalidIndex } from "../_validate.ts";
-import { shapeSize, Tensor } from "../tensor.ts";
+import { createTensor, shapeSize, type Tensor, tensorStorage } from "../tensor.ts";
 import { dropoutBase, dropoutKey, dropoutScale, dropoutThreshold } from "../_dropout_hash.ts";
 import {
   binaryInto,
@@ -42,9 +43,14 @@ import {
   rmsNormInto,
 } from "./_rows.ts";
 
-/** Storage of a CPU tensor. */
+/** Storage of a CPU tensor; a TypeError once its backend is closed. */
 function data(t: Tensor): Float32Array {
-  return t.storage as Float32Array;
+  if (t.backend.closed) throw closedError();
+  return tensorStorage(t) as Float32Array;
+}
+
+function closedError(): TypeError {
+  return new TypeError("CPU backend used after close(); create a new backend");
 }
 
 /**
@@ -69,6 +75,7 @@ export class CpuBackend implements Backend {
   /** Human-readable description. */
   readonly description: string = "CPU reference (Float32Array)";
   readonly #memory = new MemoryTracker();
+  #closed = false;
 
   /** Memory accounting of tensors created on this backend. */
   get memory(): MemoryStats {
@@ -76,8 +83,9 @@ export class CpuBackend implements Backend {
   }
 
   #wrap(shape: Shape, buf: Float32Array): Tensor {
+    if (this.#closed) throw closedError();
     this.#memory.alloc(buf.byteLength);
-    return new Tensor(this, shape, buf, buf.byteLength);
+    return createTensor(this, shape, buf, buf.byteLength);
   }
 
   #alloc(shape: Shape): [Tensor, Float32Array] {
@@ -112,7 +120,8 @@ export class CpuBackend implements Backend {
 
   /** Copies a tensor's contents out. */
   read(t: Tensor): Promise<Float32Array> {
-    return Promise.resolve(this.readSync(t));
+    // A throw (closed backend) becomes a rejection, as on every backend.
+    return new Promise((resolve) => resolve(this.readSync(t)));
   }
 
   /** Copies a tensor's contents out now (the data is in host memory). */
@@ -128,13 +137,24 @@ export class CpuBackend implements Backend {
   /** No-op: CPU kernels run synchronously. */
   flush(): void {}
 
-  /** Resolves at once: CPU kernels run synchronously. */
+  /** Resolves at once: CPU kernels run synchronously (rejects once closed). */
   sync(): Promise<void> {
-    return Promise.resolve();
+    return this.#closed ? Promise.reject(closedError()) : Promise.resolve();
   }
 
-  /** No resources to release. */
-  destroy(): void {}
+  /** True once `close()` has been called: every later op throws a TypeError. */
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /**
+   * Marks the backend closed: every later op, `fromData` or `read` throws a
+   * TypeError. There is nothing else to release (the storage is ordinary
+   * garbage-collected memory); disposing tensors afterwards is harmless.
+   */
+  close(): void {
+    this.#closed = true;
+  }
 
   // ---- kernels -------------------------------------------------------------
 
@@ -147,30 +167,6 @@ export class CpuBackend implements Backend {
     const batch = shapeSize(a.shape.slice(0, -2));
     const [out, C] = this.#alloc([...a.shape.slice(0, -2), M, N]);
     matmulInto(data(a), data(b), C, batch, M, K, N, transA, transB, br === 2);
-    return out;
-  }
-
-  /** Elementwise `a + b`. */
-  add(a: Tensor, b: Tensor): Tensor {
-    const [out, O] = this.#alloc(a.shape);
-    const A = data(a), B = data(b);
-    for (let i = 0; i < O.length; i++) O[i] = A[i] + B[i];
-    return out;
-  }
-
-  /** Elementwise `a - b`. */
-  sub(a: Tensor, b: Tensor): Tensor {
-    const [out, O] = this.#alloc(a.shape);
-    const A = data(a), B = data(b);
-    for (let i = 0; i < O.length; i++) O[i] = A[i] - B[i];
-    return out;
-  }
-
-  /** Elementwise `a * b`. */
-  mul(a: Tensor, b: Tensor): Tensor {
-    const [out, O] = this.#alloc(a.shape);
-    const A = data(a), B = data(b);
-    for (let i = 0; i < O.length; i++) O[i] = A[i] * B[i];
     return out;
   }
 
@@ -219,36 +215,6 @@ export class CpuBackend implements Backend {
   scaleInPlace(x: Tensor, s: number): void {
     const X = data(x);
     for (let i = 0; i < X.length; i++) X[i] *= s;
-  }
-
-  /** `max(x, 0)` (NaN kept). */
-  relu(x: Tensor): Tensor {
-    return this.unary("relu", x);
-  }
-
-  /** `dy * (x > 0)`. */
-  reluBackward(x: Tensor, dy: Tensor): Tensor {
-    return this.unaryBackward("relu", x, dy);
-  }
-
-  /** GELU (tanh approximation). */
-  gelu(x: Tensor): Tensor {
-    return this.unary("gelu", x);
-  }
-
-  /** `dy * gelu'(x)`. */
-  geluBackward(x: Tensor, dy: Tensor): Tensor {
-    return this.unaryBackward("gelu", x, dy);
-  }
-
-  /** `tanh(x)`. */
-  tanh(x: Tensor): Tensor {
-    return this.unary("tanh", x);
-  }
-
-  /** `dy * (1 - y²)`. */
-  tanhBackward(y: Tensor, dy: Tensor): Tensor {
-    return this.unaryBackward("tanh", y, dy);
   }
 
   /** Elementwise unary op (`_elementwise_ops.ts`); NaN kept. */
@@ -367,16 +333,11 @@ export class CpuBackend implements Backend {
   }
 
   /** Layer norm input gradient. */
-  layerNormBackwardInput(
-    dy: Tensor,
-    x: Tensor,
-    mean: Tensor,
-    rstd: Tensor,
-    gamma: Tensor,
-  ): Tensor {
+  layerNormBackwardInput(dy: Tensor, x: Tensor, stats: LayerNormStats, gamma: Tensor): Tensor {
     const n = x.cols, rows = rowCount(x);
     const [out, O] = this.#alloc(x.shape);
-    const X = data(x), G = data(dy), Mn = data(mean), Rs = data(rstd), Gm = data(gamma);
+    const X = data(x), G = data(dy), Mn = data(stats.mean), Rs = data(stats.rstd);
+    const Gm = data(gamma);
     for (let r = 0; r < rows; r++) {
       const o = r * n, mu = Mn[r], rs = Rs[r];
       let sg = 0, sgx = 0;
@@ -399,11 +360,10 @@ export class CpuBackend implements Backend {
   layerNormBackwardWeight(
     dy: Tensor,
     x: Tensor,
-    mean: Tensor,
-    rstd: Tensor,
+    stats: LayerNormStats,
   ): { dgamma: Tensor; dbeta: Tensor } {
     const n = x.cols, rows = rowCount(x);
-    const X = data(x), G = data(dy), Mn = data(mean), Rs = data(rstd);
+    const X = data(x), G = data(dy), Mn = data(stats.mean), Rs = data(stats.rstd);
     const dg = new Float64Array(n), db = new Float64Array(n);
     for (let r = 0; r < rows; r++) {
       const o = r * n, mu = Mn[r], rs = Rs[r];

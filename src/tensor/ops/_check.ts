@@ -9,7 +9,7 @@
 import type { Backend, Shape } from "../backend.ts";
 import { broadcastPlan, broadcastShapes } from "../_broadcast.ts";
 import { fmtShape } from "../_validate.ts";
-import { Tensor } from "../tensor.ts";
+import { Tensor, tensorStorage } from "../tensor.ts";
 
 export { fmtShape };
 
@@ -91,8 +91,12 @@ export function checkBackend(op: string, backend: unknown): Backend {
   ) {
     throw new TypeError(`${op}: backend must be a Backend, got ${describe(backend)}`);
   }
-  return backend as Backend;
+  const be = backend as Backend;
+  if (be.closed) throw new TypeError(`${op}: backend ${backendLabel(be)} ${CLOSED}`);
+  return be;
 }
+
+const CLOSED = "was closed (its close() was called); create a new backend";
 
 /** Throws the RangeError of an integer input outside [0, n) (ids, targets), if any. */
 export function checkIndices(op: string, what: string, be: Backend, ids: Tensor, n: number): void {
@@ -128,7 +132,11 @@ export function checkTensors(op: string, named: Record<string, unknown>): Backen
       );
     }
   }
-  return first![1].backend;
+  const [name, t] = first!;
+  if (t.backend.closed) {
+    throw new TypeError(`${op}: ${name} is on ${backendLabel(t.backend)}, which ${CLOSED}`);
+  }
+  return t.backend;
 }
 
 export function checkFinite(op: string, name: string, v: unknown): number {
@@ -228,5 +236,5 @@ export function checkTargets(
 }
 
 export function aliases(a: Tensor, b: Tensor): boolean {
-  return a.storage === b.storage;
+  return tensorStorage(a) === tensorStorage(b);
 }

@@ -20,7 +20,7 @@ import type { Tensor } from "../tensor.ts";
  * ```
  */
 export function relu(x: Tensor): Tensor {
-  return checkTensors("relu", { x }).relu(x);
+  return checkTensors("relu", { x }).unary("relu", x);
 }
 
 /**
@@ -38,7 +38,7 @@ export function relu(x: Tensor): Tensor {
 export function reluBackward(x: Tensor, dy: Tensor): Tensor {
   const be = checkTensors("reluBackward", { x, dy });
   checkSameShape("reluBackward", "x", x, "dy", dy);
-  return be.reluBackward(x, dy);
+  return be.unaryBackward("relu", x, dy);
 }
 
 /**
@@ -53,7 +53,7 @@ export function reluBackward(x: Tensor, dy: Tensor): Tensor {
  * ```
  */
 export function gelu(x: Tensor): Tensor {
-  return checkTensors("gelu", { x }).gelu(x);
+  return checkTensors("gelu", { x }).unary("gelu", x);
 }
 
 /**
@@ -71,7 +71,7 @@ export function gelu(x: Tensor): Tensor {
 export function geluBackward(x: Tensor, dy: Tensor): Tensor {
   const be = checkTensors("geluBackward", { x, dy });
   checkSameShape("geluBackward", "x", x, "dy", dy);
-  return be.geluBackward(x, dy);
+  return be.unaryBackward("gelu", x, dy);
 }
 
 /**
@@ -86,7 +86,7 @@ export function geluBackward(x: Tensor, dy: Tensor): Tensor {
  * ```
  */
 export function tanh(x: Tensor): Tensor {
-  return checkTensors("tanh", { x }).tanh(x);
+  return checkTensors("tanh", { x }).unary("tanh", x);
 }
 
 /**
@@ -104,7 +104,7 @@ export function tanh(x: Tensor): Tensor {
 export function tanhBackward(y: Tensor, dy: Tensor): Tensor {
   const be = checkTensors("tanhBackward", { y, dy });
   checkSameShape("tanhBackward", "y", y, "dy", dy);
-  return be.tanhBackward(y, dy);
+  return be.unaryBackward("tanh", y, dy);
 }
 
 /**

@@ -5,7 +5,7 @@
  * @module
  */
 
-import type { LayerNormResult, RmsNormResult } from "../backend.ts";
+import type { Backend, LayerNormResult, LayerNormStats, RmsNormResult } from "../backend.ts";
 import {
   checkBool,
   checkColVector,
@@ -107,21 +107,36 @@ export function layerNorm(x: Tensor, gamma: Tensor, beta: Tensor, eps = 1e-5): L
   return be.layerNorm(x, gamma, beta, eps);
 }
 
+/** The backend of a layer norm backward's tensors, once each is checked. */
 function checkLayerNormBackward(
   op: string,
   dy: Tensor,
   x: Tensor,
-  mean: Tensor,
-  rstd: Tensor,
-): void {
+  stats: LayerNormStats,
+  gamma: Tensor | null,
+): Backend {
+  if (stats === null || typeof stats !== "object") {
+    throw new TypeError(
+      `${op}: stats must be the forward's { mean, rstd } (its LayerNormResult), got ${
+        describe(stats)
+      }`,
+    );
+  }
+  const { mean, rstd } = stats;
+  const be = checkTensors(
+    op,
+    gamma === null ? { dy, x, mean, rstd } : { dy, x, mean, rstd, gamma },
+  );
   checkNonEmptyRows(op, "x", x);
   checkSameShape(op, "dy", dy, "x", x);
   checkRowStat(op, "mean", mean, x);
   checkRowStat(op, "rstd", rstd, x);
+  return be;
 }
 
 /**
- * Layer norm input gradient (the I pass), from the forward's `mean` and `rstd`.
+ * Layer norm input gradient (the I pass), from the forward's input `x` and
+ * its statistics (`mean`, `rstd`: the forward's result serves).
  *
  * @example
  * ```ts
@@ -129,23 +144,21 @@ function checkLayerNormBackward(
  * const be = new CpuBackend();
  * const x = be.fromData(new Float32Array([1, 3]), [1, 2]);
  * const g = be.fromData(new Float32Array([1, 1]), [2]);
- * const { mean, rstd } = ops.layerNorm(x, g, be.zeros([2]));
- * const dx = ops.layerNormBackwardInput(be.fromData(new Float32Array([1, 1]), [1, 2]), x, mean, rstd, g);
+ * const fwd = ops.layerNorm(x, g, be.zeros([2]));
+ * const dx = ops.layerNormBackwardInput(be.fromData(new Float32Array([1, 1]), [1, 2]), x, fwd, g);
  * console.log(await dx.toArray()); // ≈ [0, 0]
  * ```
  */
 export function layerNormBackwardInput(
   dy: Tensor,
   x: Tensor,
-  mean: Tensor,
-  rstd: Tensor,
+  stats: LayerNormStats,
   gamma: Tensor,
 ): Tensor {
   const op = "layerNormBackwardInput";
-  const be = checkTensors(op, { dy, x, mean, rstd, gamma });
-  checkLayerNormBackward(op, dy, x, mean, rstd);
+  const be = checkLayerNormBackward(op, dy, x, stats, gamma);
   checkColVector(op, "gamma", gamma, "x", x);
-  return be.layerNormBackwardInput(dy, x, mean, rstd, gamma);
+  return be.layerNormBackwardInput(dy, x, stats, gamma);
 }
 
 /**
@@ -158,22 +171,19 @@ export function layerNormBackwardInput(
  * const be = new CpuBackend();
  * const x = be.fromData(new Float32Array([1, 3]), [1, 2]);
  * const g = be.fromData(new Float32Array([1, 1]), [2]);
- * const { mean, rstd } = ops.layerNorm(x, g, be.zeros([2]));
+ * const fwd = ops.layerNorm(x, g, be.zeros([2]));
  * const dy = be.fromData(new Float32Array([1, 1]), [1, 2]);
- * const { dbeta } = ops.layerNormBackwardWeight(dy, x, mean, rstd);
+ * const { dbeta } = ops.layerNormBackwardWeight(dy, x, fwd);
  * console.log(await dbeta.toArray()); // Float32Array [1, 1]
  * ```
  */
 export function layerNormBackwardWeight(
   dy: Tensor,
   x: Tensor,
-  mean: Tensor,
-  rstd: Tensor,
+  stats: LayerNormStats,
 ): { dgamma: Tensor; dbeta: Tensor } {
-  const op = "layerNormBackwardWeight";
-  const be = checkTensors(op, { dy, x, mean, rstd });
-  checkLayerNormBackward(op, dy, x, mean, rstd);
-  return be.layerNormBackwardWeight(dy, x, mean, rstd);
+  const be = checkLayerNormBackward("layerNormBackwardWeight", dy, x, stats, null);
+  return be.layerNormBackwardWeight(dy, x, stats);
 }
 
 /**

@@ -28,7 +28,7 @@ import type { Backend, Shape } from "../backend.ts";
 import { MemoryTracker } from "../_memory.ts";
 import { rowCount } from "../_rows.ts";
 import { fmtShape } from "../_validate.ts";
-import { shapeSize, Tensor } from "../tensor.ts";
+import { createTensor, shapeSize, type Tensor, tensorStorage } from "../tensor.ts";
 import type { KernelSource } from "./_kernels.ts";
 import type { ParamFields, ParamValues } from "./_params.ts";
 import { writeParams } from "./_params.ts";
@@ -50,7 +50,7 @@ const UNIFORM_USAGE = 0x0040 | 0x0008; // UNIFORM | COPY_DST
 
 /** The GPU buffer behind a tensor. */
 export function buf(t: Tensor): GPUBuffer {
-  return t.storage as GPUBuffer;
+  return tensorStorage(t) as GPUBuffer;
 }
 
 /** `ceil(a / b)`. */
@@ -117,6 +117,7 @@ export class DeviceCore {
   #flushQueued = false;
   #error: Error | null = null;
   #destroyed = false;
+  #closed = false;
   readonly #reads: DeviceReads;
 
   /** Readies `device` for `owner` (the backend tensors will name). */
@@ -177,9 +178,16 @@ export class DeviceCore {
     return this.#maxBinding;
   }
 
-  /** Throws a TypeError once the backend was destroyed. */
+  /** Throws a TypeError once the backend is closed (or closing). */
   live(): void {
-    if (this.#destroyed) throw new TypeError("WebGPU backend used after destroy()");
+    if (this.#closed || this.#destroyed) {
+      throw new TypeError("WebGPU backend used after close(); create a new backend");
+    }
+  }
+
+  /** True once `close()` has been called. */
+  get closed(): boolean {
+    return this.#closed;
   }
 
   /**
@@ -216,7 +224,7 @@ export class DeviceCore {
     }
     const b = this.pool.acquire(bytes, viaQueue);
     this.memory.alloc(bytes);
-    return new Tensor(this.#owner, shape, b, bytes);
+    return createTensor(this.#owner, shape, b, bytes);
   }
 
   /** A tensor holding a copy of `data` (arguments already checked). */
@@ -455,7 +463,25 @@ export class DeviceCore {
     await this.#reads.read(null, 16);
   }
 
-  /** Releases the device and every buffer; the core is unusable after. */
+  /**
+   * Refuses further work at once, waits for the work already recorded, then
+   * releases the device and every buffer and waits until the device is lost.
+   * An error that the waited-for work reported is thrown after the release.
+   */
+  async close(): Promise<void> {
+    this.#closed = true;
+    let failure: { error: unknown } | null = null;
+    try {
+      await this.#reads.read(null, 16);
+    } catch (error) {
+      failure = { error };
+    }
+    this.destroy();
+    await this.device.lost;
+    if (failure !== null) throw failure.error;
+  }
+
+  /** Releases the device and every buffer at once; the core is unusable after. */
   destroy(): void {
     if (this.#destroyed) return;
     this.flush();

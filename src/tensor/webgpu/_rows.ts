@@ -8,7 +8,7 @@
  * @module
  */
 
-import type { LayerNormResult, RmsNormResult } from "../backend.ts";
+import type { LayerNormResult, LayerNormStats, RmsNormResult } from "../backend.ts";
 import { rowCount } from "../_rows.ts";
 import type { Tensor } from "../tensor.ts";
 import { buf, ceilDiv, type DeviceCore, MAX_GROUPS } from "./_device.ts";
@@ -57,19 +57,12 @@ export function layerNormBackwardInput(
   core: DeviceCore,
   dy: Tensor,
   x: Tensor,
-  mean: Tensor,
-  rstd: Tensor,
+  { mean, rstd }: LayerNormStats,
   gamma: Tensor,
 ): Tensor {
   const out = core.newTensor(x.shape);
-  core.perRow(KERNELS.layerNormBackwardInput, {}, x, {}, [
-    buf(dy),
-    buf(x),
-    buf(mean),
-    buf(rstd),
-    buf(gamma),
-    buf(out),
-  ]);
+  const bindings = [buf(dy), buf(x), buf(mean), buf(rstd), buf(gamma), buf(out)];
+  core.perRow(KERNELS.layerNormBackwardInput, {}, x, {}, bindings);
   return out;
 }
 
@@ -78,8 +71,7 @@ export function layerNormBackwardWeight(
   core: DeviceCore,
   dy: Tensor,
   x: Tensor,
-  mean: Tensor,
-  rstd: Tensor,
+  { mean, rstd }: LayerNormStats,
 ): { dgamma: Tensor; dbeta: Tensor } {
   const cols = x.cols, rows = rowCount(x);
   const dgamma = core.newTensor([cols]);

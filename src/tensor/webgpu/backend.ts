@@ -29,6 +29,7 @@ import type {
   CrossEntropyResult,
   InvalidIndex,
   LayerNormResult,
+  LayerNormStats,
   MemoryStats,
   RmsNormResult,
   SGDParams,
@@ -149,6 +150,7 @@ export class WebGPUBackend implements Backend {
 
   readonly #core: DeviceCore;
   readonly #matmul: MatmulEngine;
+  #closing: Promise<void> | null = null;
 
   private constructor(device: GPUDevice, info: GPUAdapterInfo, opts: WebGPUBackendOptions) {
     this.device = device;
@@ -198,7 +200,7 @@ export class WebGPUBackend implements Backend {
       try {
         be.#matmul.useTuned(tuned);
       } catch (e) {
-        be.destroy();
+        be.#core.destroy();
         throw e;
       }
     } else if (choice === "auto") {
@@ -342,9 +344,21 @@ export class WebGPUBackend implements Backend {
     return this.#core.sync();
   }
 
-  /** Releases the device and every buffer; the backend is unusable after. */
-  destroy(): void {
-    this.#core.destroy();
+  /** True once `close()` has been called: every later op throws a TypeError. */
+  get closed(): boolean {
+    return this.#core.closed;
+  }
+
+  /**
+   * Refuses every later op at once (a TypeError), waits for the work already
+   * queued, then releases the device and every buffer; resolves once the
+   * device is lost. An error that the waited-for work reported (such as an
+   * index out of range found on the device) is thrown after the release.
+   * Disposing tensors afterwards is harmless. Idempotent.
+   */
+  close(): Promise<void> {
+    this.#closing ??= this.#core.close();
+    return this.#closing;
   }
 
   /** The core, after checking the backend is alive. */
@@ -359,21 +373,6 @@ export class WebGPUBackend implements Backend {
   matmul(a: Tensor, b: Tensor, transA: boolean, transB: boolean): Tensor {
     this.#core.live();
     return this.#matmul.matmul(a, b, transA, transB);
-  }
-
-  /** Elementwise `a + b` (same shapes). */
-  add(a: Tensor, b: Tensor): Tensor {
-    return ew.binary(this.#c(), "add", a, b, a.shape);
-  }
-
-  /** Elementwise `a - b` (same shapes). */
-  sub(a: Tensor, b: Tensor): Tensor {
-    return ew.binary(this.#c(), "sub", a, b, a.shape);
-  }
-
-  /** Elementwise `a * b` (same shapes). */
-  mul(a: Tensor, b: Tensor): Tensor {
-    return ew.binary(this.#c(), "mul", a, b, a.shape);
   }
 
   /** `a (op) b` broadcast to `out`. */
@@ -428,36 +427,6 @@ export class WebGPUBackend implements Backend {
 
   // ---- kernels: unary ops (_unary.ts) ------------------------------------------
 
-  /** `max(x, 0)` (NaN kept). */
-  relu(x: Tensor): Tensor {
-    return unary(this.#c(), "relu", x);
-  }
-
-  /** `dy * (x > 0)`. */
-  reluBackward(x: Tensor, dy: Tensor): Tensor {
-    return unaryBackward(this.#c(), "relu", x, dy);
-  }
-
-  /** GELU (tanh approximation). */
-  gelu(x: Tensor): Tensor {
-    return unary(this.#c(), "gelu", x);
-  }
-
-  /** `dy * gelu'(x)`. */
-  geluBackward(x: Tensor, dy: Tensor): Tensor {
-    return unaryBackward(this.#c(), "gelu", x, dy);
-  }
-
-  /** `tanh(x)`. */
-  tanh(x: Tensor): Tensor {
-    return unary(this.#c(), "tanh", x);
-  }
-
-  /** `dy * (1 - y²)`. */
-  tanhBackward(y: Tensor, dy: Tensor): Tensor {
-    return unaryBackward(this.#c(), "tanh", y, dy);
-  }
-
   /** Elementwise unary op; NaN kept. */
   unary(op: UnaryOp, x: Tensor): Tensor {
     return unary(this.#c(), op, x);
@@ -486,24 +455,17 @@ export class WebGPUBackend implements Backend {
   }
 
   /** Layer norm input gradient. */
-  layerNormBackwardInput(
-    dy: Tensor,
-    x: Tensor,
-    mean: Tensor,
-    rstd: Tensor,
-    gamma: Tensor,
-  ): Tensor {
-    return rows.layerNormBackwardInput(this.#c(), dy, x, mean, rstd, gamma);
+  layerNormBackwardInput(dy: Tensor, x: Tensor, stats: LayerNormStats, gamma: Tensor): Tensor {
+    return rows.layerNormBackwardInput(this.#c(), dy, x, stats, gamma);
   }
 
   /** Layer norm weight gradients. */
   layerNormBackwardWeight(
     dy: Tensor,
     x: Tensor,
-    mean: Tensor,
-    rstd: Tensor,
+    stats: LayerNormStats,
   ): { dgamma: Tensor; dbeta: Tensor } {
-    return rows.layerNormBackwardWeight(this.#c(), dy, x, mean, rstd);
+    return rows.layerNormBackwardWeight(this.#c(), dy, x, stats);
   }
 
   /** RMS norm forward. */

@@ -20,7 +20,7 @@ if (hasGpu) {
       try {
         assert.deepEqual(config, be.matmulConfig);
       } finally {
-        be.destroy();
+        await be.close();
       }
     }
   });
@@ -34,7 +34,7 @@ if (hasGpu) {
       assert.deepEqual(be.matmulConfig, tuned);
       assert.equal(be.tuneResults.length, 0, "no candidate was timed");
     } finally {
-      be.destroy();
+      await be.close();
     }
     await assert.rejects(
       WebGPUBackend.create({ tunedMatmul: { ...tuned, tm: 6 } }),

@@ -61,3 +61,35 @@ Deno.test("ModelStageExecutor (CPU): outputs are ready arrays, handed over befor
     net.dispose();
   }
 });
+
+Deno.test("ModelStageExecutor (CPU): dispose closes the rank's backend once, which then refuses work", async () => {
+  const cpu = new CpuBackend();
+  const net = new Sequential([new Linear(cpu, 3, 2, { seed: 1 })]);
+  const [comm] = InProcessBackend.createGroup(1);
+  const ex = await ModelStageExecutor.create({
+    rank: 0,
+    ranks: 1,
+    stages: [0],
+    numStages: 1,
+    microBatches: 1,
+    options: { chunks: [net.spec()], loss: "mse", optimizer: { kind: "sgd", lr: 0.1 } },
+    abortFlag: new Int32Array(1),
+    signal: new AbortController().signal,
+    comm,
+  });
+  const be = ex.backend;
+  let closes = 0;
+  const close = be.close.bind(be);
+  be.close = () => {
+    closes++;
+    return close();
+  };
+  assert.equal(be.closed, false);
+  await ex.dispose();
+  comm.close();
+  net.dispose();
+  assert.equal(closes, 1, "close() called by the teardown");
+  assert.equal(be.closed, true);
+  assert.equal(be.memory.liveBytes, 0, "every tensor released before the close");
+  assert.throws(() => be.zeros([1]), (e) => e instanceof TypeError && /close\(\)/.test(e.message));
+});

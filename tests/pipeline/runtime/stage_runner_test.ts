@@ -266,7 +266,7 @@ if (hasGpu) {
         assert.ok(end >= called && end > start, `${key}: [${start}, ${end}], called at ${called}`);
       }
     } finally {
-      for (const be of backends) be.destroy();
+      for (const be of backends) await be.close();
     }
   });
 }
