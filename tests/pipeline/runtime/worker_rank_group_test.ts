@@ -93,19 +93,23 @@ Deno.test("worker group: every schedule (multi-chunk and V placement included) r
 
 Deno.test("worker group: iterations run back to back without a barrier, and count on across runs", async () => {
   const schedule = generateSchedule("zb-h2", { ranks: 4, microBatches: 8 });
-  const ms = 3;
+  // Actions sleep (no CPU), 20 ms each: the simulated overlap of two
+  // iterations is 3 actions (60 ms), far above a loaded machine's wake-up lag.
+  const ms = 20;
   await withPool(
     { schedule, executor: { module: SYNTH, options: { ms, sleep: "block" } } },
     async (pool) => {
       const r = await pool.run({ iterations: 3 });
       assertFollowsSchedule(schedule, r.events, 3, 0, false, SLACK);
       // Without a barrier the next iteration starts on some rank before the
-      // previous one has ended everywhere, as in the simulation.
+      // previous one has ended everywhere, as in the simulation: at one of the
+      // two boundaries at least (a barrier would prevent both).
       const sim = simulate(schedule, { costs: syntheticCosts(ms), iterations: 3 });
-      const overlap = (ev: typeof r.events) =>
-        Math.min(...ev.filter((e) => e.iteration === 1).map((e) => e.start)) <
-          Math.max(...ev.filter((e) => e.iteration === 0).map((e) => e.end));
-      assert.equal(overlap(sim.events), true);
+      const overlapAt = (ev: typeof r.events, it: number) =>
+        Math.min(...ev.filter((e) => e.iteration === it + 1).map((e) => e.start)) <
+          Math.max(...ev.filter((e) => e.iteration === it).map((e) => e.end));
+      const overlap = (ev: typeof r.events) => overlapAt(ev, 0) || overlapAt(ev, 1);
+      assert.equal(overlapAt(sim.events, 0) && overlapAt(sim.events, 1), true);
       assert.equal(overlap(r.events), true);
       assert.ok(r.steadyStateBubble !== undefined && r.period !== undefined);
       const again = await pool.run({ iterations: 1 });
