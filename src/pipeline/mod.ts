@@ -62,8 +62,8 @@ export type {
   SummaryOptions,
 } from "./partition/summary.ts";
 export { summary } from "./partition/summary.ts";
-export type { ChunkMemory, ChunkMemoryOptions } from "./partition/chunk_memory.ts";
-export { profileChunkMemory } from "./partition/chunk_memory.ts";
+export type { StageMemory, StageMemoryOptions } from "./partition/stage_memory.ts";
+export { profileStageMemory } from "./partition/stage_memory.ts";
 export type { LayerBytes, RankMemory } from "./advise/rank_memory.ts";
 export { activationPeaks, rankMemory } from "./advise/rank_memory.ts";
 export type {
@@ -91,11 +91,11 @@ export {
 export type {
   ActivationCheckpointOptions,
   CheckpointSegment,
-  ChunkCheckpointPlan,
   RecomputePolicy,
+  StageCheckpointPlan,
 } from "./checkpoint/checkpoint.ts";
 export { ActivationCheckpointConfig, DEFAULT_EXPENSIVE_KINDS } from "./checkpoint/checkpoint.ts";
-export { CheckpointedChunk } from "./checkpoint/checkpointed_chunk.ts";
+export { CheckpointedStage } from "./checkpoint/checkpointed_stage.ts";
 export type { LinkModel, LinkSample } from "./comm/link_model.ts";
 export { linkFromSamples, messageDelay } from "./comm/link_model.ts";
 export type { CommBackend, ControlHandler, ControlMessage, SendOptions } from "./comm/backend.ts";

@@ -45,7 +45,7 @@ export interface ZbAutoCandidate {
  * stage (arrays of `ranks` entries): chunk c is the V-th part of full stage
  * ⌊c/V⌋, so each pass costs 1/V of that stage's.
  */
-export function chunkCosts(costs: StageCosts, stagesPerRank: number): StageCosts {
+function splitStageCosts(costs: StageCosts, stagesPerRank: number): StageCosts {
   const V = stagesPerRank;
   const split = (a: Float64Array) =>
     Float64Array.from({ length: a.length * V }, (_, c) => a[Math.floor(c / V)] / V);
@@ -86,7 +86,7 @@ export function zbAutoCandidates(
     // Activations come in whole chunk-micro-batches.
     const memoryLimit = Math.floor(limit * V);
     const placement = V === 1 ? loopPlacement(p, 1) : vPlacement(p);
-    const chunk = V === 1 ? costs : chunkCosts(costs, V);
+    const chunk = V === 1 ? costs : splitStageCosts(costs, V);
     const depths: number[][] = V === 1
       ? [
         Array.from({ length: p }, (_, r) => p - r),
