@@ -28,6 +28,7 @@ import { zbH1 } from "./zb_h1.ts";
 import { zbH2 } from "./zb_h2.ts";
 import { zbV } from "./zb_v.ts";
 import { dualPipeV } from "./dualpipe_v.ts";
+import type { ScheduleDefinition } from "./schedule_registry.ts";
 
 /** One candidate the search tried. */
 export interface ZbAutoCandidate {
@@ -184,3 +185,38 @@ export function zbAuto(
   }
   return best.schedule;
 }
+
+/**
+ * The `zb-auto` entry of the schedule table: searches zero-bubble orders with the given costs, comm and memory limit.
+ *
+ * @example
+ * ```ts
+ * import { ZB_AUTO } from "./zb_auto.ts";
+ * console.log(ZB_AUTO.name, ZB_AUTO.defaultStagesPerRank); // zb-auto 1
+ * ```
+ */
+export const ZB_AUTO: ScheduleDefinition<"zb-auto"> = {
+  name: "zb-auto",
+  description: "searches zero-bubble orders with the given costs, comm and memory limit",
+  defaultStagesPerRank: 1,
+  checkShape: ({ stagesPerRank: V, stagesPerRankGiven }) => {
+    // Not given: the search tries both placements.
+    if (stagesPerRankGiven && V !== 1 && V !== 2) {
+      throw new RangeError(`zb-auto places 1 stage per rank or 2 in a V, got stagesPerRank ${V}`);
+    }
+  },
+  costAware: true,
+  generate: (
+    { ranks, microBatches, costs, comm, memoryLimit, stagesPerRank, stagesPerRankGiven },
+  ) =>
+    zbAuto(
+      ranks,
+      microBatches,
+      costs,
+      comm,
+      memoryLimit,
+      stagesPerRankGiven ? stagesPerRank : undefined,
+    ),
+  // No closed form: simulate the generated schedule.
+  bubble: () => NaN,
+};
