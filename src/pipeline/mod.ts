@@ -12,9 +12,20 @@
 export type { Action, ActionKind, RankActions } from "./schedule/action.ts";
 export { formatAction, parseAction } from "./schedule/action.ts";
 export type { Schedule, TimedEvent } from "./schedule/schedule.ts";
-export type { ActionCosts, CostValue } from "./schedule/costs.ts";
+export type { ActionCosts, CostValue, StageCosts } from "./schedule/costs.ts";
 export type { GenerateOptions, ScheduleName } from "./schedule/generate.ts";
-export { generateSchedule, MAX_SCHEDULE_ACTIONS, SCHEDULE_NAMES } from "./schedule/generate.ts";
+export {
+  generateSchedule,
+  MAX_SCHEDULE_ACTIONS,
+  SCHEDULE_NAMES,
+  SCHEDULES,
+} from "./schedule/generate.ts";
+export type {
+  BubbleInputs,
+  ScheduleDefinition,
+  ScheduleInputs,
+  ScheduleShape,
+} from "./schedule/schedule_registry.ts";
 export { scheduleFromCsv, scheduleToCsv } from "./schedule/schedule_csv.ts";
 export type { SimulateOptions, SimulationResult } from "./analysis/simulate.ts";
 export { simulate } from "./analysis/simulate.ts";

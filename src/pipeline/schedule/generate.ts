@@ -1,7 +1,7 @@
 /**
  * The package's schedule table, and the names, checks and generator built
  * from it. A new schedule is a file exporting its
- * {@linkcode ScheduleDefinition} and one line in {@linkcode SCHEDULES}.
+ * `ScheduleDefinition` and one line in {@linkcode SCHEDULES}.
  *
  * @module
  */
@@ -10,7 +10,6 @@ import type { Schedule } from "./schedule.ts";
 import {
   createScheduleRegistry,
   type GenerateOptions,
-  type ScheduleDefinition,
   type ScheduleRegistry,
 } from "./schedule_registry.ts";
 import { GPIPE } from "./gpipe.ts";
@@ -26,8 +25,17 @@ import { DUALPIPE_V } from "./dualpipe_v.ts";
 export type { GenerateOptions } from "./schedule_registry.ts";
 export { MAX_SCHEDULE_ACTIONS } from "./schedule_registry.ts";
 
-/** The schedules the package knows, in the order help texts list them: one line each. */
-const TABLE = [
+/**
+ * The package's schedule table: one `ScheduleDefinition` per
+ * schedule, one line each, in the order help texts list them.
+ *
+ * @example
+ * ```ts
+ * import { SCHEDULES } from "./generate.ts";
+ * console.log(SCHEDULES.length, SCHEDULES[0].name); // 9 gpipe
+ * ```
+ */
+export const SCHEDULES = [
   GPIPE,
   ONE_F_ONE_B,
   INTERLEAVED_ONE_F_ONE_B,
@@ -49,19 +57,7 @@ const TABLE = [
  * console.log(name); // zb-h1
  * ```
  */
-export type ScheduleName = typeof TABLE[number]["name"];
-
-/**
- * The package's schedule table: one {@linkcode ScheduleDefinition} per
- * schedule.
- *
- * @example
- * ```ts
- * import { SCHEDULES } from "./generate.ts";
- * console.log(SCHEDULES.length, SCHEDULES[0].name); // 9 gpipe
- * ```
- */
-export const SCHEDULES: readonly ScheduleDefinition<ScheduleName>[] = TABLE;
+export type ScheduleName = typeof SCHEDULES[number]["name"];
 
 /**
  * The registry over {@linkcode SCHEDULES}: what {@linkcode generateSchedule},
@@ -73,7 +69,9 @@ export const SCHEDULES: readonly ScheduleDefinition<ScheduleName>[] = TABLE;
  * console.log(SCHEDULE_REGISTRY.definition("zb-v").defaultStagesPerRank); // 2
  * ```
  */
-export const SCHEDULE_REGISTRY: ScheduleRegistry<ScheduleName> = createScheduleRegistry(SCHEDULES);
+export const SCHEDULE_REGISTRY: ScheduleRegistry<ScheduleName> = createScheduleRegistry<
+  ScheduleName
+>(SCHEDULES);
 
 /**
  * Schedule names as the CLI spells them, in the table's order.

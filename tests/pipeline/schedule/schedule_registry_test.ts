@@ -148,7 +148,7 @@ Deno.test("registry: a schedule's name lives in its own file; the table holds on
     }
   }
   // One line of the table per schedule: its definition's identifier, alone on the line.
-  const body = /const TABLE = \[([\s\S]*?)\] as const;/.exec(table)?.[1] ?? "";
+  const body = /export const SCHEDULES = \[([\s\S]*?)\] as const;/.exec(table)?.[1] ?? "";
   const lines = body.split("\n").map((l) => l.trim()).filter((l) => l !== "");
   assert.equal(lines.length, SCHEDULES.length);
   for (const l of lines) assert.match(l, /^[A-Z0-9_]+,$/);
