@@ -16,14 +16,14 @@
  * @module
  */
 
-import { type CliCommand, type CliIo, stdIo, UsageError } from "./src/cli/command.ts";
+import { type CliCommand, type CliIo, didYouMean, stdIo, UsageError } from "./src/cli/command.ts";
 import { scheduleCommand } from "./src/cli/schedule.ts";
 import { simulateCommand } from "./src/cli/simulate.ts";
 import { trainCommand } from "./src/cli/train.ts";
 import { adviseCommand } from "./src/cli/advise.ts";
 
 export type { CliCommand, CliIo } from "./src/cli/command.ts";
-export { stdIo, UsageError } from "./src/cli/command.ts";
+export { didYouMean, stdIo, UsageError } from "./src/cli/command.ts";
 export type { ScheduleJson } from "./src/cli/schedule.ts";
 export { scheduleCommand } from "./src/cli/schedule.ts";
 export type { SimulateJson } from "./src/cli/simulate.ts";
@@ -89,9 +89,9 @@ export async function main(args: string[], io: CliIo = stdIo()): Promise<number>
   const command = COMMANDS.find((c) => c.name === name);
   if (command === undefined) {
     io.err(
-      `error: unknown command ${JSON.stringify(name)}; commands: ${
-        COMMANDS.map((c) => c.name).join(", ")
-      } (see --help)\n`,
+      `error: unknown command ${JSON.stringify(name)}${
+        didYouMean(name, COMMANDS.map((c) => c.name))
+      }; commands: ${COMMANDS.map((c) => c.name).join(", ")} (see --help)\n`,
     );
     return 2;
   }

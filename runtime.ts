@@ -22,7 +22,7 @@
  * @module
  */
 
-export { generateSchedule, SCHEDULE_NAMES } from "./src/pipeline/schedule/generate.ts";
+export { generateSchedule, SCHEDULE_NAMES, SCHEDULES } from "./src/pipeline/schedule/generate.ts";
 // The main entry point's types that this one's API names (so that its
 // documentation stands on its own).
 export type {
@@ -65,6 +65,7 @@ export type {
   ActionCosts,
   ActionKind,
   ActivationCheckpointOptions,
+  BubbleInputs,
   CostValue,
   FaultInjection,
   FaultKind,
@@ -75,7 +76,11 @@ export type {
   RankInfo,
   RecomputePolicy,
   Schedule,
+  ScheduleDefinition,
+  ScheduleInputs,
   ScheduleName,
+  ScheduleShape,
+  StageCosts,
   TimedEvent,
   TimelineSummary,
 } from "./src/pipeline/mod.ts";

@@ -66,7 +66,7 @@ if (comm.rank === 0) {
       stepMs: summary.period,
       bubbleMeasured: summary.steadyStateBubble,
       costs: measuredCosts(r.events, model.schedule.stageToRank.length),
-      chunkCosts: model.partition.chunkCosts,
+      stageCosts: model.partition.stageCosts,
       busyPerStepMs: busy,
       link,
       activationBytes: (cfg.batch / cfg.microBatches) * cfg.seqLen * cfg.dim * 4,

@@ -20,7 +20,7 @@ import { Linear } from "../src/nn/linear.ts";
 import { MLP } from "../src/nn/mlp.ts";
 import { TransformerBlock } from "../src/nn/transformer_block.ts";
 import type { ActivationCheckpointOptions } from "../src/pipeline/checkpoint/checkpoint.ts";
-import { CheckpointedChunk } from "../src/pipeline/checkpoint/checkpointed_chunk.ts";
+import { CheckpointedStage } from "../src/pipeline/checkpoint/checkpointed_stage.ts";
 import { CpuBackend } from "../src/tensor/cpu/backend.ts";
 import { randomTensor, Rng } from "../src/tensor/random.ts";
 import type { Tensor } from "../src/tensor/tensor.ts";
@@ -50,7 +50,7 @@ interface Measure {
 /** One forward + fused backward; peak bytes above the starting live bytes. */
 function measureOnce(
   be: CpuBackend,
-  chunk: CheckpointedChunk,
+  chunk: CheckpointedStage,
   x: Tensor,
   dy: Tensor,
 ): Measure {
@@ -79,7 +79,7 @@ function measure(
   dy: Tensor,
   repeats: number,
 ): Measure {
-  const chunk = new CheckpointedChunk(layers, cfg);
+  const chunk = new CheckpointedStage(layers, cfg);
   measureOnce(be, chunk, x, dy); // warm-up
   const runs = Array.from({ length: repeats }, () => measureOnce(be, chunk, x, dy));
   return {
@@ -100,7 +100,7 @@ function measure(
       ["every 8 layers (full)", { enabled: true, everyNLayers: 8 }],
     ] as const
   ) {
-    const chunk = new CheckpointedChunk(layers, cfg);
+    const chunk = new CheckpointedStage(layers, cfg);
     Deno.bench(`L=64 ${name}`, { group: "forward+backward, 64 Linear/GELU layers" }, () => {
       const y = chunk.forward(x, { key: 0 });
       y.dispose();

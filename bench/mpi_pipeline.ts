@@ -8,7 +8,7 @@
  *   (`mpirun -n 1`, the same code) — issue 13's targets on 2 cores,
  *   ≥ 1.6x for 1f1b and ≥ 1.75x for zb-h1 at P = 2;
  * - prediction: the simulator with the per-action costs measured at P = 1
- *   (each stage's share by its FLOPs, `partition.chunkCosts`), the
+ *   (each stage's share by its FLOPs, `partition.stageCosts`), the
  *   communication delay of one activation from the link measured between
  *   ranks 0 and 1 (`measureLink`, then `messageDelay`), and the P = 1
  *   time outside actions (optimizer step) divided by P, against the step
@@ -49,7 +49,7 @@ export interface MpiRun {
   readonly stepMs: number;
   readonly bubbleMeasured: number;
   readonly costs: Record<string, number[]>;
-  readonly chunkCosts: number[];
+  readonly stageCosts: number[];
   readonly busyPerStepMs: number[];
   readonly link: LinkModel | null;
   readonly activationBytes: number;
@@ -90,21 +90,21 @@ export async function mpiRun(
 
 /**
  * The step time the simulator predicts for `schedule` at `ranks` from a
- * P = 1 run: each kind's P = 1 cost split over the stages by `chunkCosts`,
+ * P = 1 run: each kind's P = 1 cost split over the stages by `stageCosts`,
  * `comm` per message, plus the P = 1 time outside actions over `ranks`.
  */
 export function predictStepMs(
   one: MpiRun,
   schedule: string,
   ranks: number,
-  chunkCosts: readonly number[],
+  stageCosts: readonly number[],
   comm: number,
   steps: number,
 ): number {
-  const total = chunkCosts.reduce((a, b) => a + b, 0);
+  const total = stageCosts.reduce((a, b) => a + b, 0);
   const costs: Record<string, number[]> = {};
   for (const [kind, [whole]] of Object.entries(one.costs)) {
-    costs[kind] = chunkCosts.map((c) => whole * c / total);
+    costs[kind] = stageCosts.map((c) => whole * c / total);
   }
   const s = generateSchedule(schedule, { ranks, microBatches: REAL_COMPUTE.microBatches });
   const sim = simulate(s, { costs: costs as ActionCosts, comm, iterations: steps });
@@ -222,7 +222,7 @@ if (import.meta.main) {
       emit({
         ...baseRow(tcp, "tcp", cores),
         speedup: one.stepMs / tcp.stepMs,
-        predictedMs: predictStepMs(one, name, p, tcp.chunkCosts, comm, steps),
+        predictedMs: predictStepMs(one, name, p, tcp.stageCosts, comm, steps),
       });
     }
     if (lastLink !== null) {

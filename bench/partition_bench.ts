@@ -82,7 +82,7 @@ async function main(): Promise<void> {
   ];
   const strategies: [string, UniformPartition | LoadBalancedPartition][] = [
     ["uniform", new UniformPartition()],
-    ["uniform, lighter ends", new UniformPartition({ firstChunkOffset: 1, lastChunkOffset: 1 })],
+    ["uniform, lighter ends", new UniformPartition({ firstStageOffset: 1, lastStageOffset: 1 })],
     ["load-balanced", new LoadBalancedPartition()],
   ];
   const n = model.layers.length;

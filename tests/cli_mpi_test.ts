@@ -357,7 +357,7 @@ Deno.test("bad MPI launches without Open MPI are one clear line each, exit 2", a
   assert.match(both.err, /--in-process contradicts --comm mpi/);
   const tcp = await cli(...flags.slice(0, 2), "tcp", ...flags.slice(3));
   assert.equal(tcp.code, 2);
-  assert.match(tcp.err, /--comm must be workers, in-process or mpi .*got "tcp"/);
+  assert.match(tcp.err, /--comm must be workers, in-process or mpi, got "tcp"/);
 });
 
 mpiTest("bad MPI launches with Open MPI are one clear line each, exit 2", async () => {

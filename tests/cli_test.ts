@@ -327,3 +327,83 @@ Deno.test("cli: absurd sizes are refused at once with status 2, naming the flags
   assert.equal(mem.code, 2);
   assert.match(mem.err, /--memory-limit applies to zb-auto's search only/);
 });
+
+Deno.test("cli: a flag without a value names the flag, last or before another flag", async () => {
+  for (
+    const args of [
+      ["schedule", "--schedule", "gpipe", "--microbatches", "4", "--ranks"],
+      ["simulate", "--schedule", "gpipe", "--ranks", "--microbatches", "4"],
+      ["train", "--schedule", "gpipe", "--ranks", "--microbatches", "4"],
+    ]
+  ) {
+    const r = await cli(...args);
+    assert.equal(r.code, 2, args.join(" "));
+    assert.match(r.err, /^error: --ranks needs a value/);
+    assert.doesNotMatch(r.err, /ambiguous/);
+  }
+  // A negative number is a value (the value check reports it).
+  const neg = await cli("simulate", "--schedule", "gpipe", ...P4M8, "--comm", "-1");
+  assert.match(neg.err, /--comm must be a finite number >= 0, got "-1"/);
+});
+
+Deno.test("cli: an unknown flag, command or schedule names the nearest one", async () => {
+  const flag = await cli("schedule", "--schedule", "gpipe", "--rnaks", "4", "--microbatches", "8");
+  assert.equal(flag.code, 2);
+  assert.match(flag.err, /^error: unknown flag --rnaks for "schedule"; did you mean --ranks\?/);
+  const far = await cli("schedule", "--schedule", "gpipe", "--zzzzzz", "4");
+  assert.match(far.err, /^error: unknown flag --zzzzzz for "schedule" \(see schedule --help\)/);
+  const command = await cli("simualte", "--schedule", "gpipe");
+  assert.equal(command.code, 2);
+  assert.match(
+    command.err,
+    /^error: unknown command "simualte"; did you mean simulate\?; commands: /,
+  );
+  const name = await cli("schedule", "--schedule", "zb-h3", ...P4M8);
+  assert.equal(name.code, 2);
+  assert.match(name.err, /--schedule must be one of .*, got "zb-h3"; did you mean zb-h1\?/);
+});
+
+Deno.test("cli train: --comm is where the ranks run, --comm-delay zb-auto's delay; no --cost-* flags", async () => {
+  const help = await cli("train", "--help");
+  assert.equal(help.code, 0);
+  assert.doesNotMatch(help.out, /--cost-/);
+  assert.match(
+    help.out,
+    /--comm KIND {12}where the ranks run: workers \(default\), in-process, or mpi/,
+  );
+  assert.match(help.out, /--comm-delay T {9}zb-auto: /);
+  for (const command of ["schedule", "simulate"]) {
+    const h = await cli(command, "--help");
+    for (
+      const f of ["--cost-f", "--cost-i", "--cost-w", "--cost-b", "--comm T", "--memory-limit"]
+    ) {
+      assert.ok(h.out.includes(f), `${command} --help lists ${f}`);
+    }
+  }
+  const base = ["train", "--schedule", "zb-auto", "--ranks", "2", "--microbatches", "2"];
+  const number = await cli(...base, "--comm", "2");
+  assert.equal(number.code, 2);
+  assert.match(number.err, /--comm must be workers, in-process or mpi, got "2" .*--comm-delay T/);
+  const cost = await cli(...base, "--cost-f", "2");
+  assert.equal(cost.code, 2);
+  assert.match(cost.err, /unknown flag --cost-f for "train": .*apply to schedule and simulate/);
+  // --comm-delay is read as the generator's delay, checked before any work.
+  const delay = await cli(...base, "--comm-delay", "-1");
+  assert.equal(delay.code, 2);
+  assert.match(delay.err, /--comm-delay must be a finite number >= 0, got "-1"/);
+  const ok = await cli(
+    ...base,
+    "--comm-delay",
+    "0.5",
+    "--memory-limit",
+    "3",
+    "--steps",
+    "1",
+    "--backend",
+    "cpu",
+    "--in-process",
+    "--json",
+  );
+  assert.equal(ok.code, 0, ok.err);
+  assert.equal(ok.out.trim().split("\n").length, 2);
+});

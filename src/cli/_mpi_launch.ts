@@ -10,23 +10,22 @@ export type TrainComm = "workers" | "in-process" | "mpi";
 const COMMS: readonly TrainComm[] = ["workers", "in-process", "mpi"];
 
 /**
- * Reads `--comm` (a transport name; a number keeps its meaning of the
- * schedule flags: the generator's communication delay) and `--in-process`
- * (an alias of `--comm in-process`). Returns the transport and the flag
- * values without a transport name in `comm`.
+ * Reads `--comm` (where the ranks run) and `--in-process` (an alias of
+ * `--comm in-process`). Returns the transport and the flag values without
+ * `comm`.
  */
 export function readTrainComm(
   values: Record<string, string | boolean | undefined>,
 ): { comm: TrainComm; values: Record<string, string | boolean | undefined> } {
   const raw = values.comm;
   const inProcess = values["in-process"] === true;
-  if (typeof raw !== "string" || /^[-+]?[0-9.]/.test(raw)) {
-    return { comm: inProcess ? "in-process" : "workers", values };
-  }
-  if (!(COMMS as readonly string[]).includes(raw)) {
+  if (raw === undefined) return { comm: inProcess ? "in-process" : "workers", values };
+  if (!(COMMS as readonly string[]).includes(String(raw))) {
+    const delay = /^[-+]?[0-9.]/.test(String(raw))
+      ? " (a communication delay for zb-auto's search is --comm-delay T)"
+      : "";
     throw new UsageError(
-      `--comm must be workers, in-process or mpi (or a delay T for the schedule generator), ` +
-        `got ${JSON.stringify(raw)}`,
+      `--comm must be workers, in-process or mpi, got ${JSON.stringify(raw)}${delay}`,
     );
   }
   const comm = raw as TrainComm;

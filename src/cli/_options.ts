@@ -4,48 +4,73 @@
 import { parseArgs } from "node:util";
 import type { Schedule } from "../pipeline/schedule/schedule.ts";
 import type { ActionCosts } from "../pipeline/analysis/simulate.ts";
-import { generateSchedule, SCHEDULE_NAMES } from "../pipeline/schedule/generate.ts";
-import { type CliCommand, type CliIo, UsageError } from "./command.ts";
+import { SCHEDULE_REGISTRY } from "../pipeline/schedule/generate.ts";
+import type { ScheduleRegistry } from "../pipeline/schedule/schedule_registry.ts";
+import { type CliCommand, type CliIo, didYouMean, UsageError } from "./command.ts";
 
 /** A parseArgs option table: every flag takes a string value or is a boolean. */
 export type FlagTable = Record<string, { type: "string" | "boolean"; short?: string }>;
 
-/** Flags that pick and build a schedule. */
-export const SCHEDULE_FLAGS = {
+/** Flags that pick a schedule and its shape (every schedule command takes them). */
+export const SHAPE_FLAGS = {
   schedule: { type: "string" },
   ranks: { type: "string" },
   stages: { type: "string" },
   microbatches: { type: "string" },
   "virtual-stages": { type: "string" },
+  help: { type: "boolean", short: "h" },
+} as const satisfies FlagTable;
+
+/** The schedule generator's cost model: per-kind costs, delay, memory limit. */
+export const COST_FLAGS = {
   "cost-f": { type: "string" },
   "cost-i": { type: "string" },
   "cost-b": { type: "string" },
   "cost-w": { type: "string" },
   comm: { type: "string" },
   "memory-limit": { type: "string" },
-  help: { type: "boolean", short: "h" },
 } as const satisfies FlagTable;
+
+/** Flags of `schedule` and `simulate`: the shape and the cost model. */
+export const SCHEDULE_FLAGS = { ...SHAPE_FLAGS, ...COST_FLAGS } as const satisfies FlagTable;
 
 /** Help line of `--help`. */
 export const HELP_LINE = "  -h, --help             this help";
 
-/** Help lines for {@linkcode SCHEDULE_FLAGS}, all but `--help`. */
-export function scheduleFlagsHelp(): string {
+/** Help lines for {@linkcode SHAPE_FLAGS}, all but `--help`. */
+export function shapeFlagsHelp(registry: ScheduleRegistry = SCHEDULE_REGISTRY): string {
   return [
-    `  --schedule NAME        one of: ${SCHEDULE_NAMES.join(", ")}`,
+    `  --schedule NAME        one of: ${registry.names.join(", ")}`,
     "  --ranks P              pipeline ranks (positive integer); --stages P is an alias",
     "  --microbatches M       micro-batches per step (positive integer)",
-    "  --virtual-stages V     model chunks (stages) per rank (default: the schedule's own)",
-    "  --cost-f T             F: forward time of one chunk and micro-batch (default 1)",
+    "  --virtual-stages V     model stages per rank (default: the schedule's own)",
+  ].join("\n");
+}
+
+/** Help lines for {@linkcode COST_FLAGS}. */
+export function costFlagsHelp(registry: ScheduleRegistry = SCHEDULE_REGISTRY): string {
+  const search = costAwareNames(registry);
+  return [
+    "  --cost-f T             F: forward time of one stage and micro-batch (default 1)",
     "  --cost-i T             I: input-gradient time (the Zero Bubble paper's T_B; default 1,",
     "                         or B − W when only --cost-b is given)",
     "  --cost-w T             W: weight-gradient time (default 1)",
     "  --cost-b T             B: full backward time, I + W in one pass (default I + W)",
     "  --comm T               delay when a result crosses ranks (default 0)",
-    "  --memory-limit N       in-flight activations per rank, for zb-auto (default P);",
-    "                         zb-auto reads costs and memory per full stage (a rank's",
-    "                         share of the model); a 2-chunk V result runs at half",
+    `  --memory-limit N       in-flight activations per rank, for ${search} (default P);`,
+    `                         ${search} reads costs and memory per full stage (a rank's`,
+    "                         share of the model); a 2-stage V result runs at half",
   ].join("\n");
+}
+
+/** Help lines for {@linkcode SCHEDULE_FLAGS}, all but `--help`. */
+export function scheduleFlagsHelp(registry: ScheduleRegistry = SCHEDULE_REGISTRY): string {
+  return shapeFlagsHelp(registry) + "\n" + costFlagsHelp(registry);
+}
+
+/** The names of the cost-aware schedules (those that read costs, comm and memory), joined. */
+function costAwareNames(registry: ScheduleRegistry): string {
+  return registry.definitions.filter((d) => d.costAware).map((d) => d.name).join(", ");
 }
 
 /** Flag values as {@linkcode parseFlags} returns them. */
@@ -53,20 +78,22 @@ export type FlagValues = Record<string, string | boolean | undefined>;
 
 /**
  * A subcommand named `info.name` that parses `flags` (see
- * {@linkcode parseFlags}), answers `--help` with `info.usage` and otherwise
- * runs `body` on the values; resolves to the exit code.
+ * {@linkcode parseFlags}, with `hints` for flags it does not take), answers
+ * `--help` with `info.usage` and otherwise runs `body` on the values;
+ * resolves to the exit code.
  */
 export function flagCommand(
   info: { readonly name: string; readonly summary: string; readonly usage: string },
   flags: FlagTable,
   body: (values: FlagValues, io: CliIo) => number | Promise<number>,
+  hints: Readonly<Record<string, string>> = {},
 ): CliCommand {
   return {
     name: info.name,
     summary: info.summary,
     usage: info.usage,
     async run(args: string[], io: CliIo): Promise<number> {
-      const values = parseFlags(info.name, args, flags);
+      const values = parseFlags(info.name, args, flags, hints);
       if (values.help) {
         io.out(info.usage);
         return 0;
@@ -77,28 +104,35 @@ export function flagCommand(
 }
 
 /**
- * parseArgs with errors turned into UsageError naming the flag. A negative
- * number after a string flag (`--comm -1`) is taken as that flag's value so
- * the value check, not the parser, reports it.
+ * parseArgs with errors turned into UsageError naming the flag: a string
+ * flag without a value (last, or followed by another flag) is "--x needs a
+ * value"; an unknown flag names the nearest known one ("did you mean"). A
+ * negative number after a string flag (`--comm -1`) is taken as that
+ * flag's value so the value check, not the parser, reports it. `hints`
+ * gives, for flags this command does not take, where they do apply.
  */
 export function parseFlags<T extends FlagTable>(
   command: string,
   args: string[],
   options: T,
+  hints: Readonly<Record<string, string>> = {},
 ): FlagValues {
   const fixed: string[] = [];
   for (let i = 0; i < args.length; i++) {
     const a = args[i];
-    const name = a.startsWith("--") ? a.slice(2) : "";
+    const name = a.startsWith("--") && !a.includes("=") ? a.slice(2) : "";
     const next = args[i + 1];
-    if (
-      options[name]?.type === "string" && next !== undefined && /^-\d|^-\.\d|^-Inf/.test(next)
-    ) {
-      fixed.push(`${a}=${next}`);
-      i++;
-    } else {
-      fixed.push(a);
+    if (name !== "" && options[name]?.type === "string") {
+      if (next !== undefined && /^-\d|^-\.\d|^-Inf/.test(next)) {
+        fixed.push(`${a}=${next}`);
+        i++;
+        continue;
+      }
+      if (next === undefined || next.startsWith("-")) {
+        throw new UsageError(`--${name} needs a value (${command})`);
+      }
     }
+    fixed.push(a);
   }
   try {
     const { values } = parseArgs({ args: fixed, options, strict: true, allowPositionals: false });
@@ -107,8 +141,16 @@ export function parseFlags<T extends FlagTable>(
     const e = err as Error & { code?: string };
     const quoted = /'([^']*)'/.exec(e.message)?.[1] ?? "";
     switch (e.code) {
-      case "ERR_PARSE_ARGS_UNKNOWN_OPTION":
-        throw new UsageError(`unknown flag ${quoted} for "${command}" (see ${command} --help)`);
+      case "ERR_PARSE_ARGS_UNKNOWN_OPTION": {
+        const flag = quoted.split("=")[0];
+        const hint = hints[flag.replace(/^-+/, "")];
+        const known = Object.keys(options).map((k) => `--${k}`);
+        throw new UsageError(
+          `unknown flag ${flag} for "${command}"` +
+            (hint === undefined ? didYouMean(flag, known) : `: ${hint}`) +
+            ` (see ${command} --help)`,
+        );
+      }
       case "ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL":
         throw new UsageError(
           `unexpected argument ${JSON.stringify(quoted)} for "${command}" (see ${command} --help)`,
@@ -197,6 +239,8 @@ export interface CliCosts extends ActionCosts {
 /** Parsed schedule flags. */
 export interface ScheduleSpec {
   readonly name: string;
+  /** Whether the named schedule's generator reads costs, comm and memoryLimit. */
+  readonly costAware: boolean;
   readonly ranks: number;
   readonly microBatches: number;
   readonly stagesPerRank?: number;
@@ -222,17 +266,27 @@ export function readRanks(values: Record<string, unknown>): number {
   return p;
 }
 
-/** Reads and checks the schedule flags, in the order the help lists them. */
-export function readScheduleSpec(values: Record<string, unknown>): ScheduleSpec {
+/**
+ * Reads and checks the schedule flags, in the order the help lists them.
+ * `delayFlag` names the flag of the communication delay (`comm` by default).
+ */
+export function readScheduleSpec(
+  values: Record<string, unknown>,
+  registry: ScheduleRegistry = SCHEDULE_REGISTRY,
+  delayFlag = "comm",
+): ScheduleSpec {
   const name = values.schedule;
+  const names = registry.names.join(", ");
   if (name === undefined) {
-    throw new UsageError(`--schedule is required (one of ${SCHEDULE_NAMES.join(", ")})`);
+    throw new UsageError(`--schedule is required (one of ${names})`);
   }
-  if (!(SCHEDULE_NAMES as readonly string[]).includes(String(name))) {
+  if (!registry.names.includes(String(name))) {
     throw new UsageError(
-      `--schedule must be one of ${SCHEDULE_NAMES.join(", ")}, got ${JSON.stringify(name)}`,
+      `--schedule must be one of ${names}, got ${JSON.stringify(name)}` +
+        didYouMean(String(name), registry.names),
     );
   }
+  const costAware = registry.definition(String(name)).costAware === true;
   const ranks = readRanks(values);
   const microBatches = positiveInt(values, "microbatches", true)!;
   const stagesPerRank = positiveInt(values, "virtual-stages", false);
@@ -240,12 +294,14 @@ export function readScheduleSpec(values: Record<string, unknown>): ScheduleSpec 
   const i = nonNegative(values, "cost-i");
   const w = nonNegative(values, "cost-w") ?? 1;
   const b = nonNegative(values, "cost-b");
-  const comm = nonNegative(values, "comm") ?? 0;
+  const comm = nonNegative(values, delayFlag) ?? 0;
   const memoryLimit = positiveInt(values, "memory-limit", false);
-  if (memoryLimit !== undefined && name !== "zb-auto") {
+  if (memoryLimit !== undefined && !costAware) {
     throw new UsageError(
-      `--memory-limit applies to zb-auto's search only; ${String(name)}'s memory is fixed by ` +
-        `its construction (got --memory-limit ${memoryLimit} with --schedule ${String(name)})`,
+      `--memory-limit applies to ${costAwareNames(registry)}'s search only; ${
+        String(name)
+      }'s memory is fixed by its construction (got --memory-limit ${memoryLimit} with ` +
+        `--schedule ${String(name)})`,
     );
   }
   // PyTorch's letters, resolved as the API's ActionCosts: I defaults to 1,
@@ -257,16 +313,25 @@ export function readScheduleSpec(values: Record<string, unknown>): ScheduleSpec 
   }
   const I = i ?? (b === undefined ? 1 : b - w);
   const costs: CliCosts = { F: f, I, W: w, B: b ?? I + w };
-  return { name: String(name), ranks, microBatches, stagesPerRank, costs, comm, memoryLimit };
+  return {
+    name: String(name),
+    costAware,
+    ranks,
+    microBatches,
+    stagesPerRank,
+    costs,
+    comm,
+    memoryLimit,
+  };
 }
 
 /**
- * Costs to simulate `schedule` with: the flags as given, except that
- * zb-auto takes them per full stage and runs a V-placement result's
- * chunks at 1/V of them (its search's convention).
+ * Costs to simulate `schedule` with: the flags as given, except that a
+ * cost-aware schedule (zb-auto) takes them per full stage and runs a
+ * V-placement result's stages at 1/V of them (its search's convention).
  */
 export function simulationCosts(spec: ScheduleSpec, schedule: Schedule): CliCosts {
-  const V = spec.name === "zb-auto" ? schedule.stagesPerRank : 1;
+  const V = spec.costAware ? schedule.stagesPerRank : 1;
   const c = spec.costs;
   return V === 1 ? c : { F: c.F / V, I: c.I / V, W: c.W / V, B: c.B / V };
 }
@@ -275,9 +340,12 @@ export function simulationCosts(spec: ScheduleSpec, schedule: Schedule): CliCost
  * Generates the schedule; a RangeError or TypeError from the generator (a
  * combination it does not support) is a bad flag value: UsageError.
  */
-export function buildSchedule(spec: ScheduleSpec): Schedule {
+export function buildSchedule(
+  spec: ScheduleSpec,
+  registry: ScheduleRegistry = SCHEDULE_REGISTRY,
+): Schedule {
   try {
-    return generateSchedule(spec.name, {
+    return registry.generate(spec.name, {
       ranks: spec.ranks,
       microBatches: spec.microBatches,
       stagesPerRank: spec.stagesPerRank,

@@ -59,6 +59,7 @@ import {
 } from "./_mpi_launch.ts";
 import {
   buildSchedule,
+  COST_FLAGS,
   flagCommand,
   type FlagValues,
   HELP_LINE,
@@ -67,12 +68,17 @@ import {
   positiveInt,
   positiveNumber,
   readScheduleSpec,
-  SCHEDULE_FLAGS,
-  scheduleFlagsHelp,
+  type ScheduleSpec,
+  SHAPE_FLAGS,
+  shapeFlagsHelp,
 } from "./_options.ts";
+import { SCHEDULE_REGISTRY } from "../pipeline/schedule/generate.ts";
 
 const FLAGS = {
-  ...SCHEDULE_FLAGS,
+  ...SHAPE_FLAGS,
+  comm: { type: "string" },
+  "comm-delay": { type: "string" },
+  "memory-limit": { type: "string" },
   steps: { type: "string" },
   seed: { type: "string" },
   backend: { type: "string" },
@@ -141,7 +147,11 @@ squares of all parameters. --ranks 1 is single-device training (one rank).
 Weights come from --seed S, batches from Rng(S + 1); AdamW, weight decay 0.
 
 Options:
-${scheduleFlagsHelp()}
+${shapeFlagsHelp()}
+  --comm-delay T         zb-auto: the delay its search assumes when a result crosses
+                         ranks (default 0; the --comm T of schedule and simulate)
+  --memory-limit N       zb-auto: in-flight activations per rank its search allows
+                         (default P)
   --steps K              training steps (default 3)
   --seed S               seed of the weights and the batches (integer, default 1)
   --backend KIND         cpu | webgpu | auto (default auto)
@@ -165,8 +175,7 @@ ${scheduleFlagsHelp()}
                          batches from its stored order (same model flags; give
                          --decay-steps when splitting a warmup-cosine run)
   --comm KIND            where the ranks run: workers (default), in-process, or mpi (one
-                         process per rank, started by mpirun -n P; rank 0 prints); a
-                         number is the schedule generator's delay, as in schedule
+                         process per rank, started by mpirun -n P; rank 0 prints)
   --in-process           run every rank in this thread (--comm in-process)
   --trace PATH           write the last step's timeline (.svg, else Chrome trace JSON)
   --trace-step N|all     the step --trace draws (N as the step lines number it), or all
@@ -258,6 +267,11 @@ async function readResume(path: string): Promise<Uint8Array> {
   }
 }
 
+// The schedule flags of train: the shape, and zb-auto's delay under --comm-delay.
+function readSpec(values: Record<string, unknown>): ScheduleSpec {
+  return readScheduleSpec(values, SCHEDULE_REGISTRY, "comm-delay");
+}
+
 async function run(parsed: FlagValues, io: CliIo): Promise<number> {
   const { comm, values } = readTrainComm(parsed);
   if (comm !== "mpi") return await train(values, comm, null, io);
@@ -266,7 +280,7 @@ async function run(parsed: FlagValues, io: CliIo): Promise<number> {
   const quiet = launchRank() !== 0;
   let launch: MpiLaunch;
   try {
-    launch = checkMpiLaunch(readScheduleSpec(values).ranks);
+    launch = checkMpiLaunch(readSpec(values).ranks);
   } catch (e) {
     if (quiet && e instanceof UsageError) return await quietExit();
     throw e;
@@ -302,7 +316,7 @@ async function train(
   launch: MpiLaunch | null,
   io: CliIo,
 ): Promise<number> {
-  const spec = readScheduleSpec(values);
+  const spec = readSpec(values);
   const steps = positiveInt(values, "steps", false) ?? 3;
   const seed = integer(values, "seed", 1);
   const backend = values.backend ?? "auto";
@@ -553,4 +567,11 @@ export const trainCommand: CliCommand = flagCommand(
   },
   FLAGS,
   run,
+  // The generator's cost flags model a schedule; training measures its own costs.
+  Object.fromEntries(
+    Object.keys(COST_FLAGS).filter((f) => !(f in FLAGS)).map((f) => [
+      f,
+      "the schedule generator's cost flags apply to schedule and simulate, not train",
+    ]),
+  ),
 );

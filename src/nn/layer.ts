@@ -109,7 +109,7 @@ export interface BackwardOptions {
    * input gradient does so and returns `null`; the built-in layers all
    * return `null`, skipping the work where they can (`Linear`, `Embedding`,
    * `TokenPositionEmbedding`, and the first layer of a `Sequential` or
-   * `CheckpointedChunk`). The weight gradients are the same either way.
+   * `CheckpointedStage`). The weight gradients are the same either way.
    */
   readonly needInputGrad?: boolean;
 }

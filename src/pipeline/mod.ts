@@ -12,9 +12,20 @@
 export type { Action, ActionKind, RankActions } from "./schedule/action.ts";
 export { formatAction, parseAction } from "./schedule/action.ts";
 export type { Schedule, TimedEvent } from "./schedule/schedule.ts";
-export type { ActionCosts, CostValue } from "./schedule/costs.ts";
+export type { ActionCosts, CostValue, StageCosts } from "./schedule/costs.ts";
 export type { GenerateOptions, ScheduleName } from "./schedule/generate.ts";
-export { generateSchedule, MAX_SCHEDULE_ACTIONS, SCHEDULE_NAMES } from "./schedule/generate.ts";
+export {
+  generateSchedule,
+  MAX_SCHEDULE_ACTIONS,
+  SCHEDULE_NAMES,
+  SCHEDULES,
+} from "./schedule/generate.ts";
+export type {
+  BubbleInputs,
+  ScheduleDefinition,
+  ScheduleInputs,
+  ScheduleShape,
+} from "./schedule/schedule_registry.ts";
 export { scheduleFromCsv, scheduleToCsv } from "./schedule/schedule_csv.ts";
 export type { SimulateOptions, SimulationResult } from "./analysis/simulate.ts";
 export { simulate } from "./analysis/simulate.ts";
@@ -64,8 +75,8 @@ export type {
   SummaryOptions,
 } from "./partition/summary.ts";
 export { summary } from "./partition/summary.ts";
-export type { ChunkMemory, ChunkMemoryOptions } from "./partition/chunk_memory.ts";
-export { profileChunkMemory } from "./partition/chunk_memory.ts";
+export type { StageMemory, StageMemoryOptions } from "./partition/stage_memory.ts";
+export { profileStageMemory } from "./partition/stage_memory.ts";
 export type { LayerBytes, RankMemory } from "./advise/rank_memory.ts";
 export { activationPeaks, rankMemory } from "./advise/rank_memory.ts";
 export type {
@@ -93,11 +104,11 @@ export {
 export type {
   ActivationCheckpointOptions,
   CheckpointSegment,
-  ChunkCheckpointPlan,
   RecomputePolicy,
+  StageCheckpointPlan,
 } from "./checkpoint/checkpoint.ts";
 export { ActivationCheckpointConfig, DEFAULT_EXPENSIVE_KINDS } from "./checkpoint/checkpoint.ts";
-export { CheckpointedChunk } from "./checkpoint/checkpointed_chunk.ts";
+export { CheckpointedStage } from "./checkpoint/checkpointed_stage.ts";
 export type { LinkModel, LinkSample } from "./comm/link_model.ts";
 export { linkFromSamples, messageDelay } from "./comm/link_model.ts";
 export type { CommBackend, ControlHandler, ControlMessage, SendOptions } from "./comm/backend.ts";

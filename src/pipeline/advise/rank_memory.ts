@@ -8,7 +8,7 @@
  */
 
 import type { Schedule } from "../schedule/schedule.ts";
-import type { ChunkMemory } from "../partition/chunk_memory.ts";
+import type { StageMemory } from "../partition/stage_memory.ts";
 
 /** One rank's bytes, by what holds them. */
 export interface RankMemory {
@@ -40,17 +40,17 @@ export interface LayerBytes {
   readonly stepCopyBytes?: number;
 }
 
-function checkChunks(schedule: Schedule, chunks: readonly ChunkMemory[]): void {
+function checkChunks(schedule: Schedule, chunks: readonly StageMemory[]): void {
   const S = schedule.stageToRank.length;
   if (!Array.isArray(chunks) || chunks.length !== S) {
     throw new RangeError(
-      `chunks must hold one ChunkMemory per stage (${S}), got ${
+      `chunks must hold one StageMemory per stage (${S}), got ${
         Array.isArray(chunks) ? chunks.length : typeof chunks
       }`,
     );
   }
   chunks.forEach((c, s) => {
-    for (const k of Object.keys(ZERO) as (keyof ChunkMemory)[]) {
+    for (const k of Object.keys(ZERO) as (keyof StageMemory)[]) {
       const v = c?.[k];
       if (typeof v !== "number" || !Number.isFinite(v)) {
         throw new RangeError(`chunks[${s}].${k} must be a finite number, got ${String(v)}`);
@@ -59,7 +59,7 @@ function checkChunks(schedule: Schedule, chunks: readonly ChunkMemory[]): void {
   });
 }
 
-const ZERO: ChunkMemory = {
+const ZERO: StageMemory = {
   forwardPeak: 0,
   afterForward: 0,
   inputGradPeak: 0,
@@ -94,7 +94,7 @@ const ZERO: ChunkMemory = {
  * assert.deepEqual(activationPeaks(oneFOneB, [chunk, chunk]), [250, 150]);
  * ```
  */
-export function activationPeaks(schedule: Schedule, chunks: readonly ChunkMemory[]): number[] {
+export function activationPeaks(schedule: Schedule, chunks: readonly StageMemory[]): number[] {
   checkChunks(schedule, chunks);
   return schedule.actions.map((list) => {
     let held = 0;
@@ -143,7 +143,7 @@ export function rankMemory(
   schedule: Schedule,
   boundaries: readonly number[],
   layers: readonly LayerBytes[],
-  chunks: readonly ChunkMemory[],
+  chunks: readonly StageMemory[],
   options: { readonly stepCheck?: boolean } = {},
 ): RankMemory[] {
   const S = schedule.stageToRank.length;

@@ -5,12 +5,12 @@
  * @module
  */
 
-import { type ActionCosts, resolveCosts } from "../schedule/costs.ts";
-import { checkScheduleName, checkScheduleShape, type ScheduleName } from "../schedule/generate.ts";
+import type { ActionCosts } from "../schedule/costs.ts";
+import { SCHEDULE_REGISTRY, type ScheduleName } from "../schedule/generate.ts";
 
 /**
  * The reference sheet's closed-form bubble fraction, `idle / (busy + idle)`
- * per rank, with one chunk's costs (`costs` as in `simulate`; for per-stage
+ * per rank, with one stage's costs (`costs` as in `simulate`; for per-stage
  * arrays the largest entry of each kind is used; f = F, i = I, w = W,
  * b = B = full backward):
  *
@@ -22,7 +22,8 @@ import { checkScheduleName, checkScheduleShape, type ScheduleName } from "../sch
  *   state of back-to-back iterations (0 when f = i = w).
  * - zb-auto, dualpipe-v: no closed form: `NaN` (simulate the generated schedule instead).
  *
- * Checks its arguments as {@linkcode generateSchedule} does.
+ * Each formula is its schedule's `bubble` in the schedule table. Checks its
+ * arguments as {@linkcode generateSchedule} does.
  *
  * @example
  * ```ts
@@ -37,30 +38,5 @@ export function estimateBubbleFraction(
   costs?: ActionCosts,
   stagesPerRank?: number,
 ): number {
-  const n = checkScheduleName(name);
-  const V = checkScheduleShape(n, ranks, microBatches, stagesPerRank);
-  const c = resolveCosts(costs, ranks * V);
-  const max = (a: Float64Array) => a.reduce((x, y) => (y > x ? y : x), 0);
-  const f = max(c.F), b = max(c.B), i = max(c.I), w = max(c.W);
-  const p = ranks;
-  const m = microBatches;
-  const ratio = (idle: number, busy: number) => (idle + busy > 0 ? idle / (idle + busy) : 0);
-  switch (n) {
-    case "gpipe":
-    case "1f1b":
-      return ratio((p - 1) * (f + b), m * (f + b));
-    case "interleaved-1f1b":
-      return ratio((p - 1) * (f + b), V * m * (f + b));
-    case "looped-bfs":
-      return 1 - (V * m) / ((V - 1) * Math.max(m, p) + m + p - 1);
-    case "zb-h1":
-      return ratio(Math.max(0, (p - 1) * (f + i - w)), m * (f + i + w));
-    case "zb-h2":
-      return ratio(Math.max(0, (p - 1) * (f + i - 2 * w)), m * (f + i + w));
-    case "zb-v":
-      return ratio(Math.max(0, (p - 1) * (f + i - 2 * w)), 2 * m * (f + i + w));
-    case "zb-auto":
-    case "dualpipe-v":
-      return NaN;
-  }
+  return SCHEDULE_REGISTRY.estimateBubble(name, ranks, microBatches, costs, stagesPerRank);
 }

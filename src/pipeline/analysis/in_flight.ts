@@ -1,5 +1,5 @@
 // Micro-batches each chunk holds at once under a schedule, counted as
-// CheckpointedChunk counts them for its maxActivationsInMemory cap: a
+// CheckpointedStage counts them for its maxActivationsInMemory cap: a
 // micro-batch is held from its F until its backward has freed it, i.e. its B
 // (fused) or its W (I/W split: the I keeps what the W needs). Each rank runs
 // its list in order, one iteration after the other, so one walk of one

@@ -17,6 +17,7 @@ import { checkStructure, structureError } from "./_structure.ts";
 import { ScheduleDeadlockError } from "./validate.ts";
 import type { AllReduceSpan, DataParallelOptions } from "./all_reduce.ts";
 import { allReduceSpans, checkDataParallel } from "./_data_parallel.ts";
+import type { TimelineSummary } from "./timeline_summary.ts";
 
 /** Options of {@linkcode simulate}. */
 export interface SimulateOptions extends DataParallelOptions {
@@ -32,35 +33,15 @@ export interface SimulateOptions extends DataParallelOptions {
   readonly iterations?: number;
 }
 
-/** What {@linkcode simulate} reports. Times are in the unit of the costs. */
-export interface SimulationResult {
-  /** Iterations simulated. */
-  readonly iterations: number;
-  /** End of the last action over all ranks and iterations (all ranks start at 0). */
-  readonly makespan: number;
-  /** Time each rank spends computing, over all iterations. */
-  readonly busy: readonly number[];
-  /** `makespan − busy` per rank. */
-  readonly idle: readonly number[];
+/**
+ * What {@linkcode simulate} reports: the {@linkcode TimelineSummary} of its
+ * events (all ranks start at 0; `bubbleFraction` is the Zero Bubble paper's
+ * `(cost − m(T_F+T_B+T_W)) / cost` with equal work on every rank), the peak
+ * activations and the events. Times are in the unit of the costs.
+ */
+export interface SimulationResult extends TimelineSummary {
   /**
-   * `1 − Σ busy / (ranks · makespan)`: the idle share of the ranks' time.
-   * With equal work on every rank this is the Zero Bubble paper's
-   * `(cost − m(T_F+T_B+T_W)) / cost`. Over all iterations when there are several.
-   */
-  readonly bubbleFraction: number;
-  /**
-   * With 2 or more iterations: `1 − (Σ busy / iterations) / (ranks · period)`,
-   * the bubble of one period of the steady state.
-   */
-  readonly steadyStateBubble?: number;
-  /**
-   * With 2 or more iterations: the time between the ends of the last two
-   * iterations, where an iteration ends when its last action (over all
-   * ranks) ends.
-   */
-  readonly period?: number;
-  /**
-   * Peak in-flight activations per rank, in chunk-micro-batches: +1 when an
+   * Peak in-flight activations per rank, in stage-micro-batches: +1 when an
    * F starts, −1 when the pass that last needs them ends (a B, or the W after
    * an I/W split: W still reads the stored layer inputs).
    */

@@ -1,5 +1,5 @@
 /**
- * Activation checkpointing configuration: which layers of a chunk keep what
+ * Activation checkpointing configuration: which layers of a stage keep what
  * their backward needs, and which are recomputed from a stored segment input.
  *
  * Memory for L layers checkpointed every k layers is about
@@ -27,16 +27,16 @@ export interface ActivationCheckpointOptions {
   /** Segment length: one stored input per this many layers. Integer ≥ 1, default 1. */
   readonly everyNLayers?: number;
   /**
-   * Most micro-batches whose activations one chunk may hold at once (from
+   * Most micro-batches whose activations one stage may hold at once (from
    * forward until the last backward pass that needs them), in the
-   * schedule's unit of one chunk-micro-batch. Integer ≥ 0; 0 = no cap
+   * schedule's unit of one stage-micro-batch. Integer ≥ 0; 0 = no cap
    * (default). Applies whether or not checkpointing is enabled.
    */
   readonly maxActivationsInMemory?: number;
   /** Default `"full"` when enabled, `"none"` when disabled. */
   readonly recompute?: RecomputePolicy;
   /**
-   * Whether the chunk's first layer takes part in checkpointing (default
+   * Whether the stage's first layer takes part in checkpointing (default
    * true). When false it runs normally and keeps its state — worth it for an
    * embedding, whose input (token ids) is small and whose state is cheap —
    * and segments start at the second layer.
@@ -63,16 +63,16 @@ export interface ActivationCheckpointOptions {
  */
 export const DEFAULT_EXPENSIVE_KINDS: RegExp = /linear|attention|attn|mlp|transformer|matmul/i;
 
-/** A run of consecutive layers of a chunk recomputed from its stored input. */
+/** A run of consecutive layers of a stage recomputed from its stored input. */
 export interface CheckpointSegment {
-  /** First layer (chunk-local index); its input is stored. */
+  /** First layer (stage-local index); its input is stored. */
   readonly start: number;
   /** One past the last layer. */
   readonly end: number;
 }
 
 /**
- * How one chunk's layers run under a checkpoint config (chunk-local indices).
+ * How one stage's layers run under a checkpoint config (stage-local indices).
  *
  * Forward: layer i runs with its state saved iff `keep[i]`; the input of a
  * segment is stored when its first layer is recomputed, and so is the
@@ -83,7 +83,7 @@ export interface CheckpointSegment {
  * the nearest stored tensor of the same micro-batch, then run the backward
  * passes from the segment's last layer to its first.
  */
-export interface ChunkCheckpointPlan {
+export interface StageCheckpointPlan {
   /** Checkpointed segments, in order, disjoint; layers outside keep their state. */
   readonly segments: readonly CheckpointSegment[];
   /** Per layer: its forward state is kept (not recomputed). */
@@ -138,11 +138,11 @@ export class ActivationCheckpointConfig {
   readonly enabled: boolean;
   /** Segment length in layers (≥ 1). */
   readonly everyNLayers: number;
-  /** Cap on micro-batches held per chunk at once; 0 = no cap. */
+  /** Cap on micro-batches held per stage at once; 0 = no cap. */
   readonly maxActivationsInMemory: number;
   /** What the backward recomputes. */
   readonly recompute: RecomputePolicy;
-  /** Whether the chunk's first layer is checkpointed too. */
+  /** Whether the stage's first layer is checkpointed too. */
   readonly checkpointFirstLayer: boolean;
   /** Kinds that `"selective"` keeps rather than recomputes. */
   readonly expensiveKinds: RegExp;
@@ -248,7 +248,7 @@ export class ActivationCheckpointConfig {
   }
 
   /**
-   * The plan for a chunk whose layers have these kinds, in order. Segments
+   * The plan for a stage whose layers have these kinds, in order. Segments
    * are `everyNLayers` long from the first checkpointed layer (the last may
    * be shorter); under `"selective"` a segment whose layers are all kept is
    * dropped, as it has nothing to recompute.
@@ -261,7 +261,7 @@ export class ActivationCheckpointConfig {
    * console.log(p.keep, p.keepOutput); // [true, false, false] [true, false, false]
    * ```
    */
-  plan(kinds: readonly string[]): ChunkCheckpointPlan {
+  plan(kinds: readonly string[]): StageCheckpointPlan {
     if (!Array.isArray(kinds)) {
       throw new TypeError(`kinds must be an array of layer kinds, got ${describeValue(kinds)}`);
     }

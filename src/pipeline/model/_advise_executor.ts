@@ -14,7 +14,7 @@ import { Sequential } from "../../nn/sequential.ts";
 import { loadSafetensors } from "../../nn/safetensors.ts";
 import type { OptimizerSpec } from "../../nn/optimizer_spec.ts";
 import { type PassProfile, profileLayerPasses } from "../partition/layer_passes.ts";
-import { type ChunkMemory, profileChunkMemory } from "../partition/chunk_memory.ts";
+import { profileStageMemory, type StageMemory } from "../partition/stage_memory.ts";
 import type {
   CallHandlers,
   StageContext,
@@ -56,7 +56,7 @@ export type AdviseCalls = {
   };
   readonly chunkMemory: {
     readonly args: { readonly rows: number; readonly boundaries: readonly number[] };
-    readonly result: ChunkMemory[];
+    readonly result: StageMemory[];
   };
   readonly ping: {
     readonly args: {
@@ -138,14 +138,14 @@ class AdviseExecutor implements StageExecutor<AdviseCalls> {
     },
     chunkMemory: async ({ rows, boundaries }) => {
       const { x, t } = this.#batch(rows);
-      const out: ChunkMemory[] = [];
+      const out: StageMemory[] = [];
       let h = x;
       try {
         for (let s = 0; s + 1 < boundaries.length; s++) {
           const chunk = this.#model.slice(boundaries[s], boundaries[s + 1]);
           const last = s + 2 === boundaries.length;
           out.push(
-            await profileChunkMemory(chunk, h, {
+            await profileStageMemory(chunk, h, {
               first: s === 0,
               ...(last ? { targets: t, loss: this.#o.loss } : {}),
               totalRows: this.#o.lossRows,

@@ -16,7 +16,7 @@ import { checkOptimizerSpec, type OptimizerSpec } from "../../nn/optimizer_spec.
 import type { BackendKind } from "../../tensor/create_backend.ts";
 import { describeValue } from "../../tensor/describe.ts";
 import type { PassProfile } from "../partition/layer_passes.ts";
-import type { ChunkMemory } from "../partition/chunk_memory.ts";
+import type { StageMemory } from "../partition/stage_memory.ts";
 import { SCHEDULE_NAMES, type ScheduleName } from "../schedule/generate.ts";
 import { WorkerRankGroup } from "../runtime/worker_rank_group.ts";
 import { rankMemory } from "../advise/rank_memory.ts";
@@ -310,7 +310,7 @@ function checkAdvise(model: Sequential, sample: TrainingBatch, o: AdviseOptions)
  * runtime's cost per action are measured between them. Each candidate's
  * layers are cut by the exact min-max partition of their measured loads,
  * each chunk's activation bytes for one micro-batch are measured
- * (`profileChunkMemory`) and walked through each rank's list of actions
+ * (`profileStageMemory`) and walked through each rank's list of actions
  * (`activationPeaks`), and the step is simulated (`predictStep`). With
  * `verify: k` the best k are trained for real (`PipelineParallelModel` in
  * workers, with the predicted partition) and carry `measuredMs`,
@@ -394,7 +394,7 @@ export async function adviseSchedule(
         byRows.set(rows, profile);
         profiles.push({ ranks: P, concurrency: copies, profile, overheads });
       }
-      const memo = new Map<string, ChunkMemory[]>();
+      const memo = new Map<string, StageMemory[]>();
       for (const m of o.microBatches) {
         const profile = byRows.get(rowsFor(m))!;
         for (const name of o.schedules) {

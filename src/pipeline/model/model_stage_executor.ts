@@ -39,7 +39,7 @@ import { crossEntropyLoss, type LossResult, mseLoss } from "../../nn/losses.ts";
 import type { OptimizerBase } from "../../nn/optimizer_base.ts";
 import { loadSafetensors, saveSafetensors } from "../../nn/safetensors.ts";
 import { formatAction } from "../schedule/action.ts";
-import { CheckpointedChunk } from "../checkpoint/checkpointed_chunk.ts";
+import { CheckpointedStage } from "../checkpoint/checkpointed_stage.ts";
 import { createOptimizer } from "../../nn/optimizer_spec.ts";
 import type {
   CallHandlers,
@@ -113,7 +113,7 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
         }
         const chunk = this.#o.checkpoint === undefined
           ? built
-          : new CheckpointedChunk(built, this.#o.checkpoint);
+          : new CheckpointedStage(built, this.#o.checkpoint);
         this.#chunks.set(s, chunk);
         this.#optimizers.set(s, createOptimizer(this.#o.optimizer, chunk.parameters()));
       }
@@ -495,7 +495,7 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
     const plan = this.#needPlan(ctx);
     const want = [plan.rows[ctx.action.microBatch], ...plan.inputTails[s]];
     if (dx.shape.length !== want.length || dx.shape.some((d, i) => d !== want[i])) {
-      const seq = chunk instanceof CheckpointedChunk ? chunk.sequential : chunk as Sequential;
+      const seq = chunk instanceof CheckpointedStage ? chunk.sequential : chunk as Sequential;
       const got = `[${dx.shape.join(", ")}]`;
       dx.dispose();
       throw new RangeError(

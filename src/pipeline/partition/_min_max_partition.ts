@@ -1,19 +1,19 @@
 /**
- * Exact min-max partition of a sequence into contiguous non-empty chunks.
+ * Exact min-max partition of a sequence into contiguous non-empty stages.
  *
  * Two suffix dynamic programmes over the same segment sums:
- * 1. the smallest achievable bottleneck B* (largest chunk cost);
- * 2. among partitions whose chunks all cost ≤ B*, the one with the smallest
- *    sum of squared chunk costs, then the smallest sum of squared layer
+ * 1. the smallest achievable bottleneck B* (largest stage cost);
+ * 2. among partitions whose stages all cost ≤ B*, the one with the smallest
+ *    sum of squared stage costs, then the smallest sum of squared layer
  *    counts, then the lexicographically smallest boundaries.
  *
  * The tie-breaks cannot be folded into pass 1: (max, Σcost²) is not a
  * monotone objective under concatenation, so a suffix that is optimal for
- * the pair can stop being optimal once a prefix chunk raises the max.
+ * the pair can stop being optimal once a prefix stage raises the max.
  *
- * Segment sums are always accumulated left to right from the chunk start,
+ * Segment sums are always accumulated left to right from the stage start,
  * exactly as `segmentCost` does, so the bottleneck found here equals the
- * reported chunk cost bit for bit.
+ * reported stage cost bit for bit.
  *
  * @module
  */
@@ -27,14 +27,14 @@ export function segmentCost(costs: readonly number[], start: number, end: number
 
 /**
  * Boundaries `[0, b1, …, n]` of the optimal partition of `costs` into `k`
- * non-empty chunks. Requires 1 ≤ k ≤ costs.length and valid costs (the
+ * non-empty stages. Requires 1 ≤ k ≤ costs.length and valid costs (the
  * caller validates). Time O(k·n²) worst case, pruned where a segment alone
  * already exceeds the best bottleneck; memory O(k·n).
  */
 export function minMaxPartition(costs: readonly number[], k: number): number[] {
   const n = costs.length;
   const w = n + 1;
-  // best[c * w + i]: min bottleneck of [i, n) cut into c chunks.
+  // best[c * w + i]: min bottleneck of [i, n) cut into c stages.
   const best = new Float64Array((k + 1) * w).fill(Infinity);
   for (let i = 0; i < n; i++) best[w + i] = segmentCost(costs, i, n);
   for (let c = 2; c <= k; c++) {

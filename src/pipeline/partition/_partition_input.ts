@@ -12,10 +12,10 @@ export interface NormalizedLayer {
   readonly cost: number;
 }
 
-/** Throws a RangeError unless `numChunks` is a positive integer. */
-export function checkNumChunks(numChunks: number): void {
-  if (typeof numChunks !== "number" || !Number.isInteger(numChunks) || numChunks < 1) {
-    throw new RangeError(`numChunks must be a positive integer, got ${describeValue(numChunks)}`);
+/** Throws a RangeError unless `numStages` is a positive integer. */
+export function checkNumStages(numStages: number): void {
+  if (typeof numStages !== "number" || !Number.isInteger(numStages) || numStages < 1) {
+    throw new RangeError(`numStages must be a positive integer, got ${describeValue(numStages)}`);
   }
 }
 

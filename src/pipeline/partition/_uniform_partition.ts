@@ -16,16 +16,16 @@ function spread(pool: readonly number[], r: number): number[] {
 }
 
 /**
- * Layer count of each of `k` chunks for `n` layers (1 ≤ k ≤ n), where chunk
- * 0 is counted as already holding `first` extra layers and chunk k−1 `last`
+ * Layer count of each of `k` stages for `n` layers (1 ≤ k ≤ n), where stage
+ * 0 is counted as already holding `first` extra layers and stage k−1 `last`
  * extra layers (non-negative integers; the embedding and the head/loss).
  *
- * Rule: every chunk gets at least one layer; the counted loads
+ * Rule: every stage gets at least one layer; the counted loads
  * (count + offset) are levelled: the largest level L with
  * Σ max(1, L − offset_i) ≤ n is filled, and the r layers left over go one
- * each to chunks that can still grow at level L + 1, spread evenly over the
- * chunks without an offset first (so the ends stay lighter), then to the
- * offset ends, smaller offset first, chunk 0 before chunk k−1 on a tie.
+ * each to stages that can still grow at level L + 1, spread evenly over the
+ * stages without an offset first (so the ends stay lighter), then to the
+ * offset ends, smaller offset first, stage 0 before stage k−1 on a tie.
  */
 export function uniformCounts(n: number, k: number, first: number, last: number): number[] {
   if (k === 1) return [n];

@@ -173,7 +173,7 @@ const turn = () => new Promise<void>((resolve) => setTimeout(resolve, 0));
  * forwards in order (state kept), the loss when `targets` are given, the
  * input gradients last layer first (layer 0 with `needInputGrad: false`),
  * then the weight gradients; the first `warmup` sweeps are not timed. The
- * passes of a sweep run back to back, as in a chunk, each timed from the
+ * passes of a sweep run back to back, as in a stage, each timed from the
  * end of the one before (on a device backend, to its `sync()`). With `optimizer`, each layer's
  * step is timed too (see {@linkcode LayerPasses.step}). Parameters,
  * gradients and every layer's state are as before afterwards (bitwise on
@@ -251,7 +251,7 @@ export async function profileLayerPasses(
     await backend.sync();
     if (out !== null) out.push(performance.now() - t0);
   };
-  // The passes of a sweep run back to back, as in a chunk: each is dated
+  // The passes of a sweep run back to back, as in a stage: each is dated
   // from the end of the one before (a device backend waits for each, to
   // tell them apart; the CPU's work is done when the call returns).
   const cpu = backend.name === "cpu";

@@ -1,5 +1,5 @@
 /**
- * Cutting a layer stack into pipeline chunks: uniform by layer count, or
+ * Cutting a layer stack into pipeline stages: uniform by layer count, or
  * load-balanced (min-max) over per-layer costs, with an optional selection
  * by layer type as DeepSpeed's `partition_method="type:REGEX"`.
  *
@@ -7,15 +7,15 @@
  * (or bare costs), so it needs no tensors. `layerCosts` and
  * `profileLayerCosts` turn a model's layers into such a list.
  *
- * Chunk k holds layers `[boundaries[k], boundaries[k + 1])`; with ranks·V
- * chunks, chunk k is the schedule's global stage k.
+ * Stage k holds layers `[boundaries[k], boundaries[k + 1])`; with ranks·V
+ * stages per rank, stage k is the schedule's global stage k.
  *
  * @module
  */
 
 import { minMaxPartition, segmentCost } from "./_min_max_partition.ts";
 import {
-  checkNumChunks,
+  checkNumStages,
   compileTypeRegex,
   effectiveCosts,
   type NormalizedLayer,
@@ -48,28 +48,28 @@ export interface CostedLayer {
 export type PartitionInput = readonly CostedLayer[] | readonly number[];
 
 /**
- * A partition of layers into chunks and how even it is.
+ * A partition of layers into stages and how even it is.
  *
  * @example
  * ```ts
  * import { LoadBalancedPartition } from "@conveyor/core";
  * const r = new LoadBalancedPartition().partition([1, 1, 2], 2);
- * console.log(r.boundaries, r.chunkCosts, r.bottleneck, r.imbalance); // [0, 2, 3] [2, 2] 2 1
+ * console.log(r.boundaries, r.stageCosts, r.bottleneck, r.imbalance); // [0, 2, 3] [2, 2] 2 1
  * ```
  */
 export interface PartitionResult {
-  /** `numChunks + 1` strictly increasing indices from 0 to the layer count. */
+  /** `numStages + 1` strictly increasing indices from 0 to the layer count. */
   readonly boundaries: readonly number[];
-  /** Cost of each chunk (only type-selected layers count, when a selection is set). */
-  readonly chunkCosts: readonly number[];
-  /** The largest chunk cost: what limits the pipeline's throughput. */
+  /** Cost of each stage (only type-selected layers count, when a selection is set). */
+  readonly stageCosts: readonly number[];
+  /** The largest stage cost: what limits the pipeline's throughput. */
   readonly bottleneck: number;
-  /** `bottleneck / mean chunk cost`; 1 is perfect balance (also when all costs are 0). */
+  /** `bottleneck / mean stage cost`; 1 is perfect balance (also when all costs are 0). */
   readonly imbalance: number;
 }
 
 /**
- * A way to cut layers into chunks.
+ * A way to cut layers into stages.
  *
  * @example
  * ```ts
@@ -82,11 +82,11 @@ export interface PartitionStrategy {
   /** Short name for logs and CLIs, e.g. `"uniform"`. */
   readonly name: string;
   /**
-   * Cuts `layers` into `numChunks` non-empty contiguous chunks. Throws a
-   * RangeError when `numChunks` is not a positive integer, when there are
-   * fewer layers than chunks, or when a cost is negative or not finite.
+   * Cuts `layers` into `numStages` non-empty contiguous stages. Throws a
+   * RangeError when `numStages` is not a positive integer, when there are
+   * fewer layers than stages, or when a cost is negative or not finite.
    */
-  partition(layers: PartitionInput, numChunks: number): PartitionResult;
+  partition(layers: PartitionInput, numStages: number): PartitionResult;
 }
 
 /** Options shared by the built-in strategies. */
@@ -103,15 +103,15 @@ export interface PartitionOptions {
 /** Options of {@linkcode UniformPartition}. */
 export interface UniformPartitionOptions extends PartitionOptions {
   /**
-   * Count the first chunk as already holding this many layers (e.g. 1 for
+   * Count the first stage as already holding this many layers (e.g. 1 for
    * the embedding), so it receives fewer real layers. Integer ≥ 0, default 0.
    */
-  readonly firstChunkOffset?: number;
+  readonly firstStageOffset?: number;
   /**
-   * Count the last chunk as already holding this many layers (e.g. 1 for
+   * Count the last stage as already holding this many layers (e.g. 1 for
    * the head and loss). Integer ≥ 0, default 0.
    */
-  readonly lastChunkOffset?: number;
+  readonly lastStageOffset?: number;
 }
 
 function checkOffset(name: string, v: unknown): number {
@@ -122,24 +122,24 @@ function checkOffset(name: string, v: unknown): number {
   return v;
 }
 
-function checkEnoughLayers(numLayers: number, numChunks: number): void {
-  if (numLayers < numChunks) {
+function checkEnoughLayers(numLayers: number, numStages: number): void {
+  if (numLayers < numStages) {
     throw new RangeError(
-      `cannot cut ${numLayers} layers into ${numChunks} chunks: every chunk needs at least one layer`,
+      `cannot cut ${numLayers} layers into ${numStages} stages: every stage needs at least one layer`,
     );
   }
 }
 
 function resultOf(costs: readonly number[], boundaries: readonly number[]): PartitionResult {
-  const chunkCosts: number[] = [];
+  const stageCosts: number[] = [];
   for (let k = 0; k + 1 < boundaries.length; k++) {
-    chunkCosts.push(segmentCost(costs, boundaries[k], boundaries[k + 1]));
+    stageCosts.push(segmentCost(costs, boundaries[k], boundaries[k + 1]));
   }
-  const bottleneck = Math.max(...chunkCosts);
-  const mean = chunkCosts.reduce((a, b) => a + b, 0) / chunkCosts.length;
+  const bottleneck = Math.max(...stageCosts);
+  const mean = stageCosts.reduce((a, b) => a + b, 0) / stageCosts.length;
   return {
     boundaries: Object.freeze([...boundaries]),
-    chunkCosts: Object.freeze(chunkCosts),
+    stageCosts: Object.freeze(stageCosts),
     bottleneck,
     imbalance: mean === 0 ? 1 : bottleneck / mean,
   };
@@ -147,19 +147,19 @@ function resultOf(costs: readonly number[], boundaries: readonly number[]): Part
 
 function prepare(
   layers: PartitionInput,
-  numChunks: number,
+  numStages: number,
   typeRegex: RegExp | undefined,
 ): number[] {
-  checkNumChunks(numChunks);
+  checkNumStages(numStages);
   const { layers: norm, hasKinds } = normalizeLayers(layers as readonly unknown[]);
-  checkEnoughLayers(norm.length, numChunks);
+  checkEnoughLayers(norm.length, numStages);
   return effectiveCosts(norm as readonly NormalizedLayer[], hasKinds, typeRegex);
 }
 
 /**
- * Checks user-given chunk boundaries: integers, `boundaries[0] = 0`, the
- * last equal to `numLayers`, strictly increasing (every chunk non-empty),
- * and `numChunks + 1` entries when `numChunks` is given. Throws a
+ * Checks user-given stage boundaries: integers, `boundaries[0] = 0`, the
+ * last equal to `numLayers`, strictly increasing (every stage non-empty),
+ * and `numStages + 1` entries when `numStages` is given. Throws a
  * RangeError naming the offending value and the rule.
  *
  * @example
@@ -169,19 +169,19 @@ function prepare(
  * try {
  *   validatePartition([0, 3, 3, 5], 5);
  * } catch (e) {
- *   console.log((e as Error).message); // chunk 1 would be empty
+ *   console.log((e as Error).message); // stage 1 would be empty
  * }
  * ```
  */
 export function validatePartition(
   boundaries: readonly number[],
   numLayers: number,
-  numChunks?: number,
+  numStages?: number,
 ): void {
   if (typeof numLayers !== "number" || !Number.isInteger(numLayers) || numLayers < 0) {
     throw new RangeError(`numLayers must be an integer >= 0, got ${describeValue(numLayers)}`);
   }
-  if (numChunks !== undefined) checkNumChunks(numChunks);
+  if (numStages !== undefined) checkNumStages(numStages);
   if (!Array.isArray(boundaries)) {
     throw new TypeError(
       `boundaries must be an array of layer indices, got ${describeValue(boundaries)}`,
@@ -189,12 +189,12 @@ export function validatePartition(
   }
   if (boundaries.length < 2) {
     throw new RangeError(
-      `boundaries must hold at least 2 entries (one chunk), got ${formatShape(boundaries)}`,
+      `boundaries must hold at least 2 entries (one stage), got ${formatShape(boundaries)}`,
     );
   }
-  if (numChunks !== undefined && boundaries.length !== numChunks + 1) {
+  if (numStages !== undefined && boundaries.length !== numStages + 1) {
     throw new RangeError(
-      `boundaries must hold numChunks + 1 = ${numChunks + 1} entries, got ${boundaries.length}`,
+      `boundaries must hold numStages + 1 = ${numStages + 1} entries, got ${boundaries.length}`,
     );
   }
   for (let i = 0; i < boundaries.length; i++) {
@@ -215,7 +215,7 @@ export function validatePartition(
       throw new RangeError(
         `boundaries must be strictly increasing, got ${boundaries[i - 1]} then ${
           boundaries[i]
-        } at index ${i} (chunk ${i - 1} would be empty)`,
+        } at index ${i} (stage ${i - 1} would be empty)`,
       );
     }
     if (boundaries[i] > numLayers) {
@@ -228,14 +228,14 @@ export function validatePartition(
 
 /**
  * Costs of a given partition: validates `boundaries` against the layers
- * (see {@linkcode validatePartition}) and reports each chunk's cost, the
+ * (see {@linkcode validatePartition}) and reports each stage's cost, the
  * bottleneck and the imbalance.
  *
  * @example
  * ```ts
  * import { evaluatePartition } from "@conveyor/core";
  * const r = evaluatePartition([4, 1, 1, 2], [0, 1, 4]);
- * console.log(r.chunkCosts, r.imbalance); // [4, 4] 1
+ * console.log(r.stageCosts, r.imbalance); // [4, 4] 1
  * ```
  */
 export function evaluatePartition(
@@ -250,52 +250,52 @@ export function evaluatePartition(
 }
 
 /**
- * Equal layer counts per chunk, whatever the costs (DeepSpeed's `uniform`).
+ * Equal layer counts per stage, whatever the costs (DeepSpeed's `uniform`).
  *
- * Remainder rule: with n layers and k chunks, every chunk gets ⌊n/k⌋ and
- * the r = n mod k extra layers go to chunks spread evenly, chunk
- * ⌊(2j+1)·k/(2r)⌋ for j = 0 … r−1 (10 layers in 4 chunks: 2, 3, 2, 3).
+ * Remainder rule: with n layers and k stages, every stage gets ⌊n/k⌋ and
+ * the r = n mod k extra layers go to stages spread evenly, stage
+ * ⌊(2j+1)·k/(2r)⌋ for j = 0 … r−1 (10 layers in 4 stages: 2, 3, 2, 3).
  *
- * Lighter ends: `firstChunkOffset` / `lastChunkOffset` count the first /
- * last chunk as already holding that many layers (the embedding; the head
+ * Lighter ends: `firstStageOffset` / `lastStageOffset` count the first /
+ * last stage as already holding that many layers (the embedding; the head
  * and loss), levelling count + offset instead; left-over layers go to the
- * chunks without an offset first. Every chunk keeps at least one layer.
+ * stages without an offset first. Every stage keeps at least one layer.
  *
  * @example
  * ```ts
  * import { UniformPartition } from "@conveyor/core";
  * const costs = new Array(16).fill(1);
  * console.log(new UniformPartition().partition(costs, 4).boundaries); // [0, 4, 8, 12, 16]
- * const ends = new UniformPartition({ firstChunkOffset: 1, lastChunkOffset: 1 });
+ * const ends = new UniformPartition({ firstStageOffset: 1, lastStageOffset: 1 });
  * console.log(ends.partition(costs, 4).boundaries); // [0, 3, 8, 13, 16]
  * ```
  */
 export class UniformPartition implements PartitionStrategy {
   /** Always `"uniform"`. */
   readonly name: string = "uniform";
-  /** Layers the first chunk is counted as already holding. */
-  readonly firstChunkOffset: number;
-  /** Layers the last chunk is counted as already holding. */
-  readonly lastChunkOffset: number;
+  /** Layers the first stage is counted as already holding. */
+  readonly firstStageOffset: number;
+  /** Layers the last stage is counted as already holding. */
+  readonly lastStageOffset: number;
   readonly #typeRegex: RegExp | undefined;
 
   /** Validates the options; throws a RangeError naming a bad offset. */
   constructor(options: UniformPartitionOptions = {}) {
-    this.firstChunkOffset = checkOffset("firstChunkOffset", options.firstChunkOffset);
-    this.lastChunkOffset = checkOffset("lastChunkOffset", options.lastChunkOffset);
+    this.firstStageOffset = checkOffset("firstStageOffset", options.firstStageOffset);
+    this.lastStageOffset = checkOffset("lastStageOffset", options.lastStageOffset);
     this.#typeRegex = options.typeRegex === undefined
       ? undefined
       : compileTypeRegex(options.typeRegex);
   }
 
-  /** Cuts `layers` into `numChunks` chunks of (nearly) equal layer counts. */
-  partition(layers: PartitionInput, numChunks: number): PartitionResult {
-    const costs = prepare(layers, numChunks, this.#typeRegex);
+  /** Cuts `layers` into `numStages` stages of (nearly) equal layer counts. */
+  partition(layers: PartitionInput, numStages: number): PartitionResult {
+    const costs = prepare(layers, numStages, this.#typeRegex);
     const counts = uniformCounts(
       costs.length,
-      numChunks,
-      this.firstChunkOffset,
-      this.lastChunkOffset,
+      numStages,
+      this.firstStageOffset,
+      this.lastStageOffset,
     );
     const boundaries = [0];
     for (const c of counts) boundaries.push(boundaries[boundaries.length - 1] + c);
@@ -304,13 +304,13 @@ export class UniformPartition implements PartitionStrategy {
 }
 
 /**
- * Min-max partition: the contiguous cut into non-empty chunks whose most
- * expensive chunk is as cheap as possible (DeepSpeed's `parameters` and
+ * Min-max partition: the contiguous cut into non-empty stages whose most
+ * expensive stage is as cheap as possible (DeepSpeed's `parameters` and
  * `type:REGEX` methods, depending on the costs given), found exactly by
  * dynamic programming over prefix segments, O(k·n²) time, O(k·n) memory.
  *
  * Ties (several cuts with the same bottleneck) are broken, in order, by the
- * smallest sum of squared chunk costs (the other chunks as even as
+ * smallest sum of squared stage costs (the other stages as even as
  * possible), the smallest sum of squared layer counts (even layer counts,
  * e.g. where costs are 0), then the lexicographically smallest boundaries.
  *
@@ -327,7 +327,7 @@ export class UniformPartition implements PartitionStrategy {
  * const r = new LoadBalancedPartition().partition(layers, 3);
  * console.log(r.boundaries, r.bottleneck); // [0, 2, 4, 5] 6
  * const blocks = new LoadBalancedPartition({ typeRegex: "^block$" }).partition(layers, 3);
- * console.log(blocks.chunkCosts); // [2, 2, 2]
+ * console.log(blocks.stageCosts); // [2, 2, 2]
  * ```
  */
 export class LoadBalancedPartition implements PartitionStrategy {
@@ -342,10 +342,10 @@ export class LoadBalancedPartition implements PartitionStrategy {
       : compileTypeRegex(options.typeRegex);
   }
 
-  /** Cuts `layers` into `numChunks` chunks minimising the largest chunk cost. */
-  partition(layers: PartitionInput, numChunks: number): PartitionResult {
-    const costs = prepare(layers, numChunks, this.#typeRegex);
-    return resultOf(costs, minMaxPartition(costs, numChunks));
+  /** Cuts `layers` into `numStages` stages minimising the largest stage cost. */
+  partition(layers: PartitionInput, numStages: number): PartitionResult {
+    const costs = prepare(layers, numStages, this.#typeRegex);
+    return resultOf(costs, minMaxPartition(costs, numStages));
   }
 }
 
@@ -356,7 +356,7 @@ export class LoadBalancedPartition implements PartitionStrategy {
  * ```ts
  * import { FixedPartition } from "@conveyor/core";
  * const r = new FixedPartition([0, 1, 3]).partition([5, 2, 2], 2);
- * console.log(r.chunkCosts); // [5, 4]
+ * console.log(r.stageCosts); // [5, 4]
  * ```
  */
 export class FixedPartition implements PartitionStrategy {
@@ -382,10 +382,10 @@ export class FixedPartition implements PartitionStrategy {
       : compileTypeRegex(options.typeRegex);
   }
 
-  /** Checks the boundaries against `layers` and `numChunks` and reports costs. */
-  partition(layers: PartitionInput, numChunks: number): PartitionResult {
-    const costs = prepare(layers, numChunks, this.#typeRegex);
-    validatePartition(this.boundaries, costs.length, numChunks);
+  /** Checks the boundaries against `layers` and `numStages` and reports costs. */
+  partition(layers: PartitionInput, numStages: number): PartitionResult {
+    const costs = prepare(layers, numStages, this.#typeRegex);
+    validatePartition(this.boundaries, costs.length, numStages);
     return resultOf(costs, this.boundaries);
   }
 }

@@ -1,7 +1,7 @@
 /**
  * A model summary as tfjs's `model.summary()` prints it, per pipeline
  * stage: each layer's name, type, output shape and parameters, and for each
- * chunk of a partition its layers, parameters, and bytes of parameters,
+ * stage of a partition its layers, parameters, and bytes of parameters,
  * gradients and optimizer state, and the activation it hands to the next.
  *
  * @module
@@ -22,9 +22,9 @@ import { validatePartition } from "./partition.ts";
 export interface SummaryOptions {
   /** Shape of one input batch (dim 0 the rows), e.g. `[16, 64]` token ids. */
   readonly inputShape: Shape;
-  /** Chunk s holds layers `[boundaries[s], boundaries[s + 1])` (default one chunk). */
+  /** Stage s holds layers `[boundaries[s], boundaries[s + 1])` (default one stage). */
   readonly boundaries?: readonly number[];
-  /** The rank of each chunk (default chunk s on rank s). */
+  /** The rank of each stage (default stage s on rank s). */
   readonly stageToRank?: readonly number[];
   /** Counts its state per parameter (AdamW: 2, SGD with momentum: 1; default none). */
   readonly optimizer?: OptimizerSpec;
@@ -42,13 +42,13 @@ export interface LayerSummary {
   readonly outputShape: Shape;
   /** Trainable scalars. */
   readonly params: number;
-  /** The chunk that holds it. */
+  /** The stage that holds it. */
   readonly stage: number;
 }
 
-/** One chunk's totals. */
+/** One stage's totals. */
 export interface StageSummary {
-  /** Chunk index (global stage). */
+  /** Global stage index. */
   readonly stage: number;
   /** Its rank. */
   readonly rank: number;
@@ -62,9 +62,9 @@ export interface StageSummary {
   readonly gradientBytes: number;
   /** Bytes of the optimizer's state for them. */
   readonly optimizerStateBytes: number;
-  /** Shape of the chunk's output for the input batch. */
+  /** Shape of the stage's output for the input batch. */
   readonly outputShape: Shape;
-  /** Its bytes: what the chunk hands to the next one per batch (per micro-batch: a share). */
+  /** Its bytes: what the stage hands to the next one per batch (per micro-batch: a share). */
   readonly outputBytes: number;
 }
 
@@ -72,7 +72,7 @@ export interface StageSummary {
 export interface ModelSummary {
   /** One entry per layer. */
   readonly layers: readonly LayerSummary[];
-  /** One entry per chunk. */
+  /** One entry per stage. */
   readonly stages: readonly StageSummary[];
   /** Trainable scalars in all. */
   readonly totalParams: number;
@@ -98,10 +98,10 @@ const count = (n: number) => n.toLocaleString("en-US");
 
 /**
  * Summarises `model` for an input of `inputShape`, cut at `boundaries`:
- * each layer's name, type, output shape, parameters and chunk, and each
- * chunk's rank, parameters, bytes of parameters, gradients and optimizer
+ * each layer's name, type, output shape, parameters and stage, and each
+ * stage's rank, parameters, bytes of parameters, gradients and optimizer
  * state, and output (the activation it hands on); `text` lays them out as
- * tfjs's `model.summary()` does, one block per chunk. Shapes the layers
+ * tfjs's `model.summary()` does, one block per stage. Shapes the layers
  * refuse and bad boundaries are errors naming the value.
  *
  * @example
@@ -138,7 +138,7 @@ export function summary(model: Sequential, options: SummaryOptions): ModelSummar
     where.some((r) => !Number.isInteger(r) || r < 0)
   ) {
     throw new RangeError(
-      `stageToRank must hold one rank (an integer >= 0) per chunk (${S}), got ${
+      `stageToRank must hold one rank (an integer >= 0) per stage (${S}), got ${
         describeValue(where)
       }`,
     );
@@ -182,7 +182,7 @@ export function summary(model: Sequential, options: SummaryOptions): ModelSummar
     (a, s) => a + s.parameterBytes + s.gradientBytes + s.optimizerStateBytes,
     0,
   );
-  // The text: a tfjs-style table per chunk.
+  // The text: a tfjs-style table per stage.
   const rows = layers.map((l) => [`${l.name} (${l.kind})`, shape(l.outputShape), count(l.params)]);
   const head = ["Layer (type)", "Output shape", "Param #"];
   const w = head.map((h, c) => Math.max(h.length, ...rows.map((r) => r[c].length)));

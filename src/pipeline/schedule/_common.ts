@@ -2,6 +2,7 @@
 
 import type { Action, ActionKind } from "./action.ts";
 import type { Schedule } from "./schedule.ts";
+import type { ScheduleShape } from "./schedule_registry.ts";
 
 /** Shorthand for an action. */
 export function act(kind: ActionKind, stage: number, microBatch: number): Action {
@@ -28,4 +29,27 @@ export function makeSchedule(
   actions: readonly (readonly Action[])[],
 ): Schedule {
   return { name, ranks, microBatches, stagesPerRank, stageToRank, actions };
+}
+
+/** The stages-per-rank rule of a schedule that places one stage per rank. */
+export function oneStagePerRank(name: string): (shape: ScheduleShape) => void {
+  return ({ stagesPerRank: V }) => {
+    if (V !== 1) {
+      throw new RangeError(`${name} places one stage per rank, got stagesPerRank ${V}`);
+    }
+  };
+}
+
+/** `idle / (idle + busy)`, 0 when both are 0. */
+export function bubbleRatio(idle: number, busy: number): number {
+  return idle + busy > 0 ? idle / (idle + busy) : 0;
+}
+
+/** The stages-per-rank rule of a schedule that places exactly two stages per rank (a V). */
+export function twoStagesPerRank(name: string): (shape: ScheduleShape) => void {
+  return ({ stagesPerRank: V }) => {
+    if (V !== 2) {
+      throw new RangeError(`${name} places exactly 2 stages per rank, got stagesPerRank ${V}`);
+    }
+  };
 }

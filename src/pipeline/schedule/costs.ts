@@ -29,9 +29,13 @@ export interface ActionCosts {
 
 /** Per-stage costs of each action kind, all finite and non-negative. */
 export interface StageCosts {
+  /** Forward, per stage. */
   readonly F: Float64Array;
+  /** Full backward, per stage. */
   readonly B: Float64Array;
+  /** Input-gradient pass, per stage. */
   readonly I: Float64Array;
+  /** Weight-gradient pass, per stage. */
   readonly W: Float64Array;
 }
 

@@ -12,7 +12,8 @@
 
 import type { Action } from "./action.ts";
 import type { Schedule } from "./schedule.ts";
-import { act, makeSchedule, vPlacement } from "./_common.ts";
+import { act, makeSchedule, twoStagesPerRank, vPlacement } from "./_common.ts";
+import type { ScheduleDefinition } from "./schedule_registry.ts";
 
 /** DualPipeV over `ranks` ranks (2 chunks each, m ≥ 2·ranks); arguments pre-checked. */
 export function dualPipeV(ranks: number, microBatches: number): Schedule {
@@ -81,3 +82,32 @@ export function dualPipeV(ranks: number, microBatches: number): Schedule {
   }
   return makeSchedule("dualpipe-v", p, m, 2, vPlacement(p), actions);
 }
+
+/**
+ * The `dualpipe-v` entry of the schedule table: DeepSeek's DualPipe folded into a V: two stages per rank, m >= 2p.
+ *
+ * @example
+ * ```ts
+ * import { DUALPIPE_V } from "./dualpipe_v.ts";
+ * console.log(DUALPIPE_V.name, DUALPIPE_V.defaultStagesPerRank); // dualpipe-v 2
+ * ```
+ */
+export const DUALPIPE_V: ScheduleDefinition<"dualpipe-v"> = {
+  name: "dualpipe-v",
+  description: "DeepSeek's DualPipe folded into a V: two stages per rank, m >= 2p",
+  defaultStagesPerRank: 2,
+  checkShape: (shape) => {
+    twoStagesPerRank("dualpipe-v")(shape);
+    const { ranks: p, microBatches: m } = shape;
+    if (m < 2 * p) {
+      throw new RangeError(
+        `dualpipe-v needs microBatches >= 2 × ranks (${
+          2 * p
+        }), got microBatches ${m} with ranks ${p}`,
+      );
+    }
+  },
+  generate: ({ ranks, microBatches }) => dualPipeV(ranks, microBatches),
+  // No closed form: simulate the generated schedule.
+  bubble: () => NaN,
+};

@@ -13,7 +13,8 @@
 
 import type { Action } from "./action.ts";
 import type { Schedule } from "./schedule.ts";
-import { act, loopPlacement, makeSchedule } from "./_common.ts";
+import { act, bubbleRatio, loopPlacement, makeSchedule } from "./_common.ts";
+import type { ScheduleDefinition } from "./schedule_registry.ts";
 
 /** Rounds of micro-batches; m must be a multiple of it (checked by the caller). */
 export function interleavedRounds(ranks: number, microBatches: number): number {
@@ -54,3 +55,36 @@ export function interleavedOneFOneB(
   }
   return makeSchedule("interleaved-1f1b", ranks, m, V, loopPlacement(ranks, V), actions);
 }
+
+/**
+ * The `interleaved-1f1b` entry of the schedule table: 1F1B over V >= 2 looped stages per rank, in PyTorch's rounds.
+ *
+ * @example
+ * ```ts
+ * import { INTERLEAVED_ONE_F_ONE_B } from "./interleaved_one_f_one_b.ts";
+ * console.log(INTERLEAVED_ONE_F_ONE_B.name, INTERLEAVED_ONE_F_ONE_B.defaultStagesPerRank); // interleaved-1f1b 2
+ * ```
+ */
+export const INTERLEAVED_ONE_F_ONE_B: ScheduleDefinition<"interleaved-1f1b"> = {
+  name: "interleaved-1f1b",
+  description: "1F1B over V >= 2 looped stages per rank, in PyTorch's rounds",
+  defaultStagesPerRank: 2,
+  checkShape: ({ ranks: p, microBatches: m, stagesPerRank: V }) => {
+    if (V < 2) {
+      throw new RangeError(`interleaved-1f1b needs stagesPerRank >= 2, got ${V}`);
+    }
+    const rounds = interleavedRounds(p, m);
+    if (m % rounds !== 0) {
+      throw new RangeError(
+        `interleaved-1f1b runs micro-batches in max(1, floor(microBatches / ranks)) = ${rounds} ` +
+          `equal rounds (PyTorch's rule), so microBatches must be a multiple of ${rounds}, ` +
+          `got microBatches ${m} with ranks ${p}`,
+      );
+    }
+  },
+  generate: ({ ranks, microBatches, stagesPerRank }) =>
+    interleavedOneFOneB(ranks, microBatches, stagesPerRank),
+  // Exact when m is a multiple of p.
+  bubble: ({ ranks: p, microBatches: m, stagesPerRank: V, f, b }) =>
+    bubbleRatio((p - 1) * (f + b), V * m * (f + b)),
+};

@@ -11,6 +11,7 @@
 import type { Action } from "./action.ts";
 import type { Schedule } from "./schedule.ts";
 import { act, loopPlacement, makeSchedule } from "./_common.ts";
+import type { ScheduleDefinition } from "./schedule_registry.ts";
 
 /** Looped BFS with `stagesPerRank` chunks per rank; arguments pre-checked. */
 export function loopedBfs(ranks: number, microBatches: number, stagesPerRank: number): Schedule {
@@ -34,3 +35,23 @@ export function loopedBfs(ranks: number, microBatches: number, stagesPerRank: nu
     actions,
   );
 }
+
+/**
+ * The `looped-bfs` entry of the schedule table: all micro-batches through each looped stage in turn (breadth first).
+ *
+ * @example
+ * ```ts
+ * import { LOOPED_BFS } from "./looped_bfs.ts";
+ * console.log(LOOPED_BFS.name, LOOPED_BFS.defaultStagesPerRank); // looped-bfs 2
+ * ```
+ */
+export const LOOPED_BFS: ScheduleDefinition<"looped-bfs"> = {
+  name: "looped-bfs",
+  description: "all micro-batches through each looped stage in turn (breadth first)",
+  defaultStagesPerRank: 2,
+  checkShape: () => {},
+  generate: ({ ranks, microBatches, stagesPerRank }) =>
+    loopedBfs(ranks, microBatches, stagesPerRank),
+  bubble: ({ ranks: p, microBatches: m, stagesPerRank: V }) =>
+    1 - (V * m) / ((V - 1) * Math.max(m, p) + m + p - 1),
+};

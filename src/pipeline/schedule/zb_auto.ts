@@ -28,6 +28,7 @@ import { zbH1 } from "./zb_h1.ts";
 import { zbH2 } from "./zb_h2.ts";
 import { zbV } from "./zb_v.ts";
 import { dualPipeV } from "./dualpipe_v.ts";
+import type { ScheduleDefinition } from "./schedule_registry.ts";
 
 /** One candidate the search tried. */
 export interface ZbAutoCandidate {
@@ -45,7 +46,7 @@ export interface ZbAutoCandidate {
  * stage (arrays of `ranks` entries): chunk c is the V-th part of full stage
  * ⌊c/V⌋, so each pass costs 1/V of that stage's.
  */
-export function chunkCosts(costs: StageCosts, stagesPerRank: number): StageCosts {
+function splitStageCosts(costs: StageCosts, stagesPerRank: number): StageCosts {
   const V = stagesPerRank;
   const split = (a: Float64Array) =>
     Float64Array.from({ length: a.length * V }, (_, c) => a[Math.floor(c / V)] / V);
@@ -86,7 +87,7 @@ export function zbAutoCandidates(
     // Activations come in whole chunk-micro-batches.
     const memoryLimit = Math.floor(limit * V);
     const placement = V === 1 ? loopPlacement(p, 1) : vPlacement(p);
-    const chunk = V === 1 ? costs : chunkCosts(costs, V);
+    const chunk = V === 1 ? costs : splitStageCosts(costs, V);
     const depths: number[][] = V === 1
       ? [
         Array.from({ length: p }, (_, r) => p - r),
@@ -184,3 +185,38 @@ export function zbAuto(
   }
   return best.schedule;
 }
+
+/**
+ * The `zb-auto` entry of the schedule table: searches zero-bubble orders with the given costs, comm and memory limit.
+ *
+ * @example
+ * ```ts
+ * import { ZB_AUTO } from "./zb_auto.ts";
+ * console.log(ZB_AUTO.name, ZB_AUTO.defaultStagesPerRank); // zb-auto 1
+ * ```
+ */
+export const ZB_AUTO: ScheduleDefinition<"zb-auto"> = {
+  name: "zb-auto",
+  description: "searches zero-bubble orders with the given costs, comm and memory limit",
+  defaultStagesPerRank: 1,
+  checkShape: ({ stagesPerRank: V, stagesPerRankGiven }) => {
+    // Not given: the search tries both placements.
+    if (stagesPerRankGiven && V !== 1 && V !== 2) {
+      throw new RangeError(`zb-auto places 1 stage per rank or 2 in a V, got stagesPerRank ${V}`);
+    }
+  },
+  costAware: true,
+  generate: (
+    { ranks, microBatches, costs, comm, memoryLimit, stagesPerRank, stagesPerRankGiven },
+  ) =>
+    zbAuto(
+      ranks,
+      microBatches,
+      costs,
+      comm,
+      memoryLimit,
+      stagesPerRankGiven ? stagesPerRank : undefined,
+    ),
+  // No closed form: simulate the generated schedule.
+  bubble: () => NaN,
+};

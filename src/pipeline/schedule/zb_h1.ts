@@ -10,7 +10,8 @@
 
 import type { Action } from "./action.ts";
 import type { Schedule } from "./schedule.ts";
-import { act, loopPlacement, makeSchedule } from "./_common.ts";
+import { act, bubbleRatio, loopPlacement, makeSchedule, oneStagePerRank } from "./_common.ts";
+import type { ScheduleDefinition } from "./schedule_registry.ts";
 
 /** ZB-H1 over `ranks` ranks (one stage each); arguments pre-checked. */
 export function zbH1(ranks: number, microBatches: number): Schedule {
@@ -39,3 +40,23 @@ export function zbH1(ranks: number, microBatches: number): Schedule {
   }
   return makeSchedule("zb-h1", ranks, m, 1, loopPlacement(ranks, 1), actions);
 }
+
+/**
+ * The `zb-h1` entry of the schedule table: 1F1B with a split backward whose W passes fill the cool-down (Zero Bubble).
+ *
+ * @example
+ * ```ts
+ * import { ZB_H1 } from "./zb_h1.ts";
+ * console.log(ZB_H1.name, ZB_H1.defaultStagesPerRank); // zb-h1 1
+ * ```
+ */
+export const ZB_H1: ScheduleDefinition<"zb-h1"> = {
+  name: "zb-h1",
+  description: "1F1B with a split backward whose W passes fill the cool-down (Zero Bubble)",
+  defaultStagesPerRank: 1,
+  checkShape: oneStagePerRank("zb-h1"),
+  generate: ({ ranks, microBatches }) => zbH1(ranks, microBatches),
+  // Exact for m >= p.
+  bubble: ({ ranks: p, microBatches: m, f, i, w }) =>
+    bubbleRatio(Math.max(0, (p - 1) * (f + i - w)), m * (f + i + w)),
+};

@@ -14,8 +14,9 @@
  */
 
 import type { Schedule } from "./schedule.ts";
-import { loopPlacement, makeSchedule } from "./_common.ts";
+import { bubbleRatio, loopPlacement, makeSchedule, oneStagePerRank } from "./_common.ts";
 import { greedyOrder } from "./_greedy.ts";
+import type { ScheduleDefinition } from "./schedule_registry.ts";
 
 /** ZB-H2 over `ranks` ranks (one stage each); arguments pre-checked. */
 export function zbH2(ranks: number, microBatches: number): Schedule {
@@ -37,3 +38,23 @@ export function zbH2(ranks: number, microBatches: number): Schedule {
   if (actions === null) throw new Error("zb-h2's greedy order stalled (internal error)");
   return makeSchedule("zb-h2", ranks, microBatches, 1, placement, actions);
 }
+
+/**
+ * The `zb-h2` entry of the schedule table: zero bubble with 2p-1 micro-batches in flight (Zero Bubble).
+ *
+ * @example
+ * ```ts
+ * import { ZB_H2 } from "./zb_h2.ts";
+ * console.log(ZB_H2.name, ZB_H2.defaultStagesPerRank); // zb-h2 1
+ * ```
+ */
+export const ZB_H2: ScheduleDefinition<"zb-h2"> = {
+  name: "zb-h2",
+  description: "zero bubble with 2p-1 micro-batches in flight (Zero Bubble)",
+  defaultStagesPerRank: 1,
+  checkShape: oneStagePerRank("zb-h2"),
+  generate: ({ ranks, microBatches }) => zbH2(ranks, microBatches),
+  // The paper's figure, reached in the steady state of back-to-back iterations.
+  bubble: ({ ranks: p, microBatches: m, f, i, w }) =>
+    bubbleRatio(Math.max(0, (p - 1) * (f + i - 2 * w)), m * (f + i + w)),
+};

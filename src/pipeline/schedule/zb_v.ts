@@ -16,7 +16,8 @@
 
 import type { Action } from "./action.ts";
 import type { Schedule } from "./schedule.ts";
-import { act, makeSchedule, vPlacement } from "./_common.ts";
+import { act, bubbleRatio, makeSchedule, twoStagesPerRank, vPlacement } from "./_common.ts";
+import type { ScheduleDefinition } from "./schedule_registry.ts";
 
 /** ZB-V over `ranks` ranks (2 chunks each); arguments pre-checked. */
 export function zbV(ranks: number, microBatches: number): Schedule {
@@ -61,3 +62,23 @@ export function zbV(ranks: number, microBatches: number): Schedule {
   }
   return makeSchedule("zb-v", p, microBatches, 2, vPlacement(p), actions);
 }
+
+/**
+ * The `zb-v` entry of the schedule table: two stages per rank in a V, zero bubble at 1F1B's memory (Zero Bubble).
+ *
+ * @example
+ * ```ts
+ * import { ZB_V } from "./zb_v.ts";
+ * console.log(ZB_V.name, ZB_V.defaultStagesPerRank); // zb-v 2
+ * ```
+ */
+export const ZB_V: ScheduleDefinition<"zb-v"> = {
+  name: "zb-v",
+  description: "two stages per rank in a V, zero bubble at 1F1B's memory (Zero Bubble)",
+  defaultStagesPerRank: 2,
+  checkShape: twoStagesPerRank("zb-v"),
+  generate: ({ ranks, microBatches }) => zbV(ranks, microBatches),
+  // The paper's figure, reached in the steady state of back-to-back iterations.
+  bubble: ({ ranks: p, microBatches: m, f, i, w }) =>
+    bubbleRatio(Math.max(0, (p - 1) * (f + i - 2 * w)), 2 * m * (f + i + w)),
+};

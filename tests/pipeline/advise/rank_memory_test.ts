@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { activationPeaks, rankMemory } from "../../../src/pipeline/advise/rank_memory.ts";
 import type { Schedule } from "../../../src/pipeline/schedule/schedule.ts";
 import type { Action } from "../../../src/pipeline/schedule/action.ts";
-import type { ChunkMemory } from "../../../src/pipeline/partition/chunk_memory.ts";
+import type { StageMemory } from "../../../src/pipeline/partition/stage_memory.ts";
 import { generateSchedule } from "../../../src/pipeline/schedule/generate.ts";
 
 // "2F0" → { kind: "F", stage: 2, microBatch: 0 }
@@ -25,7 +25,7 @@ const chunk = (
   afterInputGrad: number,
   weightGradPeak: number,
   backwardPeak: number,
-): ChunkMemory => ({
+): StageMemory => ({
   forwardPeak,
   afterForward,
   inputGradPeak,
@@ -81,7 +81,7 @@ Deno.test("activationPeaks: GPipe holds m micro-batches, 1F1B p (the reference s
 Deno.test("activationPeaks and rankMemory: malformed input is refused with the rule", () => {
   const s = generateSchedule("1f1b", { ranks: 2, microBatches: 2 });
   const c = chunk(1, 1, 1, 1, 1, 1);
-  assert.throws(() => activationPeaks(s, [c]), /one ChunkMemory per stage \(2\), got 1/);
+  assert.throws(() => activationPeaks(s, [c]), /one StageMemory per stage \(2\), got 1/);
   assert.throws(
     () => activationPeaks(s, [c, { ...c, afterForward: NaN }]),
     /chunks\[1\]\.afterForward must be a finite number, got NaN/,

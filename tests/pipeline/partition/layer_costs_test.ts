@@ -43,7 +43,7 @@ Deno.test("layerCosts: params, flops and count follow the layers' own estimates"
     assert.deepEqual(layerCosts(m, shape, "count").map((c) => c.cost), [1, 1, 1, 1]);
     // Straight into the partitioner, with a type selection.
     const r = new LoadBalancedPartition({ typeRegex: "Block" }).partition(params, 2);
-    assert.equal(r.chunkCosts[0], r.chunkCosts[1]);
+    assert.equal(r.stageCosts[0], r.stageCosts[1]);
   } finally {
     m.dispose();
   }

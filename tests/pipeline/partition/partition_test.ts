@@ -26,19 +26,19 @@ function sumRange(c: readonly number[], a: number, b: number): number {
   return s;
 }
 
-/** Every way to cut n layers into k non-empty chunks, as boundary lists, in lexicographic order. */
+/** Every way to cut n layers into k non-empty stages, as boundary lists, in lexicographic order. */
 function allPartitions(n: number, k: number): number[][] {
   const out: number[][] = [];
   const cur = [0];
-  const rec = (chunksLeft: number) => {
+  const rec = (stagesLeft: number) => {
     const at = cur[cur.length - 1];
-    if (chunksLeft === 1) {
+    if (stagesLeft === 1) {
       out.push([...cur, n]);
       return;
     }
-    for (let b = at + 1; b <= n - chunksLeft + 1; b++) {
+    for (let b = at + 1; b <= n - stagesLeft + 1; b++) {
       cur.push(b);
-      rec(chunksLeft - 1);
+      rec(stagesLeft - 1);
       cur.pop();
     }
   };
@@ -48,20 +48,20 @@ function allPartitions(n: number, k: number): number[][] {
 
 /**
  * The documented optimum by exhaustive search: smallest bottleneck, then the
- * smallest sum of squared chunk costs, then the smallest sum of squared
+ * smallest sum of squared stage costs, then the smallest sum of squared
  * layer counts, then the lexicographically smallest boundaries.
  */
 function bruteForce(costs: readonly number[], k: number): number[] {
   let best: number[] | null = null;
   let key: [number, number, number] = [Infinity, Infinity, Infinity];
   for (const b of allPartitions(costs.length, k)) {
-    const chunk = b.slice(0, -1).map((s, i) => sumRange(costs, s, b[i + 1]));
-    const max = Math.max(...chunk);
+    const stage = b.slice(0, -1).map((s, i) => sumRange(costs, s, b[i + 1]));
+    const max = Math.max(...stage);
     // Sum of squares folded from the right, as a suffix recursion would add them.
     let sq = 0;
     let ln = 0;
-    for (let i = chunk.length - 1; i >= 0; i--) {
-      sq = chunk[i] * chunk[i] + sq;
+    for (let i = stage.length - 1; i >= 0; i--) {
+      sq = stage[i] * stage[i] + sq;
       ln = (b[i + 1] - b[i]) ** 2 + ln;
     }
     const cand: [number, number, number] = [max, sq, ln];
@@ -116,17 +116,17 @@ Deno.test("LoadBalancedPartition equals brute force on random real costs", () =>
 /** Independent oracle: smallest integer bottleneck by binary search with a greedy probe. */
 function greedyBottleneck(costs: readonly number[], k: number): number {
   const fits = (limit: number) => {
-    let chunks = 1;
+    let stages = 1;
     let s = 0;
     for (const c of costs) {
       if (c > limit) return false;
       if (s + c > limit) {
-        chunks++;
+        stages++;
         s = c;
       } else s += c;
     }
-    // Fewer chunks than k can always be split further (n >= k, chunks non-empty).
-    return chunks <= k;
+    // Fewer stages than k can always be split further (n >= k, stages non-empty).
+    return stages <= k;
   };
   let lo = 0;
   let hi = costs.reduce((a, b) => a + b, 0);
@@ -148,7 +148,7 @@ Deno.test("LoadBalancedPartition bottleneck equals the greedy binary-search orac
     const res = lb.partition(costs, k);
     assert.equal(res.bottleneck, greedyBottleneck(costs, k), `n=${n} k=${k}`);
     validatePartition(res.boundaries, n, k);
-    assert.equal(res.chunkCosts.reduce((a, b) => a + b, 0), costs.reduce((a, b) => a + b, 0));
+    assert.equal(res.stageCosts.reduce((a, b) => a + b, 0), costs.reduce((a, b) => a + b, 0));
   }
 });
 
@@ -161,11 +161,11 @@ Deno.test("LoadBalancedPartition: all-zero costs give even layer counts", () => 
   assert.equal(res.imbalance, 1);
 });
 
-Deno.test("result fields: chunk costs, bottleneck and imbalance = max / mean", () => {
+Deno.test("result fields: stage costs, bottleneck and imbalance = max / mean", () => {
   const costs = [3, 1, 4, 1, 5, 9, 2, 6];
   const res = new UniformPartition().partition(costs, 4);
   assert.deepEqual(res.boundaries, [0, 2, 4, 6, 8]);
-  assert.deepEqual(res.chunkCosts, [4, 5, 14, 8]);
+  assert.deepEqual(res.stageCosts, [4, 5, 14, 8]);
   assert.equal(res.bottleneck, 14);
   assert.equal(res.imbalance, 14 / (31 / 4));
   assert.ok(Object.isFrozen(res.boundaries));
@@ -173,9 +173,9 @@ Deno.test("result fields: chunk costs, bottleneck and imbalance = max / mean", (
 
 Deno.test("UniformPartition: equal counts, remainder spread evenly", () => {
   const u = new UniformPartition();
-  // 10 layers, 4 chunks: 2 each, the 2 extra layers on chunks 1 and 3.
+  // 10 layers, 4 stages: 2 each, the 2 extra layers on stages 1 and 3.
   assert.deepEqual(u.partition(new Array(10).fill(1), 4).boundaries, [0, 2, 5, 7, 10]);
-  // 7 in 3: one extra, on the middle chunk.
+  // 7 in 3: one extra, on the middle stage.
   assert.deepEqual(u.partition(new Array(7).fill(1), 3).boundaries, [0, 2, 5, 7]);
   // Costs do not matter.
   assert.deepEqual(u.partition([100, 1, 1, 1], 2).boundaries, [0, 2, 4]);
@@ -188,11 +188,11 @@ Deno.test("UniformPartition: equal counts, remainder spread evenly", () => {
       assert.ok(c.every((x) => x === q || x === q + 1), `n=${n} k=${k}: ${c}`);
       const extras = c.flatMap((x, i) => (x === q + 1 ? [i] : []));
       assert.equal(extras.length, r);
-      // Evenly spread: consecutive extra chunks are at least ⌊k/r⌋ apart.
+      // Evenly spread: consecutive extra stages are at least ⌊k/r⌋ apart.
       for (let j = 1; j < extras.length; j++) {
         assert.ok(extras[j] - extras[j - 1] >= Math.floor(k / r), `n=${n} k=${k}: ${c}`);
       }
-      // ... and any window of w chunks holds about w·r/k of them.
+      // ... and any window of w stages holds about w·r/k of them.
       for (let w = 1; w <= k; w++) {
         for (let s = 0; s + w <= k; s++) {
           const inWin = extras.filter((e) => e >= s && e < s + w).length;
@@ -205,21 +205,21 @@ Deno.test("UniformPartition: equal counts, remainder spread evenly", () => {
 
 Deno.test("UniformPartition: offsets make the ends lighter", () => {
   const ones = (n: number) => new Array(n).fill(1);
-  const ends = new UniformPartition({ firstChunkOffset: 1, lastChunkOffset: 1 });
-  // 16 + 2 counted layers in 4 chunks: loads 4,5,5,4 → counts 3,5,5,3.
+  const ends = new UniformPartition({ firstStageOffset: 1, lastStageOffset: 1 });
+  // 16 + 2 counted layers in 4 stages: loads 4,5,5,4 → counts 3,5,5,3.
   assert.deepEqual(ends.partition(ones(16), 4).boundaries, [0, 3, 8, 13, 16]);
   // 10 + 2 = 12 counted: loads 3 each → 2,3,3,2.
   assert.deepEqual(ends.partition(ones(10), 4).boundaries, [0, 2, 5, 8, 10]);
   // Only the first is offset by 2: 9 + 2 in 3 → counts 1,4,4.
-  const first2 = new UniformPartition({ firstChunkOffset: 2 });
+  const first2 = new UniformPartition({ firstStageOffset: 2 });
   assert.deepEqual(first2.partition(ones(9), 3).boundaries, [0, 1, 5, 9]);
-  // A huge offset still leaves the chunk one layer.
-  const huge = new UniformPartition({ firstChunkOffset: 100 });
+  // A huge offset still leaves the stage one layer.
+  const huge = new UniformPartition({ firstStageOffset: 100 });
   assert.deepEqual(huge.partition(ones(5), 3).boundaries, [0, 1, 3, 5]);
-  // No interior chunk: the left-over layer goes to the smaller offset.
-  const two = new UniformPartition({ firstChunkOffset: 1, lastChunkOffset: 2 });
+  // No interior stage: the left-over layer goes to the smaller offset.
+  const two = new UniformPartition({ firstStageOffset: 1, lastStageOffset: 2 });
   assert.deepEqual(two.partition(ones(6), 2).boundaries, [0, 4, 6]);
-  // Property: the ends never hold more layers than any interior chunk.
+  // Property: the ends never hold more layers than any interior stage.
   for (let n = 3; n <= 30; n++) {
     for (let k = 3; k <= n; k++) {
       const c = counts(ends.partition(ones(n), k).boundaries);
@@ -246,10 +246,10 @@ const MODEL: CostedLayer[] = [
 Deno.test("type regex: only matching layers count, the others are still placed", () => {
   const lb = new LoadBalancedPartition({ typeRegex: "transformerblock" }); // case-insensitive
   const res = lb.partition(MODEL, 2);
-  assert.deepEqual(res.chunkCosts, [20, 20]);
+  assert.deepEqual(res.stageCosts, [20, 20]);
   assert.equal(res.boundaries[0], 0);
   assert.equal(res.boundaries[2], MODEL.length);
-  // Two blocks per chunk, as DeepSpeed's type:REGEX balances them.
+  // Two blocks per stage, as DeepSpeed's type:REGEX balances them.
   const blocksIn = (a: number, b: number) =>
     MODEL.slice(a, b).filter((l) => l.kind === "TransformerBlock").length;
   assert.equal(blocksIn(0, res.boundaries[1]), 2);
@@ -258,16 +258,16 @@ Deno.test("type regex: only matching layers count, the others are still placed",
   const unit = MODEL.map((l) => ({ kind: l.kind, cost: 1 }));
   const byCount = new LoadBalancedPartition({ typeRegex: /^(TransformerBlock|Linear)$/ })
     .partition(unit, 5);
-  assert.deepEqual(byCount.chunkCosts, [1, 1, 1, 1, 1]);
+  assert.deepEqual(byCount.stageCosts, [1, 1, 1, 1, 1]);
   // A global RegExp gives the same answer on every call (no lastIndex state).
   const g = new LoadBalancedPartition({ typeRegex: /Block/g });
   assert.deepEqual(g.partition(MODEL, 2).boundaries, g.partition(MODEL, 2).boundaries);
-  assert.deepEqual(g.partition(MODEL, 2).chunkCosts, [20, 20]);
+  assert.deepEqual(g.partition(MODEL, 2).stageCosts, [20, 20]);
   // The uniform strategy reports selected costs too.
   const u = new UniformPartition({ typeRegex: "Linear" }).partition(MODEL, 3);
-  assert.deepEqual(u.chunkCosts, [0, 0, 300]);
+  assert.deepEqual(u.stageCosts, [0, 0, 300]);
   // evaluatePartition applies the same selection.
-  assert.deepEqual(evaluatePartition(MODEL, [0, 1, 9], { typeRegex: "^relu$" }).chunkCosts, [0, 3]);
+  assert.deepEqual(evaluatePartition(MODEL, [0, 1, 9], { typeRegex: "^relu$" }).stageCosts, [0, 3]);
 });
 
 Deno.test("type regex errors: no match, plain numbers, invalid pattern", () => {
@@ -311,10 +311,10 @@ Deno.test("LoadBalanced bottleneck ≤ Uniform on uneven layers, and strictly lo
 
 Deno.test("FixedPartition reports the given cut and checks it", () => {
   const f = new FixedPartition([0, 1, 3]);
-  assert.deepEqual(f.partition([5, 2, 2], 2).chunkCosts, [5, 4]);
+  assert.deepEqual(f.partition([5, 2, 2], 2).stageCosts, [5, 4]);
   assert.throws(
     () => f.partition([5, 2, 2], 3),
-    (e: Error) => e instanceof RangeError && /numChunks \+ 1 = 4 entries, got 3/.test(e.message),
+    (e: Error) => e instanceof RangeError && /numStages \+ 1 = 4 entries, got 3/.test(e.message),
   );
   assert.throws(
     () => f.partition([5, 2, 2, 1], 2),
@@ -322,32 +322,32 @@ Deno.test("FixedPartition reports the given cut and checks it", () => {
   );
 });
 
-Deno.test("bad numChunks is a RangeError naming the value", () => {
+Deno.test("bad numStages is a RangeError naming the value", () => {
   for (const s of [new UniformPartition(), new LoadBalancedPartition()]) {
     for (const bad of [0, -1, 2.5, NaN, Infinity, "2" as unknown as number]) {
       assert.throws(
         () => s.partition([1, 2, 3], bad),
         (e: Error) =>
           e instanceof RangeError &&
-          e.message === `numChunks must be a positive integer, got ${String(bad)}`,
+          e.message === `numStages must be a positive integer, got ${String(bad)}`,
         `${s.name} ${String(bad)}`,
       );
     }
   }
 });
 
-Deno.test("fewer layers than chunks is a RangeError naming both numbers", () => {
+Deno.test("fewer layers than stages is a RangeError naming both numbers", () => {
   for (const s of [new UniformPartition(), new LoadBalancedPartition()]) {
     assert.throws(
       () => s.partition([1, 2, 3], 4),
       (e: Error) =>
         e instanceof RangeError &&
         e.message ===
-          "cannot cut 3 layers into 4 chunks: every chunk needs at least one layer",
+          "cannot cut 3 layers into 4 stages: every stage needs at least one layer",
     );
     assert.throws(
       () => s.partition([], 1),
-      (e: Error) => e instanceof RangeError && /cannot cut 0 layers into 1 chunks/.test(e.message),
+      (e: Error) => e instanceof RangeError && /cannot cut 0 layers into 1 stages/.test(e.message),
     );
   }
 });
@@ -394,7 +394,7 @@ Deno.test("malformed layer records are a TypeError naming the index", () => {
 });
 
 Deno.test("bad offsets are a RangeError naming the value", () => {
-  for (const [opt, bad] of [["firstChunkOffset", -1], ["lastChunkOffset", 0.5]] as const) {
+  for (const [opt, bad] of [["firstStageOffset", -1], ["lastStageOffset", 0.5]] as const) {
     assert.throws(
       () => new UniformPartition({ [opt]: bad }),
       (e: Error) =>
@@ -409,17 +409,17 @@ Deno.test("validatePartition: each rule names the offending value", () => {
       [0, 2, 2, 5],
       5,
       undefined,
-      /strictly increasing, got 2 then 2 at index 2 \(chunk 1 would be empty\)/,
+      /strictly increasing, got 2 then 2 at index 2 \(stage 1 would be empty\)/,
     ],
     [[0, 3, 2, 5], 5, undefined, /strictly increasing, got 3 then 2 at index 2/],
     [[1, 3, 5], 5, undefined, /must start at 0, got 1/],
     [[0, 3, 6], 5, undefined, /must end at numLayers = 5, got 6/],
     [[0, 7, 5], 5, undefined, /within 0…5, got 7 at index 1/],
     [[0, 2.5, 5], 5, undefined, /must be integers, got 2.5 at index 1/],
-    [[0, 5], 5, 2, /numChunks \+ 1 = 3 entries, got 2/],
-    [[0], 0, undefined, /at least 2 entries \(one chunk\), got \[0\]/],
+    [[0, 5], 5, 2, /numStages \+ 1 = 3 entries, got 2/],
+    [[0], 0, undefined, /at least 2 entries \(one stage\), got \[0\]/],
     [[0, 5], -1, undefined, /numLayers must be an integer >= 0, got -1/],
-    [[0, 5], 5, 0, /numChunks must be a positive integer, got 0/],
+    [[0, 5], 5, 0, /numStages must be a positive integer, got 0/],
   ];
   for (const [b, n, k, re] of bad) {
     assert.throws(

@@ -47,7 +47,7 @@ Deno.test("summary: layers, shapes, parameters and bytes per stage, by hand", ()
     assert.match(s.text, /hands on \[7, 20\] \(560 B\)/);
     assert.match(s.text, /outputs \[7, 5\]/);
     assert.match(s.text, /Total params: 975 \(11\.4 KiB with gradients and optimizer state\)$/);
-    // One chunk and no optimizer by default.
+    // One stage and no optimizer by default.
     const one = summary(net, { inputShape: [1, 10] });
     assert.equal(one.stages.length, 1);
     assert.equal(one.stages[0].optimizerStateBytes, 0);
@@ -84,7 +84,7 @@ Deno.test("summary: bad shapes, boundaries and placements are refused with the v
     );
     assert.throws(
       () => summary(net, { inputShape: [2, 4], boundaries: [0, 1, 2], stageToRank: [0] }),
-      /one rank .* per chunk \(2\)/,
+      /one rank .* per stage \(2\)/,
     );
     assert.throws(() => summary({} as Sequential, { inputShape: [2, 4] }), /Sequential/);
     assert.throws(

@@ -1,5 +1,5 @@
 /**
- * A pipeline chunk (a slice of a `Sequential`) run under an activation
+ * A pipeline stage (a slice of a `Sequential`) run under an activation
  * checkpoint config: forward keeps only the checkpointed tensors of each
  * micro-batch, backward recomputes a segment from them just before its B
  * pass.
@@ -22,12 +22,12 @@ import {
   ActivationCheckpointConfig,
   type ActivationCheckpointOptions,
   type CheckpointSegment,
-  type ChunkCheckpointPlan,
+  type StageCheckpointPlan,
 } from "./checkpoint.ts";
 import { describeValue } from "../../tensor/describe.ts";
 
-/** What one micro-batch leaves in the chunk between its passes. */
-interface ChunkState {
+/** What one micro-batch leaves in the stage between its passes. */
+interface StageState {
   phase: "forward" | "input";
   readonly outShape: Shape;
   /** The forward's training context, reused by the recompute (Dropout's mask). */
@@ -44,7 +44,7 @@ function needInputGrad(opts: BackwardOptions | undefined): boolean {
   if (v === undefined) return true;
   if (typeof v !== "boolean") {
     throw new TypeError(
-      `CheckpointedChunk: needInputGrad must be a boolean, got ${describeValue(v)}`,
+      `CheckpointedStage: needInputGrad must be a boolean, got ${describeValue(v)}`,
     );
   }
   return v;
@@ -60,9 +60,9 @@ function retain(t: Tensor): Tensor {
 }
 
 /**
- * A chunk of layers run under an {@linkcode ActivationCheckpointConfig}. It
+ * A stage of layers run under an {@linkcode ActivationCheckpointConfig}. It
  * implements the layer contract, with state per key (one key per
- * micro-batch of this chunk, e.g. `"mb3"`):
+ * micro-batch of this stage, e.g. `"mb3"`):
  *
  * - `forward` runs every layer; layers the plan keeps save their state, the
  *   others run with `save: false`; the input of each recomputed segment (and
@@ -72,7 +72,7 @@ function retain(t: Tensor): Tensor {
  *   segment's last layer it first recomputes that segment's forward from the
  *   stored tensors of the SAME key (saving state this time), then runs B
  *   through it. Stored tensors are released as they are used. What W needs
- *   stays in the layers until `backwardWeight`, so between B and W the chunk
+ *   stays in the layers until `backwardWeight`, so between B and W the stage
  *   holds about one full activation set for that key (the price of the B/W
  *   split).
  * - `backwardWeight` (W) runs every layer's W for the key.
@@ -86,37 +86,37 @@ function retain(t: Tensor): Tensor {
  * @example
  * ```ts
  * import {
- *   ActivationCheckpointConfig, CheckpointedChunk, CpuBackend, GELU, Linear, Sequential,
+ *   ActivationCheckpointConfig, CheckpointedStage, CpuBackend, GELU, Linear, Sequential,
  * } from "@conveyor/core";
  * const be = new CpuBackend();
  * const model = new Sequential([new Linear(be, 4, 4), new GELU(be), new Linear(be, 4, 2)]);
- * const chunk = new CheckpointedChunk(model, { enabled: true, everyNLayers: 2 });
+ * const stage = new CheckpointedStage(model, { enabled: true, everyNLayers: 2 });
  * const x = be.zeros([3, 4]);
- * const y = chunk.forward(x, { key: "mb0" });
- * const dx = chunk.backward(y, "mb0"); // recomputes, then B and W
- * console.log(chunk.plan.segments, dx.shape, chunk.heldKeys()); // … [3, 4] []
+ * const y = stage.forward(x, { key: "mb0" });
+ * const dx = stage.backward(y, "mb0"); // recomputes, then B and W
+ * console.log(stage.plan.segments, dx.shape, stage.heldKeys()); // … [3, 4] []
  * for (const t of [x, y, dx]) t.dispose();
- * chunk.dispose();
+ * stage.dispose();
  * ```
  */
-export class CheckpointedChunk implements Layer {
-  /** Always `"CheckpointedChunk"`. */
-  readonly kind: string = "CheckpointedChunk";
+export class CheckpointedStage implements Layer {
+  /** Always `"CheckpointedStage"`. */
+  readonly kind: string = "CheckpointedStage";
   /** The layers, as a `Sequential` (names and parameter names as in the model). */
   readonly sequential: Sequential;
   /** The checkpoint configuration. */
   readonly config: ActivationCheckpointConfig;
-  /** How this chunk's layers are checkpointed. */
-  readonly plan: ChunkCheckpointPlan;
+  /** How this stage's layers are checkpointed. */
+  readonly plan: StageCheckpointPlan;
   readonly #layers: readonly Layer[];
   readonly #segmentByLast: Map<number, CheckpointSegment>;
   readonly #segmentStarts: Set<number>;
-  readonly #states = new Map<StateKey, ChunkState>();
+  readonly #states = new Map<StateKey, StageState>();
 
   /**
    * Wraps `layers` (a `Sequential`, e.g. a `slice` of the model, or an
    * array of layers) under `config` (a config or its options; default: no
-   * checkpointing). Like a `Sequential`, the chunk owns its layers.
+   * checkpointing). Like a `Sequential`, the stage owns its layers.
    */
   constructor(
     layers: Sequential | readonly Layer[],
@@ -162,14 +162,14 @@ export class CheckpointedChunk implements Layer {
     const outShape = this.sequential.outputShape(x.shape);
     if (this.#states.has(key)) {
       throw new Error(
-        `CheckpointedChunk: state for key ${fmtKey(key)} is still held; run its backward or ` +
+        `CheckpointedStage: state for key ${fmtKey(key)} is still held; run its backward or ` +
           `dropState(${fmtKey(key)}) before another forward with that key`,
       );
     }
     const cap = this.config.maxActivationsInMemory;
     if (cap > 0 && this.#states.size >= cap) {
       throw new RangeError(
-        `CheckpointedChunk: maxActivationsInMemory = ${cap} reached: holding keys ${
+        `CheckpointedStage: maxActivationsInMemory = ${cap} reached: holding keys ${
           [...this.#states.keys()].map(fmtKey).join(", ")
         }; forward of key ${fmtKey(key)} refused`,
       );
@@ -177,13 +177,13 @@ export class CheckpointedChunk implements Layer {
     this.#layers.forEach((l, i) => {
       if (l.heldKeys().includes(key)) {
         throw new Error(
-          `CheckpointedChunk: layer ${this.sequential.names[i]} (${l.kind}) still holds state ` +
+          `CheckpointedStage: layer ${this.sequential.names[i]} (${l.kind}) still holds state ` +
             `for key ${fmtKey(key)}; run its backward or dropState(${fmtKey(key)}) first`,
         );
       }
     });
     const { keep, keepOutput } = this.plan;
-    const state: ChunkState = {
+    const state: StageState = {
       phase: "forward",
       outShape,
       context,
@@ -229,7 +229,7 @@ export class CheckpointedChunk implements Layer {
     const state = this.#states.get(key);
     if (state === undefined || state.phase !== "input") {
       throw new Error(
-        `CheckpointedChunk: backwardWeight for key ${fmtKey(key)} must follow its backwardInput`,
+        `CheckpointedStage: backwardWeight for key ${fmtKey(key)} must follow its backwardInput`,
       );
     }
     for (let i = this.#layers.length - 1; i >= 0; i--) this.#layers[i].backwardWeight(key);
@@ -275,17 +275,17 @@ export class CheckpointedChunk implements Layer {
     const state = this.#states.get(key);
     if (state === undefined) {
       throw new Error(
-        `CheckpointedChunk: backwardInput for key ${fmtKey(key)} without a saved forward`,
+        `CheckpointedStage: backwardInput for key ${fmtKey(key)} without a saved forward`,
       );
     }
     if (state.phase !== "forward") {
-      throw new Error(`CheckpointedChunk: backwardInput already ran for key ${fmtKey(key)}`);
+      throw new Error(`CheckpointedStage: backwardInput already ran for key ${fmtKey(key)}`);
     }
     if (
       dy.shape.length !== state.outShape.length || dy.shape.some((d, i) => d !== state.outShape[i])
     ) {
       throw new RangeError(
-        `CheckpointedChunk: dy shape ${fmtShape(dy.shape)} must equal the forward output shape ${
+        `CheckpointedStage: dy shape ${fmtShape(dy.shape)} must equal the forward output shape ${
           fmtShape(state.outShape)
         } (key ${fmtKey(key)})`,
       );
@@ -308,12 +308,12 @@ export class CheckpointedChunk implements Layer {
       g?.dispose(); // a layer that cannot skip dx computed it anyway
       return null;
     }
-    if (g === null) throw new Error("CheckpointedChunk: the first layer returned no dx");
+    if (g === null) throw new Error("CheckpointedStage: the first layer returned no dx");
     return g;
   }
 
   /** Re-runs a segment's forward with `save` for the layers the plan recomputes. */
-  #recompute(seg: CheckpointSegment, state: ChunkState, key: StateKey): void {
+  #recompute(seg: CheckpointSegment, state: StageState, key: StateKey): void {
     const { keep } = this.plan;
     let h: Tensor | null = state.inputs.get(seg.start) ?? null;
     state.inputs.delete(seg.start);
@@ -333,7 +333,7 @@ export class CheckpointedChunk implements Layer {
     h?.dispose(); // the segment's output was consumed by the forward already
   }
 
-  #release(state: ChunkState): void {
+  #release(state: StageState): void {
     for (const t of state.inputs.values()) t.dispose();
     for (const t of state.outputs.values()) t.dispose();
     state.inputs.clear();

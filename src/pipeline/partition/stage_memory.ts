@@ -1,7 +1,7 @@
 /**
- * Measured activation memory of one pipeline chunk for one micro-batch:
+ * Measured activation memory of one pipeline stage for one micro-batch:
  * what each of its passes (F, I, W, B) raises the backend's live bytes to,
- * above what was live before it, and what the chunk keeps between them, as
+ * above what was live before it, and what the stage keeps between them, as
  * a pipeline stage runs them (its input copied onto the backend, its output
  * released once sent, the loss and its gradient on the last stage).
  *
@@ -18,12 +18,12 @@ import { describeValue } from "../../tensor/describe.ts";
 const quote = (v: unknown): string => typeof v === "string" ? JSON.stringify(v) : describeValue(v);
 
 /**
- * One chunk's activation bytes for one micro-batch. Peaks are above the
+ * One stage's activation bytes for one micro-batch. Peaks are above the
  * live bytes just before the pass (what other micro-batches hold is not in
  * them); `afterForward` and `afterInputGrad` are what stays from the
  * forward to the end of I (or B), and from I to W.
  */
-export interface ChunkMemory {
+export interface StageMemory {
   /** Highest live bytes during F (input copy, layer states, temporaries, output, loss). */
   readonly forwardPeak: number;
   /** Kept after F until the backward: the layers' states (and the loss gradient, last stage). */
@@ -38,11 +38,11 @@ export interface ChunkMemory {
   readonly backwardPeak: number;
 }
 
-/** Options of {@linkcode profileChunkMemory}. */
-export interface ChunkMemoryOptions {
-  /** The chunk is the model's first: its I skips the input gradient (default false). */
+/** Options of {@linkcode profileStageMemory}. */
+export interface StageMemoryOptions {
+  /** The stage is the model's first: its I skips the input gradient (default false). */
   readonly first?: boolean;
-  /** The chunk is the last: its F ends in the loss on these targets, its backward starts from it. */
+  /** The stage is the last: its F ends in the loss on these targets, its backward starts from it. */
   readonly targets?: Tensor;
   /** The loss with `targets` (default `"cross-entropy"`). */
   readonly loss?: "cross-entropy" | "mse";
@@ -50,34 +50,34 @@ export interface ChunkMemoryOptions {
   readonly totalRows?: number;
 }
 
-const KEY = "__conveyor_chunk_memory__";
+const KEY = "__conveyor_stage_memory__";
 
 /**
- * Runs F, I, W, then F and B of `chunk` on `input` (one micro-batch) and
+ * Runs F, I, W, then F and B of `stage` on `input` (one micro-batch) and
  * reads the backend's memory counters around each pass; every tensor it
  * made is released and every parameter gradient restored afterwards.
  *
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { CpuBackend, Linear, profileChunkMemory, ReLU, Sequential } from "@conveyor/core";
+ * import { CpuBackend, Linear, profileStageMemory, ReLU, Sequential } from "@conveyor/core";
  * const be = new CpuBackend();
- * const chunk = new Sequential([new Linear(be, 4, 8), new ReLU(be)]);
+ * const stage = new Sequential([new Linear(be, 4, 8), new ReLU(be)]);
  * const x = be.zeros([16, 4]);
- * const m = await profileChunkMemory(chunk, x);
+ * const m = await profileStageMemory(stage, x);
  * assert.ok(m.afterForward > 0 && m.forwardPeak >= m.afterForward);
  * assert.ok(m.afterInputGrad <= m.afterForward);
  * x.dispose();
- * chunk.dispose();
+ * stage.dispose();
  * ```
  */
-export async function profileChunkMemory(
-  chunk: Layer,
+export async function profileStageMemory(
+  stage: Layer,
   input: Tensor,
-  options: ChunkMemoryOptions = {},
-): Promise<ChunkMemory> {
-  if (chunk === null || typeof chunk !== "object" || typeof chunk.forward !== "function") {
-    throw new TypeError(`chunk must be a layer (a Sequential), got ${describeValue(chunk)}`);
+  options: StageMemoryOptions = {},
+): Promise<StageMemory> {
+  if (stage === null || typeof stage !== "object" || typeof stage.forward !== "function") {
+    throw new TypeError(`stage must be a layer (a Sequential), got ${describeValue(stage)}`);
   }
   if (options === null || typeof options !== "object") {
     throw new TypeError(`options must be an object, got ${describeValue(options)}`);
@@ -86,12 +86,12 @@ export async function profileChunkMemory(
   if (loss !== "cross-entropy" && loss !== "mse") {
     throw new TypeError(`loss must be "cross-entropy" or "mse", got ${quote(loss)}`);
   }
-  const outShape = chunk.outputShape(input.shape);
+  const outShape = stage.outputShape(input.shape);
   const lossOpts = options.totalRows === undefined ? {} : { totalRows: options.totalRows };
   const need = { needInputGrad: options.first !== true };
   const backend = input.backend;
   const mem = backend.memory;
-  const saved = chunk.parameters().map((p) => ({ p, g: ops.copy(p.grad) }));
+  const saved = stage.parameters().map((p) => ({ p, g: ops.copy(p.grad) }));
   const dyData = new Float32Array(outShape.reduce((a, b) => a * b, 1)).fill(0.01);
   let lossGrad: Tensor | null = null;
   let lossValue: Tensor | null = null;
@@ -99,7 +99,7 @@ export async function profileChunkMemory(
     const x = ops.copy(input); // the stage's copy of the data it receives
     let y: Tensor;
     try {
-      y = chunk.forward(x, { key: KEY, training: true, step: 0 });
+      y = stage.forward(x, { key: KEY, training: true, step: 0 });
     } finally {
       x.dispose();
     }
@@ -138,18 +138,18 @@ export async function profileChunkMemory(
     const afterForward = mem.liveBytes - live0;
     const inputGradPeak = peakOf(() => {
       const dy = gradIn();
-      const dx = chunk.backwardInput(dy, KEY, need);
+      const dx = stage.backwardInput(dy, KEY, need);
       dy.dispose();
       dx?.dispose();
     });
     const afterInputGrad = mem.liveBytes - live0;
-    const weightGradPeak = peakOf(() => chunk.backwardWeight(KEY));
+    const weightGradPeak = peakOf(() => stage.backwardWeight(KEY));
     (lossValue as Tensor | null)?.dispose();
     lossValue = null;
     forward();
     const backwardPeak = peakOf(() => {
       const dy = gradIn();
-      const dx = chunk.backward(dy, KEY, need);
+      const dx = stage.backward(dy, KEY, need);
       dy.dispose();
       dx?.dispose();
     });
@@ -163,7 +163,7 @@ export async function profileChunkMemory(
       backwardPeak,
     };
   } finally {
-    chunk.dropState(KEY);
+    stage.dropState(KEY);
     (lossGrad as Tensor | null)?.dispose();
     (lossValue as Tensor | null)?.dispose();
     for (const { p, g } of saved) {

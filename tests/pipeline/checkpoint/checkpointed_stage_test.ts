@@ -12,7 +12,7 @@ import {
   ActivationCheckpointConfig,
   type ActivationCheckpointOptions,
 } from "../../../src/pipeline/checkpoint/checkpoint.ts";
-import { CheckpointedChunk } from "../../../src/pipeline/checkpoint/checkpointed_chunk.ts";
+import { CheckpointedStage } from "../../../src/pipeline/checkpoint/checkpointed_stage.ts";
 import { CpuBackend } from "../../../src/tensor/cpu/backend.ts";
 import { randomTensor, Rng } from "../../../src/tensor/random.ts";
 import type { Tensor } from "../../../src/tensor/tensor.ts";
@@ -54,7 +54,7 @@ type Step =
 /**
  * Runs a sequence of passes over several micro-batches and returns every
  * output, every input gradient and the final parameter gradients, as
- * arrays. `layer` is either the plain model or a chunk wrapping it.
+ * arrays. `layer` is either the plain model or a stage wrapping it.
  */
 async function runSteps(
   be: CpuBackend,
@@ -129,21 +129,21 @@ Deno.test("gradients are bitwise identical with and without checkpointing, every
         const live = be.memory.liveBytes;
         for (const cfg of CONFIGS) {
           model.zeroGrad();
-          // The chunk wraps the same layers; it must not dispose them here.
-          const chunk = new CheckpointedChunk(layers, cfg);
-          const got = await runSteps(be, chunk, steps, input);
+          // The stage wraps the same layers; it must not dispose them here.
+          const stage = new CheckpointedStage(layers, cfg);
+          const got = await runSteps(be, stage, steps, input);
           const what = `${variant} ${name} ${JSON.stringify(cfg)}`;
           assert.deepEqual(got.outs, ref.outs, `outputs ${what}`);
           assert.deepEqual(got.dxs, ref.dxs, `input gradients ${what}`);
           assert.equal(got.grads.length, ref.grads.length);
           got.grads.forEach((g, i) => assert.deepEqual(g, ref.grads[i], `grad ${i} ${what}`));
-          assert.deepEqual(chunk.heldKeys(), [], what);
+          assert.deepEqual(stage.heldKeys(), [], what);
           for (const l of layers) assert.deepEqual(l.heldKeys(), [], `${l.kind} ${what}`);
           assert.equal(be.memory.liveBytes, live, `no tensor left behind: ${what}`);
         }
       }
       // The plans really differ: some configs recompute, some do not.
-      assert.ok(new CheckpointedChunk(layers, CONFIGS[2]).plan.segments.length > 0);
+      assert.ok(new CheckpointedStage(layers, CONFIGS[2]).plan.segments.length > 0);
     }
     // The tail's input gradients are not trivially zero.
     model.zeroGrad();
@@ -167,13 +167,13 @@ function peakActivationBytes(
   x: Tensor,
   dyOf: (y: Tensor) => Tensor,
 ): number {
-  const chunk = new CheckpointedChunk(layers, cfg);
+  const stage = new CheckpointedStage(layers, cfg);
   const base = be.memory.liveBytes;
   be.memory.resetPeak();
-  const y = chunk.forward(x, { key: "mb0" });
+  const y = stage.forward(x, { key: "mb0" });
   const dy = dyOf(y);
   y.dispose();
-  const dx = chunk.backward(dy, "mb0");
+  const dx = stage.backward(dy, "mb0");
   dy.dispose();
   dx.dispose();
   const peak = be.memory.peakBytes - base;
@@ -242,7 +242,7 @@ Deno.test("selective keeps expensive layers: fewer recomputed, memory between no
     );
     const full = peakActivationBytes(be, layers, { recompute: "full", everyNLayers: 6 }, x, dyOf);
     assert.ok(full < sel && sel < none, `full ${full} < selective ${sel} < none ${none}`);
-    const plan = new CheckpointedChunk(layers, { recompute: "selective", everyNLayers: 6 }).plan;
+    const plan = new CheckpointedStage(layers, { recompute: "selective", everyNLayers: 6 }).plan;
     assert.equal(plan.keep.filter((k) => !k).length, 32); // LayerNorm and GELU
   } finally {
     for (const l of layers) l.dispose();
@@ -252,72 +252,72 @@ Deno.test("selective keeps expensive layers: fewer recomputed, memory between no
 
 Deno.test("maxActivationsInMemory refuses a forward beyond the cap, changing nothing", () => {
   const be = new CpuBackend();
-  const chunk = new CheckpointedChunk(
+  const stage = new CheckpointedStage(
     [new Linear(be, 4, 4, { seed: 1 }), new GELU(be)],
     new ActivationCheckpointConfig({ enabled: true, maxActivationsInMemory: 2 }),
   );
   const x = be.zeros([3, 4]);
   try {
-    chunk.forward(x, { key: "mb0" }).dispose();
-    chunk.forward(x, { key: "mb1" }).dispose();
+    stage.forward(x, { key: "mb0" }).dispose();
+    stage.forward(x, { key: "mb1" }).dispose();
     const live = be.memory.liveBytes;
     assert.throws(
-      () => chunk.forward(x, { key: "mb2" }),
+      () => stage.forward(x, { key: "mb2" }),
       (e: Error) =>
         e instanceof RangeError &&
         e.message ===
-          'CheckpointedChunk: maxActivationsInMemory = 2 reached: holding keys "mb0", "mb1"; forward of key "mb2" refused',
+          'CheckpointedStage: maxActivationsInMemory = 2 reached: holding keys "mb0", "mb1"; forward of key "mb2" refused',
     );
     assert.equal(be.memory.liveBytes, live);
-    assert.deepEqual(chunk.heldKeys(), ["mb0", "mb1"]);
+    assert.deepEqual(stage.heldKeys(), ["mb0", "mb1"]);
     // Inference (save: false) is not counted.
-    chunk.forward(x, { save: false }).dispose();
+    stage.forward(x, { save: false }).dispose();
     // Once one micro-batch is done, the next may start.
-    chunk.dropState("mb0");
-    chunk.forward(x, { key: "mb2" }).dispose();
-    assert.deepEqual(chunk.heldKeys(), ["mb1", "mb2"]);
+    stage.dropState("mb0");
+    stage.forward(x, { key: "mb2" }).dispose();
+    assert.deepEqual(stage.heldKeys(), ["mb1", "mb2"]);
   } finally {
     x.dispose();
-    chunk.dispose();
+    stage.dispose();
   }
   assert.equal(be.memory.liveBytes, 0);
 });
 
 Deno.test("misuse errors name the key and shapes", () => {
   const be = new CpuBackend();
-  const chunk = new CheckpointedChunk([new Linear(be, 4, 3, { seed: 1 }), new Tanh(be)], {
+  const stage = new CheckpointedStage([new Linear(be, 4, 3, { seed: 1 }), new Tanh(be)], {
     enabled: true,
   });
   const x = be.zeros([2, 4]);
   try {
     assert.throws(
-      () => chunk.backwardInput(be.zeros([2, 3]), "mb9"),
+      () => stage.backwardInput(be.zeros([2, 3]), "mb9"),
       /backwardInput for key "mb9" without a saved forward/,
     );
-    chunk.forward(x, { key: 1 }).dispose();
-    assert.throws(() => chunk.forward(x, { key: 1 }), /state for key 1 is still held/);
-    assert.throws(() => chunk.backwardWeight(1), /backwardWeight for key 1 must follow/);
+    stage.forward(x, { key: 1 }).dispose();
+    assert.throws(() => stage.forward(x, { key: 1 }), /state for key 1 is still held/);
+    assert.throws(() => stage.backwardWeight(1), /backwardWeight for key 1 must follow/);
     const bad = be.zeros([2, 4]);
     assert.throws(
-      () => chunk.backwardInput(bad, 1),
+      () => stage.backwardInput(bad, 1),
       (e: Error) =>
         e instanceof RangeError &&
         /dy shape \[2, 4\] must equal the forward output shape \[2, 3\] \(key 1\)/.test(e.message),
     );
     bad.dispose();
     assert.throws(
-      () => chunk.forward(be.zeros([2, 5]), { key: 2 }),
+      () => stage.forward(be.zeros([2, 5]), { key: 2 }),
       (e: Error) => e instanceof RangeError && /\[2, 5\]/.test(e.message),
     );
-    assert.deepEqual(chunk.heldKeys(), [1]);
+    assert.deepEqual(stage.heldKeys(), [1]);
     assert.throws(
       () =>
-        new CheckpointedChunk([new GELU(be)], { everyNLayers: 0 } as ActivationCheckpointOptions),
+        new CheckpointedStage([new GELU(be)], { everyNLayers: 0 } as ActivationCheckpointOptions),
       /everyNLayers must be an integer >= 1, got 0/,
     );
   } finally {
     x.dispose();
-    chunk.dispose();
+    stage.dispose();
   }
 });
 
@@ -326,29 +326,29 @@ Deno.test("needInputGrad false: null from B and fused B+W, gradients bitwise ide
     for (const fused of [false, true]) {
       const run = async (need: boolean) => {
         const be = new CpuBackend();
-        const chunk = new CheckpointedChunk(buildModel(be), cfg);
+        const stage = new CheckpointedStage(buildModel(be), cfg);
         const base = be.memory.liveBytes;
         let dxSeen: Tensor | null = null;
         for (const mb of [0, 1]) {
           const x = ids(be, 100 + mb);
-          chunk.forward(x, { key: mb }).dispose();
+          stage.forward(x, { key: mb }).dispose();
           x.dispose();
         }
         for (const mb of [1, 0]) {
           const dy = randomTensor(be, [B, T, VOCAB], new Rng(200 + mb));
           const opts = { needInputGrad: need };
-          const dx = fused ? chunk.backward(dy, mb, opts) : chunk.backwardInput(dy, mb, opts);
+          const dx = fused ? stage.backward(dy, mb, opts) : stage.backwardInput(dy, mb, opts);
           dy.dispose();
-          if (!fused) chunk.backwardWeight(mb);
+          if (!fused) stage.backwardWeight(mb);
           if (dx !== null) {
             dxSeen = dx;
             dx.dispose();
           }
         }
-        const grads = await Promise.all(chunk.parameters().map((p) => p.grad.toArray()));
+        const grads = await Promise.all(stage.parameters().map((p) => p.grad.toArray()));
         const leaked = be.memory.liveBytes - base;
-        assert.deepEqual(chunk.heldKeys(), []);
-        chunk.dispose();
+        assert.deepEqual(stage.heldKeys(), []);
+        stage.dispose();
         return { dxSeen, grads, leaked };
       };
       const full = await run(true), skipped = await run(false);
