@@ -138,6 +138,7 @@ export type {
   WorkerRankGroupOptions,
 } from "./src/pipeline/runtime/worker_rank_group.ts";
 export { liveWorkerCount, WorkerRankGroup } from "./src/pipeline/runtime/worker_rank_group.ts";
+export { SubprocessRankGroup } from "./src/pipeline/runtime/subprocess_rank_group.ts";
 export type { MpiRankGroupOptions } from "./src/pipeline/runtime/mpi_rank_group.ts";
 export { MpiRankGroup } from "./src/pipeline/runtime/mpi_rank_group.ts";
 export type {

@@ -41,7 +41,9 @@ export const DEFAULT_KEY: StateKey = 0;
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { CpuBackend, Dropout, type ForwardOptions, ops, Sequential } from "@conveyor/core";
+ * import { CpuBackend, Dropout, Sequential } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
+ * import { type ForwardOptions } from "@conveyor/core/nn";
  * const be = new CpuBackend();
  * const model = new Sequential([new Dropout(be, 0.5, { seed: 1 })]);
  * const x = ops.ones(be, [4, 3]);
@@ -142,7 +144,7 @@ export interface LayerCost {
  *
  * @example
  * ```ts
- * import { CpuBackend, Linear, type Layer } from "@conveyor/core";
+ * import { CpuBackend, type Layer, Linear } from "@conveyor/core";
  * const be = new CpuBackend();
  * const layer: Layer = new Linear(be, 4, 2, { seed: 1 });
  * const x = be.fromData(new Float32Array(12).fill(0.5), [3, 4]);
@@ -210,7 +212,7 @@ export interface Layer {
  *
  * @example
  * ```ts
- * import { CpuBackend, Linear, type LayerSpec } from "@conveyor/core";
+ * import { CpuBackend, type LayerSpec, Linear } from "@conveyor/core";
  * const lin = new Linear(new CpuBackend(), 4, 2);
  * const spec: LayerSpec = lin.spec();
  * console.log(JSON.stringify(spec)); // {"kind":"Linear","args":{"inFeatures":4,"outFeatures":2,"bias":true}}

@@ -143,7 +143,7 @@ function startFactor(where: string, v: unknown): void {
  *
  * @example
  * ```ts
- * import { checkLrSchedule } from "@conveyor/core";
+ * import { checkLrSchedule } from "@conveyor/core/nn";
  * console.log(checkLrSchedule({ kind: "cosine", decaySteps: 100 })); // { kind: "cosine", decaySteps: 100 }
  * ```
  */

@@ -60,10 +60,10 @@ import { checkOptimizerSpec, type OptimizerSpec, optimizerStateSlots } from "./o
 import { checkValues } from "./_state_values.ts";
 import { checkData, checkStepsAgree, fail, json, stepCounts } from "./_checkpoint_fields.ts";
 
-/** The `format` metadata value of a training checkpoint. */
-export const CHECKPOINT_FORMAT = "conveyor-training-checkpoint";
-/** The format version this module writes and reads. */
-export const CHECKPOINT_FORMAT_VERSION = 1;
+// The `format` metadata value of a training checkpoint.
+const CHECKPOINT_FORMAT = "conveyor-training-checkpoint";
+// The format version this module writes and reads.
+const CHECKPOINT_FORMAT_VERSION = 1;
 
 /** A parsed, validated training checkpoint. */
 export interface TrainingCheckpoint {
@@ -153,7 +153,7 @@ const SEP = "."; // tensor names: model.<name>, optim.<name>.<slot>
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { encodeTrainingCheckpoint, parseTrainingCheckpoint } from "@conveyor/core";
+ * import { encodeTrainingCheckpoint, parseTrainingCheckpoint } from "@conveyor/core/format";
  * const bytes = encodeTrainingCheckpoint({
  *   step: 0, optimizer: { kind: "sgd", lr: 0.1 }, lrOverride: null,
  *   weights: [{ name: "w", shape: [2], data: new Float32Array([1, 2]) }], slots: new Map(),
@@ -358,7 +358,7 @@ export function decodeTrainingCheckpoint(
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { encodeSafetensors, parseTrainingCheckpoint } from "@conveyor/core";
+ * import { encodeSafetensors, parseTrainingCheckpoint } from "@conveyor/core/format";
  * const weightsOnly = encodeSafetensors([{ name: "w", shape: [1], data: new Float32Array(1) }]);
  * assert.throws(() => parseTrainingCheckpoint(weightsOnly), /__metadata__\.format must be/);
  * ```
@@ -381,7 +381,7 @@ export function parseTrainingCheckpoint(
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { checkCheckpointFits, encodeTrainingCheckpoint, parseTrainingCheckpoint } from "@conveyor/core";
+ * import { checkCheckpointFits, encodeTrainingCheckpoint, parseTrainingCheckpoint } from "@conveyor/core/format";
  * const ck = parseTrainingCheckpoint(encodeTrainingCheckpoint({
  *   step: 0, optimizer: { kind: "sgd" }, lrOverride: null,
  *   weights: [{ name: "w", shape: [2], data: new Float32Array(2) }], slots: new Map(),
@@ -475,9 +475,9 @@ function checkOptimizerOf(optimizer: OptimizerBase, params: readonly Parameter[]
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import {
- *   AdamW, CpuBackend, Linear, loadTrainingCheckpoint, saveTrainingCheckpoint,
- * } from "@conveyor/core";
+ * import { CpuBackend, Linear } from "@conveyor/core";
+ * import { AdamW } from "@conveyor/core/nn";
+ * import { loadTrainingCheckpoint, saveTrainingCheckpoint } from "@conveyor/core/format";
  * const be = new CpuBackend();
  * const a = new Linear(be, 2, 2, { seed: 1 }), b = new Linear(be, 2, 2, { seed: 2 });
  * const optA = new AdamW(a.parameters()), optB = new AdamW(b.parameters());
@@ -530,7 +530,9 @@ export async function saveTrainingCheckpoint(
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { CpuBackend, Linear, loadTrainingCheckpoint, SGD } from "@conveyor/core";
+ * import { CpuBackend, Linear } from "@conveyor/core";
+ * import { SGD } from "@conveyor/core/nn";
+ * import { loadTrainingCheckpoint } from "@conveyor/core/format";
  * const lin = new Linear(new CpuBackend(), 2, 1);
  * const opt = new SGD(lin.parameters(), { lr: 0.1 });
  * assert.throws(() => loadTrainingCheckpoint(lin, opt, new Uint8Array(4)), /checkpoint: not a valid safetensors file/);

@@ -38,7 +38,7 @@ export type BackendName = "cpu" | "webgpu";
  *
  * @example
  * ```ts
- * import { createBackend } from "@conveyor/core";
+ * import { createBackend } from "@conveyor/core/tensor";
  * const be = await createBackend("cpu");
  * be.memory.resetPeak();
  * console.log(be.memory.liveBytes, be.memory.peakBytes);
@@ -99,7 +99,8 @@ export interface LayerNormResult {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { CpuBackend, ops, type RmsNormResult } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops, type RmsNormResult } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const r: RmsNormResult = ops.rmsNorm(ops.ones(be, [3, 2]), ops.ones(be, [2]));
  * assert.deepEqual(r.rstd.shape, [3]); // one per row

@@ -26,7 +26,7 @@ import { checkScheduleName, checkScheduleShape, type ScheduleName } from "../sch
  *
  * @example
  * ```ts
- * import { estimateBubbleFraction } from "@conveyor/core";
+ * import { estimateBubbleFraction } from "@conveyor/core/analysis";
  * console.log(estimateBubbleFraction("1f1b", 4, 8).toFixed(3)); // 0.273
  * ```
  */

@@ -85,9 +85,8 @@ function retain(t: Tensor): Tensor {
  *
  * @example
  * ```ts
- * import {
- *   ActivationCheckpointConfig, CheckpointedChunk, CpuBackend, GELU, Linear, Sequential,
- * } from "@conveyor/core";
+ * import { ActivationCheckpointConfig, CpuBackend, GELU, Linear, Sequential } from "@conveyor/core";
+ * import { CheckpointedChunk } from "@conveyor/core/analysis";
  * const be = new CpuBackend();
  * const model = new Sequential([new Linear(be, 4, 4), new GELU(be), new Linear(be, 4, 2)]);
  * const chunk = new CheckpointedChunk(model, { enabled: true, everyNLayers: 2 });

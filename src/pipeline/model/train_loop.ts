@@ -47,7 +47,7 @@ import type {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { DEFAULT_STREAM_WINDOW } from "@conveyor/core";
+ * import { DEFAULT_STREAM_WINDOW } from "./train_loop.ts";
  * assert.equal(DEFAULT_STREAM_WINDOW, 4);
  * ```
  */

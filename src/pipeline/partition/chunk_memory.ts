@@ -60,7 +60,8 @@ const KEY = "__conveyor_chunk_memory__";
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { CpuBackend, Linear, profileChunkMemory, ReLU, Sequential } from "@conveyor/core";
+ * import { CpuBackend, Linear, ReLU, Sequential } from "@conveyor/core";
+ * import { profileChunkMemory } from "@conveyor/core/analysis";
  * const be = new CpuBackend();
  * const chunk = new Sequential([new Linear(be, 4, 8), new ReLU(be)]);
  * const x = be.zeros([16, 4]);

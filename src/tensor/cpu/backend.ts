@@ -56,7 +56,8 @@ function data(t: Tensor): Float32Array {
  *
  * @example
  * ```ts
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const a = be.fromData(new Float32Array([1, 2, 3, 4]), [2, 2]);
  * const c = ops.matmul(a, a);

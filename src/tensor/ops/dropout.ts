@@ -54,7 +54,8 @@ function u32(op: string, name: string, v: unknown): number {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const x = ops.ones(be, [4, 3]);
  * const whole = await ops.dropout(x, { p: 0.5, seed: 7, step: 1 }).toArray();

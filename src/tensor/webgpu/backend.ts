@@ -130,7 +130,7 @@ export interface WebGPUBackendOptions {
  *
  * @example
  * ```ts
- * import { createBackend, ops } from "@conveyor/core";
+ * import { createBackend, ops } from "@conveyor/core/tensor";
  * // "auto" picks WebGPU when an adapter exists; the example stays on the CPU.
  * const be = await createBackend("cpu");
  * const a = be.fromData(new Float32Array([1, 2, 3, 4]), [2, 2]);
