@@ -58,17 +58,14 @@ export type {
   SGDSpec,
   StepLrSpec,
   WarmupCosineLrSpec,
-} from "./src/nn/mod.ts";
+} from "./nn.ts";
 export type {
   Action,
   ActionCosts,
   ActionKind,
   ActivationCheckpointOptions,
   CostValue,
-  FaultInjection,
-  FaultKind,
   GenerateOptions,
-  LinkModel,
   PipelineLoss,
   RankActions,
   RankInfo,
@@ -76,8 +73,9 @@ export type {
   Schedule,
   ScheduleName,
   TimedEvent,
-  TimelineSummary,
-} from "./src/pipeline/mod.ts";
+} from "./mod.ts";
+export type { LinkModel, TimelineSummary } from "./analysis.ts";
+export type { FaultInjection, FaultKind } from "./src/pipeline/runtime/fault_injection.ts";
 export type { CheckedFault } from "./src/pipeline/runtime/fault_injection.ts";
 export type {
   CommBackend,

@@ -5,7 +5,7 @@
  * @module
  */
 
-import { type Rng } from "../mod.ts";
+import type { Rng } from "../mod.ts";
 import { CharTokenizer, TINY_CORPUS } from "../data.ts";
 
 /** A training text and its tokenizer. */

@@ -139,8 +139,18 @@ export interface LayerCost {
 
 /**
  * A model layer with a forward pass and a backward split into I (input
- * gradient) and W (weight gradient). See the module documentation for the
- * ownership rules.
+ * gradient) and W (weight gradient).
+ *
+ * Ownership rules shared by every layer:
+ * - Tensors passed in (`x`, `dy`) stay owned by the caller, who may dispose
+ *   them at once. A layer that must keep one takes its own handle on the
+ *   storage (a same-shape `reshape` view), so nothing is copied.
+ * - Tensors returned (`y`, `dx`) are owned by the caller.
+ * - State lives per key: `forward` with `save` (the default) stores under
+ *   `key`; `backwardInput` releases what only I needed and keeps what W
+ *   needs; `backwardWeight` accumulates into the parameter gradients and
+ *   releases the rest. `forward` with `save: false` stores nothing (for
+ *   inference and for activation-checkpoint recomputation).
  *
  * @example
  * ```ts

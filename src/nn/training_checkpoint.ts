@@ -146,8 +146,8 @@ export interface CheckpointParameter {
 const SEP = "."; // tensor names: model.<name>, optim.<name>.<slot>
 
 /**
- * Writes a training checkpoint (see the module documentation for the
- * format). Tensors: every `model.<name>` in the given order, then every
+ * Writes a training checkpoint (its format is in the `@conveyor/core/format`
+ * module documentation). Tensors: every `model.<name>` in the given order, then every
  * `optim.<name>.<slot>` in the same order.
  *
  * @example
@@ -350,7 +350,7 @@ export function decodeTrainingCheckpoint(
 /**
  * Parses and validates a training checkpoint on its own (not against a
  * model): a RangeError or TypeError beginning `checkpoint:` names the field
- * or tensor and the rule (see the module documentation: step counts that
+ * or tensor and the rule (see the `@conveyor/core/format` module documentation: step counts that
  * disagree, a non-finite value unless `options.allowNonFinite`, a negative
  * `exp_avg_sq`, a checksum that fails). A weights-only safetensors file is
  * refused (its `format` metadata is missing).
@@ -467,7 +467,8 @@ function checkOptimizerOf(optimizer: OptimizerBase, params: readonly Parameter[]
 
 /**
  * A single-device model's training checkpoint: its weights, `optimizer`'s
- * state and step count, and `data` (see the module documentation).
+ * state and step count, and `data` (see the format in the `@conveyor/core/format` module
+ * documentation).
  * `opts.step` is the training steps taken when a loop of yours skipped
  * some (it did not call `optimizer.step()`, e.g. on a non-finite loss):
  * at least the optimizer's step count, which it is by default.

@@ -141,8 +141,24 @@ export interface CrossEntropyResult {
 }
 
 /**
- * A tensor backend: storage plus kernels. See the module documentation for
- * the conventions every kernel follows.
+ * A tensor backend: storage plus kernels.
+ *
+ * A backend owns storage (a `Float32Array` on the CPU, a `GPUBuffer` on
+ * WebGPU) and runs kernels on it. Kernels receive tensors that the public op
+ * functions in `ops.ts` have already validated (shapes, same backend, not
+ * disposed), so a backend never re-checks its arguments: all user-facing
+ * errors are raised once, in `ops.ts`, identically for every backend.
+ *
+ * Conventions shared by every kernel:
+ * - All data is f32, row-major and contiguous. Integer data (token ids,
+ *   class targets) is stored as f32 holding exact integers.
+ * - "Rows" means the product of all dimensions but the last; "cols" the last
+ *   dimension. Row-wise ops (softmax, layer norm, cross-entropy) work on
+ *   each row independently.
+ * - Kernels return fresh tensors unless their name ends in `InPlace`, in
+ *   which case they overwrite their first argument and return nothing.
+ * - GPU kernels are asynchronous: they enqueue work and return at once.
+ *   Only `read` waits, and several reads may be in flight at once.
  */
 export interface Backend {
   /** Which implementation this is. */
