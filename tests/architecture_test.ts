@@ -253,7 +253,9 @@ Deno.test("architecture: every entry point lists its exports and opens with a @m
     if (/\bexport\s*\*\s*from\b/.test(code)) problems.push(`${entry}: export * from`);
     const head = /^\/\*\*([\s\S]*?)\*\//.exec(text.trimStart());
     if (head === null || !head[1].includes("@module")) problems.push(`${entry}: no @module doc`);
-    else if (!/```(ts|sh)\n/.test(head[1])) problems.push(`${entry}: its @module doc has no example`);
+    else if (!/```(ts|sh)\n/.test(head[1])) {
+      problems.push(`${entry}: its @module doc has no example`);
+    }
   }
   assert.deepEqual(problems, []);
 });
