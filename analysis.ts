@@ -13,12 +13,17 @@
  * ```ts
  * import assert from "node:assert/strict";
  * import { generateSchedule } from "@conveyor/core";
- * import { parseAction, scheduleFromCsv, scheduleToCsv, validateSchedule } from "@conveyor/core/analysis";
+ * import {
+ *   checkSchedule,
+ *   parseAction,
+ *   scheduleFromCsv,
+ *   scheduleToCsv,
+ * } from "@conveyor/core/analysis";
  * const s = generateSchedule("gpipe", { ranks: 2, microBatches: 2 });
- * assert.deepEqual(validateSchedule(s), []);
- * assert.deepEqual(scheduleFromCsv(scheduleToCsv(s)).ranks, s.ranks);
- * const noForward = { ...s, ranks: [s.ranks[0].filter((a) => a.kind !== "F"), s.ranks[1]] };
- * assert(validateSchedule(noForward).length > 0);
+ * assert.deepEqual(checkSchedule(s), []);
+ * assert.deepEqual(scheduleFromCsv(scheduleToCsv(s.actions)), s.actions);
+ * const noForward = { ...s, actions: [s.actions[0].filter((a) => a.kind !== "F"), s.actions[1]] };
+ * assert.ok(checkSchedule(noForward).length > 0); // rank 1 waits for inputs rank 0 never sends
  * assert.deepEqual(parseAction("1F3"), { kind: "F", stage: 1, microBatch: 3 });
  * ```
  *

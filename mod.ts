@@ -33,35 +33,38 @@
  *
  * @example Train a small model on two ranks
  * ```ts
- * import { assert } from "node:assert/strict";
- * import { Linear, PipelineParallelModel, ReLU, Sequential } from "@conveyor/core";
- * const model = new Sequential([new Linear(4, 8), new ReLU(), new Linear(8, 1)]);
- * model.init({ seed: 1 });
- * const pipe = await PipelineParallelModel.create({
- *   model,
+ * import assert from "node:assert/strict";
+ * import { CpuBackend, Linear, PipelineParallelModel, ReLU, Rng, Sequential } from "@conveyor/core";
+ * const cpu = new CpuBackend();
+ * const rng = new Rng(1);
+ * const net = new Sequential([new Linear(cpu, 2, 16, { rng }), new ReLU(cpu), new Linear(cpu, 16, 1, { rng })]);
+ * const model = await PipelineParallelModel.create({
+ *   model: net,
  *   schedule: "1f1b",
  *   ranks: 2,
  *   microBatches: 2,
- *   optimizer: { kind: "sgd", lr: 0.05 },
+ *   optimizer: { kind: "adamw", lr: 1e-2 },
  *   loss: "mse",
  *   backend: "cpu",
  *   rankGroup: "in-process",
  * });
+ * net.dispose();
  * try {
- *   const x = { shape: [4, 4], data: Float32Array.from({ length: 16 }, (_, i) => i / 16) };
- *   const y = { shape: [4, 1], data: new Float32Array([0.5, 1, 1.5, 2]) };
- *   const first = await pipe.trainStep({ inputs: x, targets: y });
- *   for (let i = 0; i < 20; i++) await pipe.trainStep({ inputs: x, targets: y });
- *   const last = await pipe.trainStep({ inputs: x, targets: y });
- *   assert(last.loss < first.loss);
+ *   const inputs = Float32Array.from({ length: 16 }, (_, i) => (i % 5) / 5 - 0.4);
+ *   const targets = Float32Array.from({ length: 8 }, (_, i) => inputs[2 * i] - inputs[2 * i + 1]);
+ *   const batch = { inputs, shape: [8, 2], targets };
+ *   const first = await model.step(batch);
+ *   for (let i = 0; i < 30; i++) await model.step(batch);
+ *   const last = await model.step(batch);
+ *   assert.ok(last.loss < first.loss, `${last.loss} < ${first.loss}`);
  * } finally {
- *   await pipe.dispose();
+ *   await model.dispose();
  * }
  * ```
  *
  * @example Simulate a schedule
  * ```ts
- * import { assert } from "node:assert/strict";
+ * import assert from "node:assert/strict";
  * import { generateSchedule, simulate } from "@conveyor/core";
  * const s = generateSchedule("1f1b", { ranks: 4, microBatches: 8 });
  * assert.equal(simulate(s).bubbleFraction.toFixed(3), "0.273");
