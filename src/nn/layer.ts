@@ -89,7 +89,7 @@ export interface ForwardOptions {
  *
  * @example
  * ```ts
- * import type { ForwardContext } from "@conveyor/core";
+ * import type { ForwardContext } from "@conveyor/core/nn";
  * const ctx: ForwardContext = { training: true, step: 3, rowOffset: 0 };
  * console.log(ctx.training); // true
  * ```

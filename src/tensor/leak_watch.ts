@@ -13,7 +13,7 @@ import type { MemoryStats } from "./backend.ts";
  *
  * @example
  * ```ts
- * import type { LeakWatchOptions } from "@conveyor/core";
+ * import type { LeakWatchOptions } from "@conveyor/core/tensor";
  * const opts: LeakWatchOptions = { patience: 10, warn: (m) => console.error(m) };
  * console.log(opts.patience);
  * ```

@@ -29,7 +29,7 @@ import { describeValue, formatShape } from "../../tensor/describe.ts";
  *
  * @example
  * ```ts
- * import type { CostedLayer } from "@conveyor/core";
+ * import type { CostedLayer } from "@conveyor/core/analysis";
  * const head: CostedLayer = { kind: "Linear", cost: 65_536 };
  * console.log(head.kind);
  * ```

@@ -15,7 +15,7 @@ import type { Tensor } from "../tensor.ts";
  *
  * @example
  * ```ts
- * import type { DropoutOpOptions } from "@conveyor/core";
+ * import type { DropoutOpOptions } from "@conveyor/core/tensor";
  * // Step 12, a micro-batch starting at row 32 of the full batch.
  * const o: DropoutOpOptions = { p: 0.1, seed: 42, step: 12, rowOffset: 32 };
  * console.log(o.p);

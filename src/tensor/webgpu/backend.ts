@@ -65,7 +65,7 @@ export type { BufferPoolStats, MatmulConfig, MatmulTuneResult };
  *
  * @example
  * ```ts
- * import type { WebGPUBackendOptions } from "@conveyor/core";
+ * import type { WebGPUBackendOptions } from "@conveyor/core/tensor";
  * // Skip the matmul timing at start-up, e.g. in short-lived scripts.
  * const opts: WebGPUBackendOptions = { matmul: "default" };
  * console.log(opts.matmul);
