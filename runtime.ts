@@ -59,7 +59,7 @@ export type {
   SGDSpec,
   StepLrSpec,
   WarmupCosineLrSpec,
-} from "./src/nn/mod.ts";
+} from "./nn.ts";
 export type {
   Action,
   ActionCosts,
@@ -67,10 +67,7 @@ export type {
   ActivationCheckpointOptions,
   BubbleInputs,
   CostValue,
-  FaultInjection,
-  FaultKind,
   GenerateOptions,
-  LinkModel,
   PipelineLoss,
   RankActions,
   RankInfo,
@@ -82,8 +79,9 @@ export type {
   ScheduleShape,
   StageCosts,
   TimedEvent,
-  TimelineSummary,
-} from "./src/pipeline/mod.ts";
+} from "./mod.ts";
+export type { LinkModel, TimelineSummary } from "./analysis.ts";
+export type { FaultInjection, FaultKind } from "./src/pipeline/runtime/fault_injection.ts";
 export type { CheckedFault } from "./src/pipeline/runtime/fault_injection.ts";
 export type {
   CommBackend,
@@ -144,6 +142,7 @@ export type {
   WorkerRankGroupOptions,
 } from "./src/pipeline/runtime/worker_rank_group.ts";
 export { liveWorkerCount, WorkerRankGroup } from "./src/pipeline/runtime/worker_rank_group.ts";
+export { SubprocessRankGroup } from "./src/pipeline/runtime/subprocess_rank_group.ts";
 export type { MpiRankGroupOptions } from "./src/pipeline/runtime/mpi_rank_group.ts";
 export { MpiRankGroup } from "./src/pipeline/runtime/mpi_rank_group.ts";
 export type {

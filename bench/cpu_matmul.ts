@@ -14,7 +14,8 @@
  */
 
 import { parseArgs } from "node:util";
-import { CpuBackend, ops } from "../mod.ts";
+import { CpuBackend } from "../mod.ts";
+import { ops } from "../tensor.ts";
 
 const { values } = parseArgs({ args: Deno.args, options: { json: { type: "boolean" } } });
 const be = new CpuBackend();

@@ -9,7 +9,7 @@
  */
 
 import { parseArgs } from "node:util";
-import { encodeSafetensors, parseSafetensors } from "../mod.ts";
+import { encodeSafetensors, parseSafetensors } from "../format.ts";
 import { decodeSafetensors } from "../src/nn/safetensors.ts";
 import { crc32 } from "../src/nn/_crc32.ts";
 

@@ -19,7 +19,7 @@
  */
 
 import { parseArgs } from "node:util";
-import { createBackend, ops, type Tensor, WebGPUBackend } from "../mod.ts";
+import { createBackend, ops, type Tensor, WebGPUBackend } from "../tensor.ts";
 
 interface Row {
   op: string;

@@ -14,7 +14,8 @@
  * @module
  */
 
-import { CpuBackend, ops, type Tensor, WebGPUBackend } from "../mod.ts";
+import { CpuBackend } from "../mod.ts";
+import { ops, type Tensor, WebGPUBackend } from "../tensor.ts";
 
 const OPS_PER_ITERATION = 8;
 const cpu = new CpuBackend();

@@ -9,7 +9,9 @@
  */
 
 import { parseArgs } from "node:util";
-import { type Backend, createBackend, Linear, ops, SGD, type Tensor } from "../mod.ts";
+import { Linear } from "../mod.ts";
+import { type Backend, createBackend, ops, type Tensor } from "../tensor.ts";
+import { SGD } from "../nn.ts";
 
 const { values } = parseArgs({
   args: Deno.args,

@@ -24,7 +24,8 @@
  * @module
  */
 
-import { CharTokenizer, Rng } from "../mod.ts";
+import { Rng } from "../mod.ts";
+import { CharTokenizer } from "../data.ts";
 
 /** Digits of each operand. */
 export const OPERAND_DIGITS = 3;

@@ -5,7 +5,8 @@
  * @module
  */
 
-import { CharTokenizer, type Rng, TINY_CORPUS } from "../mod.ts";
+import type { Rng } from "../mod.ts";
+import { CharTokenizer, TINY_CORPUS } from "../data.ts";
 
 /** A training text and its tokenizer. */
 export interface TrainingText {

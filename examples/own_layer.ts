@@ -12,21 +12,17 @@
  */
 
 import {
-  type Backend,
   CpuBackend,
   GELU,
-  LayerBase,
-  type LayerCost,
   type LayerSpec,
   Linear,
-  ops,
   PipelineParallelModel,
-  registerLayer,
   Rng,
   Sequential,
   type Shape,
-  type Tensor,
 } from "../mod.ts";
+import { type Backend, ops, type Tensor } from "../tensor.ts";
+import { LayerBase, type LayerCost, registerLayer } from "../nn.ts";
 
 /** y = x · γ over the last dimension; γ starts at `init`. */
 type State = { x?: Tensor; dy?: Tensor };

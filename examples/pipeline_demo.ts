@@ -21,7 +21,6 @@
 
 import { parseArgs } from "node:util";
 import {
-  chooseBackend,
   CpuBackend,
   createTinyGPT,
   curvesSvg,
@@ -29,17 +28,18 @@ import {
   PipelineParallelModel,
   renderSvg,
   Rng,
-  sampleBatch,
   type Schedule,
   SCHEDULE_NAMES,
   simulate,
   type StepResult,
-  summarizeTimeline,
   type TimedEvent,
   type TinyGPTConfig,
   type TrainingBatch,
   type TrainResult,
 } from "../mod.ts";
+import { chooseBackend } from "../tensor.ts";
+import { sampleBatch } from "../data.ts";
+import { summarizeTimeline } from "../analysis.ts";
 import { loadText, sampleText } from "./_text.ts";
 
 const USAGE = `Usage: deno run -A examples/pipeline_demo.ts [options]

@@ -16,15 +16,10 @@
  */
 
 import { parseArgs } from "node:util";
-import {
-  AdamW,
-  createBackend,
-  createTinyGPT,
-  crossEntropyLoss,
-  ProgressBar,
-  Rng,
-  sampleBatch,
-} from "../mod.ts";
+import { createTinyGPT, ProgressBar, Rng } from "../mod.ts";
+import { createBackend } from "../tensor.ts";
+import { AdamW, crossEntropyLoss } from "../nn.ts";
+import { sampleBatch } from "../data.ts";
 import { loadText, sampleText } from "./_text.ts";
 
 const USAGE = `usage: deno run -A examples/train_gpt.ts [options]

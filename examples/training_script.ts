@@ -16,7 +16,6 @@
  */
 
 import {
-  CharTokenizer,
   CpuBackend,
   createTinyGPT,
   MetricsLogger,
@@ -24,9 +23,8 @@ import {
   PipelineParallelModel,
   ProgressBar,
   Rng,
-  sampleBatch,
-  TINY_CORPUS,
 } from "../mod.ts";
+import { CharTokenizer, sampleBatch, TINY_CORPUS } from "../data.ts";
 
 const STEPS = 60, EVAL_EVERY = 20;
 const stopAt = Number(Deno.args[0] ?? STEPS);

@@ -5,7 +5,7 @@ import { Linear } from "../src/nn/linear.ts";
 import { ReLU } from "../src/nn/relu.ts";
 import { Sequential } from "../src/nn/sequential.ts";
 import type { Backend } from "../src/tensor/mod.ts";
-import type { AdviseModule } from "../mod.ts";
+import type { AdviseModule } from "../analysis.ts";
 
 /** Builds the MLP and its sample batch on `backend`. */
 export default function createAdviseModel(backend: Backend): AdviseModule {

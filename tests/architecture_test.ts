@@ -18,7 +18,12 @@
  * - only `tensor/webgpu/_readback.ts` maps GPU buffers (`mapAsync`,
  *   `getMappedRange`, `mappedAtCreation`, MAP_READ usage): the one read
  *   path, which makes every staging buffer mapped at creation so that Deno
- *   never panics on one it has not mapped before.
+ *   never panics on one it has not mapped before;
+ * - the public API in tiers: every entry point in `deno.json` lists its
+ *   exports by name (no `export *`), opens with a `@module` doc that has
+ *   an example, is doc-linted on its own by `deno task check` and
+ *   doc-tested by `deno task test`; `mod.ts` has at most 120 names and none
+ *   of the internals; no doc example is skipped (`ts ignore`).
  *
  * @module
  */
@@ -69,7 +74,6 @@ function group(path: string): string {
 const ALLOWED: Record<string, readonly string[]> = {
   "tensor": [],
   "nn": ["tensor"],
-  "pipeline": ["*pipeline", "nn", "tensor"],
   "pipeline/schedule": [],
   "pipeline/analysis": ["pipeline/schedule"],
   "pipeline/render": ["pipeline/schedule", "pipeline/analysis"],
@@ -112,8 +116,6 @@ Deno.test("architecture: floors and pipeline groups import only what their rules
     for (const to of deps) {
       const h = group(to);
       if (h === g || allowed.includes("*")) continue;
-      // The pipeline barrel (src/pipeline/mod.ts) may gather every group.
-      if (allowed.includes("*pipeline") && h.startsWith("pipeline")) continue;
       if (!allowed.includes(h)) breaches.push(`${from} (${g}) imports ${to} (${h})`);
     }
   }
@@ -122,7 +124,7 @@ Deno.test("architecture: floors and pipeline groups import only what their rules
 
 Deno.test("architecture: production code never imports testing/", () => {
   const breaches = [...graph].flatMap(([from, deps]) =>
-    group(from) === "pipeline/testing" || from === "pipeline/mod.ts"
+    group(from) === "pipeline/testing"
       ? []
       : deps.filter((d) => group(d) === "pipeline/testing").map((d) => `${from} imports ${d}`)
   );
@@ -188,4 +190,106 @@ Deno.test("architecture: only tensor/webgpu/_readback.ts maps GPU buffers", asyn
     for (const m of code.matchAll(re)) uses.push(`${path}: ${m[1]}`);
   }
   assert.deepEqual(uses, []);
+});
+
+const DENO_JSON = JSON.parse(await Deno.readTextFile(new URL("deno.json", ROOT)));
+/** Entry point → its file, from `deno.json`'s `exports`. */
+const ENTRY_POINTS: [string, string][] = Object.entries(DENO_JSON.exports as Record<string, string>)
+  .map(([k, v]) => [k, v.replace(/^\.\//, "")]);
+
+/** The names `deno doc` lists for an entry file. */
+async function docNames(file: string): Promise<string[]> {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["doc", "--json", file],
+    cwd: new URL(".", ROOT),
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+  const doc = JSON.parse(new TextDecoder().decode(out.stdout));
+  const nodes = Object.values(doc.nodes) as { symbols: { name: string }[] }[];
+  return nodes.flatMap((n) => n.symbols.map((s) => s.name));
+}
+
+Deno.test("architecture: the package's entry points are mod.ts and named tiers", () => {
+  assert.equal(DENO_JSON.exports["."], "./mod.ts");
+  for (const sub of ["./cli", "./runtime", "./testing", "./tensor", "./format", "./analysis"]) {
+    assert.ok(sub in DENO_JSON.exports, `${sub} is an entry point`);
+  }
+});
+
+Deno.test("architecture: mod.ts lists at most 120 names, and no internal", async () => {
+  const names = await docNames("mod.ts");
+  assert.ok(names.length > 40, `mod.ts exports the training API (${names.length} names)`);
+  assert.ok(names.length <= 120, `mod.ts exports ${names.length} names, over 120`);
+  const lead = names.indexOf("PipelineParallelModel");
+  assert.equal(lead, 0, `deno doc mod.ts leads with PipelineParallelModel (at ${lead})`);
+});
+
+const INTERNALS = [
+  "describeValue",
+  "formatShape",
+  "checkShape",
+  "optimizerStateSlots",
+  "CHECKPOINT_FORMAT",
+  "CHECKPOINT_FORMAT_VERSION",
+  "MAX_SCHEDULE_ACTIONS",
+];
+
+Deno.test("architecture: no entry point exports an internal helper", async () => {
+  const found: string[] = [];
+  for (const [entry, file] of ENTRY_POINTS) {
+    const names = new Set(await docNames(file));
+    for (const n of INTERNALS) if (names.has(n)) found.push(`${entry} exports ${n}`);
+  }
+  assert.deepEqual(found, []);
+});
+
+Deno.test("architecture: every entry point lists its exports and opens with a @module doc with an example", async () => {
+  const problems: string[] = [];
+  for (const [entry, file] of ENTRY_POINTS) {
+    const text = await Deno.readTextFile(new URL(file, ROOT));
+    const code = text.replace(/\/\*[\s\S]*?\*\//g, "").replace(/^\s*\/\/.*$/gm, "");
+    if (/\bexport\s*\*\s*from\b/.test(code)) problems.push(`${entry}: export * from`);
+    const head = /^\/\*\*([\s\S]*?)\*\//.exec(text.trimStart());
+    if (head === null || !head[1].includes("@module")) problems.push(`${entry}: no @module doc`);
+    else if (!/```(ts|sh)\n/.test(head[1])) {
+      problems.push(`${entry}: its @module doc has no example`);
+    }
+  }
+  assert.deepEqual(problems, []);
+});
+
+Deno.test("architecture: deno task check doc-lints every entry point on its own; deno task test runs their examples", () => {
+  const check: string = DENO_JSON.tasks.check;
+  const test: string = DENO_JSON.tasks.test;
+  const missing: string[] = [];
+  for (const [entry, file] of ENTRY_POINTS) {
+    if (entry !== "." && !check.includes(`deno doc --lint ${file} `)) {
+      missing.push(`check: deno doc --lint ${file}`);
+    }
+    if (!new RegExp(`deno doc --lint [^&]*\\b${file.replace(".", "\\.")}\\b`).test(check)) {
+      missing.push(`check: ${file} in a doc lint`);
+    }
+    if (!check.split("&&").some((c) => c.includes("deno check") && c.includes(` ${file} `))) {
+      missing.push(`check: deno check ${file}`);
+    }
+    if (!test.includes(` ${file} `)) missing.push(`test: ${file}`);
+  }
+  assert.deepEqual(missing, []);
+});
+
+Deno.test("architecture: no doc example is skipped (ts ignore)", async () => {
+  const files: URL[] = [];
+  for await (const f of walk(SRC)) files.push(f);
+  for (const [, file] of ENTRY_POINTS) files.push(new URL(file, ROOT));
+  const skipped: string[] = [];
+  for (const f of files) {
+    const text = await Deno.readTextFile(f);
+    for (const m of text.matchAll(/^\s*\*\s*```(?:ts|typescript|js|tsx)\s+ignore\b/gm)) {
+      const line = text.slice(0, m.index).split("\n").length;
+      skipped.push(`${f.href.slice(ROOT.href.length)}:${line}`);
+    }
+  }
+  assert.deepEqual(skipped, []);
 });

@@ -43,7 +43,8 @@ export interface AdamWOptions {
  *
  * @example
  * ```ts
- * import { AdamW, CpuBackend, Linear } from "@conveyor/core";
+ * import { CpuBackend, Linear } from "@conveyor/core";
+ * import { AdamW } from "@conveyor/core/nn";
  * const be = new CpuBackend();
  * const model = new Linear(be, 4, 4, { seed: 0 });
  * const [weight, bias] = model.parameters();

@@ -78,7 +78,7 @@ function positive(v: unknown, what: string): number {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { ArrayDataset } from "@conveyor/core";
+ * import { ArrayDataset } from "@conveyor/core/data";
  * const ds = new ArrayDataset({
  *   inputs: new Float32Array([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]), shape: [10, 1],
  *   targets: new Float32Array(10), batchSize: 4, epochs: 2, seed: 1, validationSplit: 0.2,

@@ -11,7 +11,7 @@
  *
  * @example
  * ```ts
- * import { CharTokenizer } from "@conveyor/core";
+ * import { CharTokenizer } from "@conveyor/core/data";
  * const tok = CharTokenizer.fromText("hello world");
  * const ids = tok.encode("hold");
  * console.log(tok.vocabSize, ids, tok.decode(ids)); // 8 [3, 5, 4, 1] "hold"

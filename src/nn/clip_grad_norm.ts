@@ -15,7 +15,8 @@ import { describeValue } from "../tensor/describe.ts";
  *
  * @example
  * ```ts
- * import { CpuBackend, gradNormSquared, Linear } from "@conveyor/core";
+ * import { CpuBackend, Linear } from "@conveyor/core";
+ * import { gradNormSquared } from "@conveyor/core/nn";
  * const be = new CpuBackend();
  * const lin = new Linear(be, 2, 2, { seed: 0 });
  * console.log(await gradNormSquared(lin.parameters())); // 0
@@ -49,7 +50,8 @@ export async function gradNormSquared(params: readonly Parameter[]): Promise<num
  *
  * @example
  * ```ts
- * import { CpuBackend, Linear, scaleGradsInPlace } from "@conveyor/core";
+ * import { CpuBackend, Linear } from "@conveyor/core";
+ * import { scaleGradsInPlace } from "@conveyor/core/nn";
  * const be = new CpuBackend();
  * const lin = new Linear(be, 2, 2, { seed: 0 });
  * scaleGradsInPlace(lin.parameters(), 0.5);
@@ -73,7 +75,8 @@ export function scaleGradsInPlace(params: readonly Parameter[], factor: number):
  *
  * @example
  * ```ts
- * import { clipGradNorm, CpuBackend, Linear } from "@conveyor/core";
+ * import { CpuBackend, Linear } from "@conveyor/core";
+ * import { clipGradNorm } from "@conveyor/core/nn";
  * const be = new CpuBackend();
  * const lin = new Linear(be, 2, 2, { seed: 0 });
  * const norm = await clipGradNorm(lin.parameters(), 1.0);

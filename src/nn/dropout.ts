@@ -49,7 +49,8 @@ interface DropoutState {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { CpuBackend, Dropout, ops } from "@conveyor/core";
+ * import { CpuBackend, Dropout } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const drop = new Dropout(be, 0.5, { seed: 3 });
  * const x = ops.ones(be, [2, 4]);

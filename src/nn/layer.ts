@@ -41,7 +41,9 @@ export const DEFAULT_KEY: StateKey = 0;
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { CpuBackend, Dropout, type ForwardOptions, ops, Sequential } from "@conveyor/core";
+ * import { CpuBackend, Dropout, Sequential } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
+ * import { type ForwardOptions } from "@conveyor/core/nn";
  * const be = new CpuBackend();
  * const model = new Sequential([new Dropout(be, 0.5, { seed: 1 })]);
  * const x = ops.ones(be, [4, 3]);
@@ -87,7 +89,7 @@ export interface ForwardOptions {
  *
  * @example
  * ```ts
- * import type { ForwardContext } from "@conveyor/core";
+ * import type { ForwardContext } from "@conveyor/core/nn";
  * const ctx: ForwardContext = { training: true, step: 3, rowOffset: 0 };
  * console.log(ctx.training); // true
  * ```
@@ -161,12 +163,22 @@ export interface LayerCost {
 
 /**
  * A model layer with a forward pass and a backward split into I (input
- * gradient) and W (weight gradient). See the module documentation for the
- * ownership rules.
+ * gradient) and W (weight gradient).
+ *
+ * Ownership rules shared by every layer:
+ * - Tensors passed in (`x`, `dy`) stay owned by the caller, who may dispose
+ *   them at once. A layer that must keep one takes its own handle on the
+ *   storage (a same-shape `reshape` view), so nothing is copied.
+ * - Tensors returned (`y`, `dx`) are owned by the caller.
+ * - State lives per key: `forward` with `save` (the default) stores under
+ *   `key`; `backwardInput` releases what only I needed and keeps what W
+ *   needs; `backwardWeight` accumulates into the parameter gradients and
+ *   releases the rest. `forward` with `save: false` stores nothing (for
+ *   inference and for activation-checkpoint recomputation).
  *
  * @example
  * ```ts
- * import { CpuBackend, Linear, type Layer } from "@conveyor/core";
+ * import { CpuBackend, type Layer, Linear } from "@conveyor/core";
  * const be = new CpuBackend();
  * const layer: Layer = new Linear(be, 4, 2, { seed: 1 });
  * const x = be.fromData(new Float32Array(12).fill(0.5), [3, 4]);
@@ -238,7 +250,7 @@ export interface Layer {
  *
  * @example
  * ```ts
- * import { CpuBackend, Linear, type LayerSpec } from "@conveyor/core";
+ * import { CpuBackend, type LayerSpec, Linear } from "@conveyor/core";
  * const lin = new Linear(new CpuBackend(), 4, 2);
  * const spec: LayerSpec = lin.spec();
  * console.log(JSON.stringify(spec)); // {"kind":"Linear","args":{"inFeatures":4,"outFeatures":2,"bias":true}}

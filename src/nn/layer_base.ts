@@ -74,7 +74,9 @@ interface OwnParam {
  *
  * @example
  * ```ts
- * import { CpuBackend, LayerBase, type LayerCost, ops, type Shape, type Tensor } from "@conveyor/core";
+ * import { CpuBackend, type Shape } from "@conveyor/core";
+ * import { ops, type Tensor } from "@conveyor/core/tensor";
+ * import { LayerBase, type LayerCost } from "@conveyor/core/nn";
  *
  * // y = 2x: no parameters, nothing to keep.
  * class Double extends LayerBase {

@@ -146,7 +146,9 @@ const custom = new Map<string, LayerFactory>();
  *
  * @example
  * ```ts
- * import { CpuBackend, layerFromSpec, LayerBase, type LayerCost, type LayerSpec, ops, registerLayer, type Shape, type Tensor } from "@conveyor/core";
+ * import { CpuBackend, type LayerSpec, type Shape } from "@conveyor/core";
+ * import { ops, type Tensor } from "@conveyor/core/tensor";
+ * import { LayerBase, type LayerCost, layerFromSpec, registerLayer } from "@conveyor/core/nn";
  * class Scale extends LayerBase {
  *   readonly kind = "Scale";
  *   constructor(be: CpuBackend, readonly factor: number) {
@@ -199,7 +201,7 @@ export function registerLayer(kind: string, factory: LayerFactory): void {
  *
  * @example
  * ```ts
- * import { registeredLayerKinds } from "@conveyor/core";
+ * import { registeredLayerKinds } from "@conveyor/core/nn";
  * console.log(registeredLayerKinds().includes("TransformerBlock")); // true
  * ```
  */
@@ -215,7 +217,9 @@ export function registeredLayerKinds(): string[] {
  *
  * @example
  * ```ts
- * import { CpuBackend, createTinyGPT, layerFromSpec, loadSafetensors, saveSafetensors } from "@conveyor/core";
+ * import { CpuBackend, createTinyGPT } from "@conveyor/core";
+ * import { layerFromSpec } from "@conveyor/core/nn";
+ * import { loadSafetensors, saveSafetensors } from "@conveyor/core/format";
  * const be = new CpuBackend();
  * const gpt = createTinyGPT({ vocabSize: 10, seqLen: 4, dim: 8, heads: 2, layers: 1, seed: 3 }, be);
  * const copy = layerFromSpec(JSON.parse(JSON.stringify(gpt.spec())), be);

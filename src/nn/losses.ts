@@ -59,7 +59,8 @@ function normalizer(where: string, rows: number, opts: LossOptions | undefined):
  *
  * @example
  * ```ts
- * import { CpuBackend, mseLoss } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { mseLoss } from "@conveyor/core/nn";
  * const be = new CpuBackend();
  * const pred = be.fromData(new Float32Array([1, 2, 3, 4]), [2, 2]);
  * const target = be.zeros([2, 2]);
@@ -95,7 +96,8 @@ export function mseLoss(pred: Tensor, target: Tensor, opts?: LossOptions): LossR
  *
  * @example
  * ```ts
- * import { CpuBackend, crossEntropyLoss } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { crossEntropyLoss } from "@conveyor/core/nn";
  * const be = new CpuBackend();
  * const logits = be.zeros([2, 4]); // uniform over 4 classes
  * const targets = be.fromData(new Float32Array([0, 3]), [2]);

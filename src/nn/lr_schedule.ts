@@ -3,27 +3,7 @@
  * so that they cross to pipeline workers and processes inside an optimizer
  * spec, and a formula {@linkcode lrAt} that gives the lr of any step.
  *
- * **Convention (PyTorch's).** `t` is the number of optimizer steps already
- * taken: the first step runs with `lrAt(s, base, 0)`, the (t + 1)-th with
- * `lrAt(s, base, t)`. That is the lr a PyTorch optimizer holds when a
- * scheduler is created before training and `scheduler.step()` follows every
- * `optimizer.step()`; so step 0 of a warmup already runs at
- * `base · startFactor`, never at 0. Each formula is the closed form of the
- * PyTorch scheduler named beside it:
- *
- * | kind            | lr at step t                                                          | PyTorch                      |
- * | --------------- | --------------------------------------------------------------------- | ---------------------------- |
- * | `constant`      | `base`                                                                | —                            |
- * | `linear`        | `base · (s + (e − s) · min(t, T) / T)`, s = startFactor, e = endFactor, T = steps | `LinearLR`       |
- * | `cosine`        | `min + (base − min) · (1 + cos(π t / T)) / 2` for t ≤ T, then `min`     | `CosineAnnealingLR`          |
- * | `step`          | `base · γ^⌊t / stepSize⌋`                                             | `StepLR`                     |
- * | `sequential`    | schedule i at `t − milestones[i − 1]`, i = number of milestones ≤ t     | `SequentialLR`               |
- * | `warmup-cosine` | `sequential` of `linear` (startFactor → 1 over warmupSteps) and `cosine` (decaySteps) at milestone warmupSteps | `SequentialLR` |
- *
- * One deliberate difference: past `decaySteps` the cosine stays at its
- * floor `minLr`, where `CosineAnnealingLR` would climb back up (its cosine
- * is periodic). Defaults are PyTorch's: `startFactor` 1/3, `endFactor` 1,
- * `gamma` 0.1, `minLr` 0.
+ * See {@linkcode lrAt} for the convention and each formula.
  *
  * @module
  */
@@ -143,7 +123,7 @@ function startFactor(where: string, v: unknown): void {
  *
  * @example
  * ```ts
- * import { checkLrSchedule } from "@conveyor/core";
+ * import { checkLrSchedule } from "@conveyor/core/nn";
  * console.log(checkLrSchedule({ kind: "cosine", decaySteps: 100 })); // { kind: "cosine", decaySteps: 100 }
  * ```
  */
@@ -281,8 +261,29 @@ function at(s: LrScheduleSpec, base: number, t: number): number {
 
 /**
  * The learning rate of the step with 0-based index `step` (the number of
- * optimizer steps already taken) under `schedule` with base lr `baseLr`
- * (see the module documentation for each formula and the convention).
+ * optimizer steps already taken) under `schedule` with base lr `baseLr`.
+ *
+ * **Convention (PyTorch's).** `t` is the number of optimizer steps already
+ * taken: the first step runs with `lrAt(s, base, 0)`, the (t + 1)-th with
+ * `lrAt(s, base, t)`. That is the lr a PyTorch optimizer holds when a
+ * scheduler is created before training and `scheduler.step()` follows every
+ * `optimizer.step()`; so step 0 of a warmup already runs at
+ * `base · startFactor`, never at 0. Each formula is the closed form of the
+ * PyTorch scheduler named beside it:
+ *
+ * | kind            | lr at step t                                                          | PyTorch                      |
+ * | --------------- | --------------------------------------------------------------------- | ---------------------------- |
+ * | `constant`      | `base`                                                                | —                            |
+ * | `linear`        | `base · (s + (e − s) · min(t, T) / T)`, s = startFactor, e = endFactor, T = steps | `LinearLR`       |
+ * | `cosine`        | `min + (base − min) · (1 + cos(π t / T)) / 2` for t ≤ T, then `min`     | `CosineAnnealingLR`          |
+ * | `step`          | `base · γ^⌊t / stepSize⌋`                                             | `StepLR`                     |
+ * | `sequential`    | schedule i at `t − milestones[i − 1]`, i = number of milestones ≤ t     | `SequentialLR`               |
+ * | `warmup-cosine` | `sequential` of `linear` (startFactor → 1 over warmupSteps) and `cosine` (decaySteps) at milestone warmupSteps | `SequentialLR` |
+ *
+ * One deliberate difference: past `decaySteps` the cosine stays at its
+ * floor `minLr`, where `CosineAnnealingLR` would climb back up (its cosine
+ * is periodic). Defaults are PyTorch's: `startFactor` 1/3, `endFactor` 1,
+ * `gamma` 0.1, `minLr` 0.
  *
  * @example
  * ```ts

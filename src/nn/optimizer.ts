@@ -35,7 +35,8 @@ export interface ParamGroup {
  *
  * @example
  * ```ts
- * import { AdamW, CpuBackend, Linear, type Optimizer } from "@conveyor/core";
+ * import { CpuBackend, Linear } from "@conveyor/core";
+ * import { AdamW, type Optimizer } from "@conveyor/core/nn";
  * const be = new CpuBackend();
  * const lin = new Linear(be, 2, 2, { seed: 1 });
  * const opt: Optimizer = new AdamW(lin.parameters(), { lr: 1e-2 });

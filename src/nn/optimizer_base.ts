@@ -40,7 +40,8 @@ export interface LoadStateOptions {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { AdamW, CpuBackend, Linear, type OptimizerSnapshot } from "@conveyor/core";
+ * import { CpuBackend, Linear } from "@conveyor/core";
+ * import { AdamW, type OptimizerSnapshot } from "@conveyor/core/nn";
  * const lin = new Linear(new CpuBackend(), 2, 2, { seed: 1 });
  * const opt = new AdamW(lin.parameters(), { lr: 0.1 });
  * const snap: OptimizerSnapshot = opt.snapshot();
@@ -112,7 +113,8 @@ export interface OptimizerBaseOptions {
  *
  * @example
  * ```ts
- * import { AdamW, CpuBackend, Linear, type OptimizerBase } from "@conveyor/core";
+ * import { CpuBackend, Linear } from "@conveyor/core";
+ * import { AdamW, type OptimizerBase } from "@conveyor/core/nn";
  * const lin = new Linear(new CpuBackend(), 2, 2, { seed: 1 });
  * const opt: OptimizerBase = new AdamW(lin.parameters(), {
  *   lr: 0.1, lrSchedule: { kind: "step", stepSize: 1, gamma: 0.5 },

@@ -41,7 +41,7 @@ const KEYS: Readonly<Record<OptimizerSpec["kind"], readonly string[]>> = {
  *
  * @example
  * ```ts
- * import { checkOptimizerSpec } from "@conveyor/core";
+ * import { checkOptimizerSpec } from "@conveyor/core/nn";
  * console.log(checkOptimizerSpec({ kind: "sgd", lr: 0.1 })); // { kind: "sgd", lr: 0.1 }
  * ```
  */
@@ -88,7 +88,7 @@ export function checkOptimizerSpec(spec: OptimizerSpec): OptimizerSpec {
  *
  * @example
  * ```ts
- * import { optimizerStateSlots } from "@conveyor/core";
+ * import { optimizerStateSlots } from "./optimizer_spec.ts";
  * console.log(optimizerStateSlots({ kind: "adamw" })); // [ "exp_avg", "exp_avg_sq" ]
  * console.log(optimizerStateSlots({ kind: "sgd", lr: 0.1 })); // []
  * ```
@@ -104,7 +104,8 @@ export function optimizerStateSlots(spec: OptimizerSpec): readonly string[] {
  *
  * @example
  * ```ts
- * import { CpuBackend, createOptimizer, Linear } from "@conveyor/core";
+ * import { CpuBackend, Linear } from "@conveyor/core";
+ * import { createOptimizer } from "@conveyor/core/nn";
  * const lin = new Linear(new CpuBackend(), 2, 2);
  * const opt = createOptimizer({ kind: "adamw", lr: 1e-3, weightDecay: 0 }, lin.parameters());
  * opt.step();

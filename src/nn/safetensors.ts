@@ -116,7 +116,8 @@ function paramsOf(source: Layer | readonly Parameter[], where: string): readonly
  *
  * @example
  * ```ts
- * import { CpuBackend, Linear, parseSafetensors, saveSafetensors } from "@conveyor/core";
+ * import { CpuBackend, Linear } from "@conveyor/core";
+ * import { parseSafetensors, saveSafetensors } from "@conveyor/core/format";
  * const be = new CpuBackend();
  * const lin = new Linear(be, 3, 2, { seed: 1 });
  * const bytes = await saveSafetensors(lin, { metadata: { format: "pt" } });
@@ -158,7 +159,7 @@ export interface SafetensorsTensor {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { encodeSafetensors, parseSafetensors } from "@conveyor/core";
+ * import { encodeSafetensors, parseSafetensors } from "@conveyor/core/format";
  * const bytes = encodeSafetensors([{ name: "w", shape: [2], data: new Float32Array([1, 2]) }], {
  *   metadata: { note: "hi" },
  * });
@@ -474,7 +475,8 @@ function readF32(bytes: Uint8Array, start: number, count: number): Float32Array 
  *
  * @example
  * ```ts
- * import { CpuBackend, LayerNorm, parseSafetensors, saveSafetensors } from "@conveyor/core";
+ * import { CpuBackend, LayerNorm } from "@conveyor/core";
+ * import { parseSafetensors, saveSafetensors } from "@conveyor/core/format";
  * const be = new CpuBackend();
  * const ln = new LayerNorm(be, 3);
  * const file = parseSafetensors(await saveSafetensors(ln));
@@ -498,7 +500,8 @@ export function parseSafetensors(bytes: Uint8Array): SafetensorsFile {
  *
  * @example
  * ```ts
- * import { CpuBackend, Linear, loadSafetensors, saveSafetensors } from "@conveyor/core";
+ * import { CpuBackend, Linear } from "@conveyor/core";
+ * import { loadSafetensors, saveSafetensors } from "@conveyor/core/format";
  * const be = new CpuBackend();
  * const a = new Linear(be, 3, 2, { seed: 1 });
  * const b = new Linear(be, 3, 2, { seed: 2 });

@@ -29,7 +29,8 @@ export interface TokenBatch {
  *
  * @example
  * ```ts
- * import { CharTokenizer, Rng, sampleBatch } from "@conveyor/core";
+ * import { Rng } from "@conveyor/core";
+ * import { CharTokenizer, sampleBatch } from "@conveyor/core/data";
  * const text = "abcabcabcabc";
  * const tok = CharTokenizer.fromText(text);
  * const b = sampleBatch(tok.encode(text), 2, 4, new Rng(0));

@@ -34,7 +34,8 @@ export interface SGDOptions {
  *
  * @example
  * ```ts
- * import { CpuBackend, Linear, SGD } from "@conveyor/core";
+ * import { CpuBackend, Linear } from "@conveyor/core";
+ * import { SGD } from "@conveyor/core/nn";
  * const be = new CpuBackend();
  * const model = new Linear(be, 3, 1, { seed: 0 });
  * const opt = new SGD(model.parameters(), { lr: 0.1, momentum: 0.9 });

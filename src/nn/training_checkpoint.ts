@@ -60,10 +60,10 @@ import { checkOptimizerSpec, type OptimizerSpec, optimizerStateSlots } from "./o
 import { checkValues } from "./_state_values.ts";
 import { checkData, checkStepsAgree, fail, json, stepCounts } from "./_checkpoint_fields.ts";
 
-/** The `format` metadata value of a training checkpoint. */
-export const CHECKPOINT_FORMAT = "conveyor-training-checkpoint";
-/** The format version this module writes and reads. */
-export const CHECKPOINT_FORMAT_VERSION = 1;
+// The `format` metadata value of a training checkpoint.
+const CHECKPOINT_FORMAT = "conveyor-training-checkpoint";
+// The format version this module writes and reads.
+const CHECKPOINT_FORMAT_VERSION = 1;
 
 /** A parsed, validated training checkpoint. */
 export interface TrainingCheckpoint {
@@ -146,14 +146,14 @@ export interface CheckpointParameter {
 const SEP = "."; // tensor names: model.<name>, optim.<name>.<slot>
 
 /**
- * Writes a training checkpoint (see the module documentation for the
- * format). Tensors: every `model.<name>` in the given order, then every
+ * Writes a training checkpoint (its format is in the `@conveyor/core/format`
+ * module documentation). Tensors: every `model.<name>` in the given order, then every
  * `optim.<name>.<slot>` in the same order.
  *
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { encodeTrainingCheckpoint, parseTrainingCheckpoint } from "@conveyor/core";
+ * import { encodeTrainingCheckpoint, parseTrainingCheckpoint } from "@conveyor/core/format";
  * const bytes = encodeTrainingCheckpoint({
  *   step: 0, optimizer: { kind: "sgd", lr: 0.1 }, lrOverride: null,
  *   weights: [{ name: "w", shape: [2], data: new Float32Array([1, 2]) }], slots: new Map(),
@@ -350,7 +350,7 @@ export function decodeTrainingCheckpoint(
 /**
  * Parses and validates a training checkpoint on its own (not against a
  * model): a RangeError or TypeError beginning `checkpoint:` names the field
- * or tensor and the rule (see the module documentation: step counts that
+ * or tensor and the rule (see the `@conveyor/core/format` module documentation: step counts that
  * disagree, a non-finite value unless `options.allowNonFinite`, a negative
  * `exp_avg_sq`, a checksum that fails). A weights-only safetensors file is
  * refused (its `format` metadata is missing).
@@ -358,7 +358,7 @@ export function decodeTrainingCheckpoint(
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { encodeSafetensors, parseTrainingCheckpoint } from "@conveyor/core";
+ * import { encodeSafetensors, parseTrainingCheckpoint } from "@conveyor/core/format";
  * const weightsOnly = encodeSafetensors([{ name: "w", shape: [1], data: new Float32Array(1) }]);
  * assert.throws(() => parseTrainingCheckpoint(weightsOnly), /__metadata__\.format must be/);
  * ```
@@ -381,7 +381,7 @@ export function parseTrainingCheckpoint(
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { checkCheckpointFits, encodeTrainingCheckpoint, parseTrainingCheckpoint } from "@conveyor/core";
+ * import { checkCheckpointFits, encodeTrainingCheckpoint, parseTrainingCheckpoint } from "@conveyor/core/format";
  * const ck = parseTrainingCheckpoint(encodeTrainingCheckpoint({
  *   step: 0, optimizer: { kind: "sgd" }, lrOverride: null,
  *   weights: [{ name: "w", shape: [2], data: new Float32Array(2) }], slots: new Map(),
@@ -467,7 +467,8 @@ function checkOptimizerOf(optimizer: OptimizerBase, params: readonly Parameter[]
 
 /**
  * A single-device model's training checkpoint: its weights, `optimizer`'s
- * state and step count, and `data` (see the module documentation).
+ * state and step count, and `data` (see the format in the `@conveyor/core/format` module
+ * documentation).
  * `opts.step` is the training steps taken when a loop of yours skipped
  * some (it did not call `optimizer.step()`, e.g. on a non-finite loss):
  * at least the optimizer's step count, which it is by default.
@@ -475,9 +476,9 @@ function checkOptimizerOf(optimizer: OptimizerBase, params: readonly Parameter[]
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import {
- *   AdamW, CpuBackend, Linear, loadTrainingCheckpoint, saveTrainingCheckpoint,
- * } from "@conveyor/core";
+ * import { CpuBackend, Linear } from "@conveyor/core";
+ * import { AdamW } from "@conveyor/core/nn";
+ * import { loadTrainingCheckpoint, saveTrainingCheckpoint } from "@conveyor/core/format";
  * const be = new CpuBackend();
  * const a = new Linear(be, 2, 2, { seed: 1 }), b = new Linear(be, 2, 2, { seed: 2 });
  * const optA = new AdamW(a.parameters()), optB = new AdamW(b.parameters());
@@ -530,7 +531,9 @@ export async function saveTrainingCheckpoint(
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { CpuBackend, Linear, loadTrainingCheckpoint, SGD } from "@conveyor/core";
+ * import { CpuBackend, Linear } from "@conveyor/core";
+ * import { SGD } from "@conveyor/core/nn";
+ * import { loadTrainingCheckpoint } from "@conveyor/core/format";
  * const lin = new Linear(new CpuBackend(), 2, 1);
  * const opt = new SGD(lin.parameters(), { lr: 0.1 });
  * assert.throws(() => loadTrainingCheckpoint(lin, opt, new Uint8Array(4)), /checkpoint: not a valid safetensors file/);

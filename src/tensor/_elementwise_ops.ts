@@ -27,7 +27,8 @@ const GELU_A = 0.044715;
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { CpuBackend, type UnaryOp } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { type UnaryOp } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const op: UnaryOp = "exp";
  * assert.deepEqual([...await be.unary(op, be.zeros([2])).toArray()], [1, 1]);
@@ -43,7 +44,8 @@ export type UnaryOp = "relu" | "gelu" | "tanh" | "sigmoid" | "silu" | "exp" | "l
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { CpuBackend, type UnaryGradOp } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { type UnaryGradOp } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const op: UnaryGradOp = "sigmoid"; // from y: dy · y · (1 − y)
  * const y = be.fromData(new Float32Array([0.5]), [1]);
@@ -59,7 +61,8 @@ export type UnaryGradOp = "relu" | "gelu" | "tanh" | "sigmoid" | "silu";
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { type BinaryOp, CpuBackend } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { type BinaryOp } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const op: BinaryOp = "maximum";
  * const a = be.fromData(new Float32Array([1, 5]), [2]), b = be.fromData(new Float32Array([3]), [1]);

@@ -38,7 +38,7 @@ export type BackendName = "cpu" | "webgpu";
  *
  * @example
  * ```ts
- * import { createBackend } from "@conveyor/core";
+ * import { createBackend } from "@conveyor/core/tensor";
  * const be = await createBackend("cpu");
  * be.memory.resetPeak();
  * console.log(be.memory.liveBytes, be.memory.peakBytes);
@@ -116,7 +116,8 @@ export interface LayerNormResult extends LayerNormStats {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { CpuBackend, ops, type RmsNormResult } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops, type RmsNormResult } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const r: RmsNormResult = ops.rmsNorm(ops.ones(be, [3, 2]), ops.ones(be, [2]));
  * assert.deepEqual(r.rstd.shape, [3]); // one per row
@@ -157,8 +158,24 @@ export interface CrossEntropyResult {
 }
 
 /**
- * A tensor backend: storage plus kernels. See the module documentation for
- * the conventions every kernel follows.
+ * A tensor backend: storage plus kernels.
+ *
+ * A backend owns storage (a `Float32Array` on the CPU, a `GPUBuffer` on
+ * WebGPU) and runs kernels on it. Kernels receive tensors that the public op
+ * functions in `ops.ts` have already validated (shapes, same backend, not
+ * disposed), so a backend never re-checks its arguments: all user-facing
+ * errors are raised once, in `ops.ts`, identically for every backend.
+ *
+ * Conventions shared by every kernel:
+ * - All data is f32, row-major and contiguous. Integer data (token ids,
+ *   class targets) is stored as f32 holding exact integers.
+ * - "Rows" means the product of all dimensions but the last; "cols" the last
+ *   dimension. Row-wise ops (softmax, layer norm, cross-entropy) work on
+ *   each row independently.
+ * - Kernels return fresh tensors unless their name ends in `InPlace`, in
+ *   which case they overwrite their first argument and return nothing.
+ * - GPU kernels are asynchronous: they enqueue work and return at once.
+ *   Only `read` waits, and several reads may be in flight at once.
  */
 export interface Backend {
   /** Which implementation this is. */

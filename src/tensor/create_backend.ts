@@ -27,7 +27,7 @@ export type BackendKind = "auto" | "cpu" | "webgpu";
  *
  * @example
  * ```ts
- * import { type BackendChoice, chooseBackend } from "@conveyor/core";
+ * import { type BackendChoice, chooseBackend } from "@conveyor/core/tensor";
  * const c: BackendChoice = await chooseBackend("cpu");
  * console.log(c.kind, c.reason); // cpu asked for
  * ```
@@ -46,7 +46,7 @@ export interface BackendChoice {
  *
  * @example
  * ```ts
- * import { chooseBackend, type ChooseBackendOptions } from "@conveyor/core";
+ * import { chooseBackend, type ChooseBackendOptions } from "@conveyor/core/tensor";
  * const quiet: ChooseBackendOptions = { notice: false };
  * console.log((await chooseBackend("cpu", quiet)).kind); // cpu
  * ```
@@ -75,7 +75,7 @@ let noticed = false;
  *
  * @example
  * ```ts
- * import { chooseBackend } from "@conveyor/core";
+ * import { chooseBackend } from "@conveyor/core/tensor";
  * const fake = { info: { description: "llvmpipe (LLVM 15.0.6, 256 bits)" } } as GPUAdapter;
  * const c = await chooseBackend("auto", { adapter: fake, notice: false });
  * console.log(c.kind); // cpu
@@ -137,7 +137,7 @@ export async function chooseBackend(
  *
  * @example
  * ```ts
- * import { createBackend, ops } from "@conveyor/core";
+ * import { createBackend, ops } from "@conveyor/core/tensor";
  * const be = await createBackend("cpu");
  * const x = be.fromData(new Float32Array([1, -1]), [2]);
  * console.log(be.name, await ops.relu(x).toArray()); // cpu Float32Array [1, 0]

@@ -16,7 +16,7 @@ const MAX_CHARS = 60;
  *
  * @example
  * ```ts
- * import { formatShape } from "@conveyor/core";
+ * import { formatShape } from "./describe.ts";
  * console.log(formatShape([2, 3])); // "[2, 3]"
  * console.log(formatShape(new Array(100).fill(1))); // "[1, 1, 1, 1, 1, 1, 1, 1, … (100 dimensions)]"
  * ```
@@ -36,7 +36,7 @@ export function formatShape(shape: readonly unknown[]): string {
  *
  * @example
  * ```ts
- * import { describeValue } from "@conveyor/core";
+ * import { describeValue } from "./describe.ts";
  * console.log(describeValue(new Float64Array(1e6))); // "a Float64Array of 1000000"
  * console.log(describeValue("abc")); // "abc"
  * console.log(describeValue(NaN)); // "NaN"

@@ -13,7 +13,7 @@ import type { MemoryStats } from "./backend.ts";
  *
  * @example
  * ```ts
- * import type { LeakWatchOptions } from "@conveyor/core";
+ * import type { LeakWatchOptions } from "@conveyor/core/tensor";
  * const opts: LeakWatchOptions = { patience: 10, warn: (m) => console.error(m) };
  * console.log(opts.patience);
  * ```
@@ -36,7 +36,8 @@ export interface LeakWatchOptions {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { CpuBackend, LeakWatch, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { LeakWatch, ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const warnings: string[] = [];
  * const watch = new LeakWatch(be.memory, { patience: 3, warn: (m) => warnings.push(m) });

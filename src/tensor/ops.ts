@@ -6,7 +6,8 @@
  *
  * @example
  * ```ts
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const x = be.fromData(new Float32Array([1, -2, 3, -4]), [2, 2]);
  * const y = ops.relu(ops.matmul(x, x, { transB: true }));

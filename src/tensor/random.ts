@@ -189,7 +189,8 @@ function rotl(x: number, k: number): number {
  *
  * @example
  * ```ts
- * import { CpuBackend, Rng, randomTensor } from "@conveyor/core";
+ * import { CpuBackend, Rng } from "@conveyor/core";
+ * import { randomTensor } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const w = randomTensor(be, [3, 4], new Rng(1), 0.02);
  * console.log(w.shape); // [3, 4]

@@ -11,7 +11,7 @@
  *
  * @example
  * ```ts
- * import { type AdapterInfoFields, isSoftwareAdapter } from "@conveyor/core";
+ * import { type AdapterInfoFields, isSoftwareAdapter } from "@conveyor/core/tensor";
  * const info: AdapterInfoFields = { description: "Acme", isFallbackAdapter: true };
  * console.log(isSoftwareAdapter(info)); // true
  * ```
@@ -36,7 +36,7 @@ export interface AdapterInfoFields {
  *
  * @example
  * ```ts
- * import { isSoftwareAdapter } from "@conveyor/core";
+ * import { isSoftwareAdapter } from "@conveyor/core/tensor";
  * console.log(isSoftwareAdapter({ description: "llvmpipe (LLVM 15.0.6, 256 bits)" })); // true
  * console.log(isSoftwareAdapter({ vendor: "nvidia", description: "NVIDIA H100" })); // false
  * ```

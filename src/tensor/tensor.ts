@@ -75,7 +75,7 @@ export function tensorStorage(t: Tensor): unknown {
  *
  * @example
  * ```ts
- * import { createBackend } from "@conveyor/core";
+ * import { createBackend } from "@conveyor/core/tensor";
  * const be = await createBackend("cpu");
  * const t = be.fromData(new Float32Array([1, 2, 3, 4]), [2, 2]);
  * console.log(t.shape, await t.toArray());
@@ -189,7 +189,8 @@ export class Tensor {
    * @example
    * ```ts
    * import assert from "node:assert/strict";
-   * import { CpuBackend, ops } from "@conveyor/core";
+   * import { CpuBackend } from "@conveyor/core";
+   * import { ops } from "@conveyor/core/tensor";
    * const be = new CpuBackend();
    * {
    *   using x = be.zeros([1000]);

@@ -49,7 +49,8 @@ function isThenable(v: unknown): boolean {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { CpuBackend, ops, tidy } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops, tidy } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const x = be.fromData(new Float32Array([1, 2, 3]), [3]);
  * const y = tidy(() => {
@@ -100,7 +101,8 @@ export function tidy<T>(fn: () => T): T {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { CpuBackend, keep, ops, tidy, type Tensor } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { keep, ops, type Tensor, tidy } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * let cache: Tensor | null = null;
  * tidy(() => {

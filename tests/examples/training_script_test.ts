@@ -106,6 +106,7 @@ Deno.test("README: the training script section shows examples/training_script.ts
   const shown = readme.slice(start, readme.indexOf("\n```\n", start));
   const file = await Deno.readTextFile(script);
   const code = file.slice(file.indexOf("import {")).trimEnd()
-    .replace('} from "../mod.ts";', '} from "jsr:@conveyor/core";');
+    .replace('} from "../mod.ts";', '} from "jsr:@conveyor/core";')
+    .replace(/ from "\.\.\/(\w+)\.ts";/g, ' from "jsr:@conveyor/core/$1";');
   assert.equal(shown, code);
 });

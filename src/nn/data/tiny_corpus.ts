@@ -12,7 +12,7 @@
  *
  * @example
  * ```ts
- * import { CharTokenizer, TINY_CORPUS } from "@conveyor/core";
+ * import { CharTokenizer, TINY_CORPUS } from "@conveyor/core/data";
  * const tok = CharTokenizer.fromText(TINY_CORPUS);
  * console.log(TINY_CORPUS.length, tok.vocabSize); // 13051 56
  * ```

@@ -53,7 +53,7 @@ export interface AdviceCandidate {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { type AdviceCandidate, rankCandidates } from "@conveyor/core";
+ * import { type AdviceCandidate, rankCandidates } from "@conveyor/core/analysis";
  * const c = (schedule: string, predictedMs: number, fits: boolean): AdviceCandidate => ({
  *   schedule, ranks: 2, microBatches: 4, stagesPerRank: 1, boundaries: [0, 1, 2],
  *   predictedMs, bubble: 0, peakBytes: [1, 1], memory: [], fits,
@@ -96,7 +96,7 @@ export function formatBytes(bytes: number): string {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { formatAdviceTable } from "@conveyor/core";
+ * import { formatAdviceTable } from "@conveyor/core/analysis";
  * const mem = { activations: 1024, parameters: 2048, gradients: 2048, optimizerState: 4096, stepCopies: 0, total: 9216 };
  * const t = formatAdviceTable([{
  *   schedule: "1f1b", ranks: 2, microBatches: 4, stagesPerRank: 1, boundaries: [0, 2, 3],
@@ -189,7 +189,7 @@ export interface AdviceJson {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { adviceJson } from "@conveyor/core";
+ * import { adviceJson } from "@conveyor/core/analysis";
  * const mem = { activations: 1, parameters: 2, gradients: 2, optimizerState: 4, stepCopies: 0, total: 9 };
  * const j = adviceJson({
  *   schedule: "zb-h1", ranks: 2, microBatches: 8, stagesPerRank: 1, boundaries: [0, 3, 6],

@@ -81,7 +81,8 @@ const ZERO: StageMemory = {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { activationPeaks, generateSchedule } from "@conveyor/core";
+ * import { generateSchedule } from "@conveyor/core";
+ * import { activationPeaks } from "@conveyor/core/analysis";
  * const chunk = {
  *   forwardPeak: 150, afterForward: 100, inputGradPeak: 60, afterInputGrad: 40,
  *   weightGradPeak: 10, backwardPeak: 40,
@@ -128,7 +129,8 @@ export function activationPeaks(schedule: Schedule, chunks: readonly StageMemory
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { generateSchedule, rankMemory } from "@conveyor/core";
+ * import { generateSchedule } from "@conveyor/core";
+ * import { rankMemory } from "@conveyor/core/analysis";
  * const s = generateSchedule("1f1b", { ranks: 2, microBatches: 4 });
  * const layers = [100, 200, 300].map((b) => ({ paramBytes: b, optimizerStateBytes: 2 * b, stepCopyBytes: 3 * b }));
  * const chunk = { forwardPeak: 10, afterForward: 10, inputGradPeak: 0, afterInputGrad: 0, weightGradPeak: 0, backwardPeak: 0 };

@@ -84,7 +84,7 @@ function checkMs(name: string, v: unknown): number {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { layerLoads } from "@conveyor/core";
+ * import { layerLoads } from "@conveyor/core/analysis";
  * const t = (ms: number) => ({ median: ms });
  * const layers = [{ F: t(1), I: t(2), W: t(1), step: t(4) }, { F: t(2), I: t(2), W: t(2) }];
  * assert.deepEqual(layerLoads(layers, 2, 0.5), [1 + 2 + 1 + 4 / 2, 2 + 2 + 2 + 0.5]);
@@ -115,7 +115,7 @@ export function layerLoads(
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { stageCosts } from "@conveyor/core";
+ * import { stageCosts } from "@conveyor/core/analysis";
  * const t = (ms: number) => ({ median: ms });
  * const layers = [{ F: t(1), I: t(2), W: t(1), step: t(4) }, { F: t(2), I: t(2), W: t(2) }];
  * const c = stageCosts(layers, [0, 1, 2], { lossMs: 0.5, actionMs: 0.1 });
@@ -185,7 +185,7 @@ export interface PlannedCandidate {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { planCandidate } from "@conveyor/core";
+ * import { planCandidate } from "@conveyor/core/analysis";
  * const t = (ms: number) => ({ median: ms });
  * const layers = [1, 1, 2, 4].map((ms) => ({ F: t(ms), I: t(ms), W: t(ms) }));
  * const c = planCandidate("1f1b", 2, 4, layers, { actionMs: 0, handOverMs: 0 });
@@ -252,7 +252,7 @@ export const MAX_RANK_BALANCE_CUTS = 50_000;
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { rankBalancedBoundaries } from "@conveyor/core";
+ * import { rankBalancedBoundaries } from "@conveyor/core/analysis";
  * // A V placement: rank 0 holds chunks 0 and 3, rank 1 chunks 1 and 2. With heavy
  * // ends, rank 0 carries at least 4 + 4; the earliest cut that keeps it there:
  * assert.deepEqual(rankBalancedBoundaries([4, 1, 1, 1, 1, 4], [0, 1, 1, 0]), [0, 1, 2, 5, 6]);
@@ -333,7 +333,8 @@ export interface StepPrediction {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { generateSchedule, predictStep } from "@conveyor/core";
+ * import { generateSchedule } from "@conveyor/core";
+ * import { predictStep } from "@conveyor/core/analysis";
  * const s = generateSchedule("1f1b", { ranks: 2, microBatches: 4 });
  * const c = { F: [1, 1], I: [1, 1], W: [1, 1], B: [2, 2], step: [0, 0] };
  * const p = predictStep(s, c, { actionMs: 0, handOverMs: 0 });

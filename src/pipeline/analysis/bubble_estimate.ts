@@ -27,7 +27,7 @@ import { SCHEDULE_REGISTRY, type ScheduleName } from "../schedule/generate.ts";
  *
  * @example
  * ```ts
- * import { estimateBubbleFraction } from "@conveyor/core";
+ * import { estimateBubbleFraction } from "@conveyor/core/analysis";
  * console.log(estimateBubbleFraction("1f1b", 4, 8).toFixed(3)); // 0.273
  * ```
  */

@@ -60,7 +60,7 @@ export interface SummarizeTimelineOptions {
  *
  * @example
  * ```ts
- * import { summarizeTimeline } from "@conveyor/core";
+ * import { summarizeTimeline } from "@conveyor/core/analysis";
  * const F = (stage: number) => ({ kind: "F" as const, stage, microBatch: 0 });
  * const s = summarizeTimeline([
  *   { rank: 0, action: F(0), iteration: 0, start: 0, end: 1 },

@@ -38,7 +38,7 @@ export interface ScheduleStall {
  *
  * @example
  * ```ts
- * import { ScheduleDeadlockError, validateSchedule } from "@conveyor/core";
+ * import { ScheduleDeadlockError, validateSchedule } from "@conveyor/core/analysis";
  * const F = "F" as const, B = "B" as const;
  * try {
  *   validateSchedule({
@@ -110,7 +110,8 @@ function findStalls(s: Schedule): ScheduleStall[] {
  *
  * @example
  * ```ts
- * import { checkSchedule, generateSchedule } from "@conveyor/core";
+ * import { generateSchedule } from "@conveyor/core";
+ * import { checkSchedule } from "@conveyor/core/analysis";
  * console.log(checkSchedule(generateSchedule("zb-h1", { ranks: 4, microBatches: 8 })).length); // 0
  * ```
  */
@@ -136,7 +137,8 @@ export function checkSchedule(schedule: Schedule): ScheduleProblem[] {
  *
  * @example
  * ```ts
- * import { generateSchedule, validateSchedule } from "@conveyor/core";
+ * import { generateSchedule } from "@conveyor/core";
+ * import { validateSchedule } from "@conveyor/core/analysis";
  * validateSchedule(generateSchedule("1f1b", { ranks: 4, microBatches: 8 })); // no throw
  * ```
  */

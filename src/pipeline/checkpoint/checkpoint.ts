@@ -57,7 +57,7 @@ export interface ActivationCheckpointOptions {
  *
  * @example
  * ```ts
- * import { DEFAULT_EXPENSIVE_KINDS } from "@conveyor/core";
+ * import { DEFAULT_EXPENSIVE_KINDS } from "@conveyor/core/analysis";
  * console.log(DEFAULT_EXPENSIVE_KINDS.test("Linear"), DEFAULT_EXPENSIVE_KINDS.test("GELU"));
  * ```
  */

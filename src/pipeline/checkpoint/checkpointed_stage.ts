@@ -85,9 +85,8 @@ function retain(t: Tensor): Tensor {
  *
  * @example
  * ```ts
- * import {
- *   ActivationCheckpointConfig, CheckpointedStage, CpuBackend, GELU, Linear, Sequential,
- * } from "@conveyor/core";
+ * import { ActivationCheckpointConfig, CpuBackend, GELU, Linear, Sequential } from "@conveyor/core";
+ * import { CheckpointedStage } from "@conveyor/core/analysis";
  * const be = new CpuBackend();
  * const model = new Sequential([new Linear(be, 4, 4), new GELU(be), new Linear(be, 4, 2)]);
  * const stage = new CheckpointedStage(model, { enabled: true, everyNLayers: 2 });

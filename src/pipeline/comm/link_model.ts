@@ -47,7 +47,7 @@ function checkNonNegative(value: unknown, what: string): number {
  *
  * @example
  * ```ts
- * import { linkFromSamples } from "@conveyor/core";
+ * import { linkFromSamples } from "@conveyor/core/analysis";
  * const link = linkFromSamples([{ bytes: 4, ms: 0.5 }, { bytes: 4_000_004, ms: 1.5 }]);
  * console.log(link); // { latencyMs: 0.499999, bytesPerMs: 4000000 }
  * ```
@@ -80,7 +80,8 @@ export function linkFromSamples(samples: readonly LinkSample[]): LinkModel {
  *
  * @example
  * ```ts
- * import { generateSchedule, messageDelay, simulate } from "@conveyor/core";
+ * import { generateSchedule, simulate } from "@conveyor/core";
+ * import { messageDelay } from "@conveyor/core/analysis";
  * // 0.05 ms latency, 5 GB/s; a 4 MiB activation; costs in ms.
  * const comm = messageDelay({ latencyMs: 0.05, bytesPerMs: 5e6 }, 4 << 20);
  * console.log(comm.toFixed(3)); // "0.889"

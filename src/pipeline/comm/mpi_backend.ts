@@ -67,15 +67,22 @@ let mpiStarted = false;
  * nothing more.
  *
  * @example
- * ```ts ignore
- * // mpirun -n 2 deno run --allow-ffi ping.ts
- * import { MpiBackend } from "@conveyor/core/runtime";
- * const comm = await MpiBackend.init();
- * try {
- *   if (comm.rank === 0) await comm.send(1, "x", new Float32Array([1, 2]), { transfer: true });
- *   else console.log(await comm.recv(0, "x")); // Float32Array(2) [ 1, 2 ]
- * } finally {
- *   comm.close();
+ * ```ts
+ * // Under `mpirun -n 2 deno run --allow-ffi ping.ts`, rank 1 receives [1, 2];
+ * // started any other way, init refuses with an MpiSetupError saying why.
+ * import assert from "node:assert/strict";
+ * import { MpiBackend, MpiSetupError } from "@conveyor/core/runtime";
+ * const underMpirun = Deno.env.get("OMPI_COMM_WORLD_SIZE") !== undefined;
+ * if (underMpirun) {
+ *   const comm = await MpiBackend.init();
+ *   try {
+ *     if (comm.rank === 0) await comm.send(1, "x", new Float32Array([1, 2]), { transfer: true });
+ *     else if (comm.rank === 1) assert.deepEqual([...await comm.recv(0, "x")], [1, 2]);
+ *   } finally {
+ *     comm.close();
+ *   }
+ * } else {
+ *   await assert.rejects(MpiBackend.init(), MpiSetupError);
  * }
  * ```
  */
@@ -89,11 +96,11 @@ export class MpiBackend extends RankBackend implements CommBackend {
    * a RangeError for a bad option.
    *
    * @example
-   * ```ts ignore
+   * ```ts
+   * import assert from "node:assert/strict";
    * import { MpiBackend } from "@conveyor/core/runtime";
-   * const comm = await MpiBackend.init({ heartbeatIntervalMs: 500 });
-   * console.log(`rank ${comm.rank} of ${comm.size}`);
-   * comm.close();
+   * // A bad option is refused before MPI is touched, under mpirun or not.
+   * await assert.rejects(MpiBackend.init({ heartbeatIntervalMs: -1 }), RangeError);
    * ```
    */
   static async init(options: MpiBackendOptions = {}): Promise<MpiBackend> {
@@ -243,13 +250,24 @@ export class MpiBackend extends RankBackend implements CommBackend {
    * `rank <r> failed: <report.message>`) and aborts this rank.
    *
    * @example
-   * ```ts ignore
-   * try {
-   *   await step();
-   * } catch (e) {
-   *   comm.reportError({ type: "error", message: String(e) });
-   *   throw e;
+   * ```ts
+   * import assert from "node:assert/strict";
+   * import type { MpiBackend } from "@conveyor/core/runtime";
+   * // Each rank of an mpirun job runs its step so: report, then rethrow.
+   * async function guarded(comm: MpiBackend, step: () => Promise<void>): Promise<void> {
+   *   try {
+   *     await step();
+   *   } catch (e) {
+   *     comm.reportError({ type: "error", message: String(e) });
+   *     throw e;
+   *   }
    * }
+   * // Outside mpirun, a stand-in shows what reaches reportError.
+   * const reports: unknown[] = [];
+   * const comm = { reportError: (r: unknown) => void reports.push(r) } as unknown as MpiBackend;
+   * await guarded(comm, async () => {});
+   * await assert.rejects(guarded(comm, () => Promise.reject(new Error("boom"))), /boom/);
+   * assert.deepEqual(reports, [{ type: "error", message: "Error: boom" }]);
    * ```
    */
   reportError(report: ControlMessage): void {

@@ -73,11 +73,16 @@ export function createPortMesh(size: number): (MessagePort | null)[][] {
  * reports or aborts on the control plane and abort this rank too.
  *
  * @example
- * ```ts ignore
- * // Inside a worker that received { rank, size, runId, ports } from the main thread:
- * import { WorkerBackend } from "@conveyor/core/runtime";
- * const comm = await WorkerBackend.connect({ rank, size, runId, ports });
- * await comm.send(rank + 1, "x", new Float32Array(4), { transfer: true });
+ * ```ts
+ * // Inside a worker that received { rank, size, runId, ports } from the main
+ * // thread (a WorkerRankGroup sends them), connect resolves once the main
+ * // thread says go; with no main thread listening it times out.
+ * import assert from "node:assert/strict";
+ * import { createPortMesh, WorkerBackend } from "@conveyor/core/runtime";
+ * const mesh = createPortMesh(2);
+ * const init = { rank: 0, size: 2, runId: crypto.randomUUID(), ports: mesh[0] };
+ * await assert.rejects(WorkerBackend.connect(init, { timeoutMs: 50 }), /no go from the main thread/);
+ * for (const row of mesh) for (const p of row) p?.close();
  * ```
  */
 export class WorkerBackend extends RankBackend implements CommBackend {

@@ -319,7 +319,8 @@ function checkAdvise(model: Sequential, sample: TrainingBatch, o: AdviseOptions)
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { adviseSchedule, CpuBackend, Linear, ReLU, Sequential } from "@conveyor/core";
+ * import { CpuBackend, Linear, ReLU, Sequential } from "@conveyor/core";
+ * import { adviseSchedule } from "@conveyor/core/analysis";
  * const be = new CpuBackend();
  * const net = new Sequential([
  *   new Linear(be, 8, 32, { seed: 1 }), new ReLU(be), new Linear(be, 32, 32, { seed: 2 }),
@@ -474,7 +475,9 @@ export async function adviseSchedule(
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { type AdviseModule, type Backend, CpuBackend, Linear, Sequential } from "@conveyor/core";
+ * import { CpuBackend, Linear, Sequential } from "@conveyor/core";
+ * import { type Backend } from "@conveyor/core/tensor";
+ * import { type AdviseModule } from "@conveyor/core/analysis";
  * // The module's default export:
  * function createAdviseModel(be: Backend): AdviseModule {
  *   return {

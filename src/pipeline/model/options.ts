@@ -88,8 +88,8 @@ export interface PipelineParallelModelOptions {
    * Clip by the global gradient norm, as `clipGradNorm` on one device,
    * with no barrier: each stage steps unclipped and a step whose global norm
    * turns out above the limit is redone clipped on every stage, the next
-   * iteration then running again (post-validation; see the model stage
-   * executor's module documentation). `StepResult.gradNorm` is the norm
+   * iteration then running again (post-validation: every rank learns the
+   * global norm once each stage has stepped). `StepResult.gradNorm` is the norm
    * before clipping.
    */
   readonly clipGradNorm?: number;

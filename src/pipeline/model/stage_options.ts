@@ -36,7 +36,7 @@ export interface ModelStageOptions {
   /** Activation checkpointing of every chunk (absent: plain chunks). */
   readonly checkpoint?: ActivationCheckpointOptions;
   /**
-   * Clip by the global gradient norm (see the module documentation): the
+   * Clip by the global gradient norm (over every stage's gradients): the
    * rank group must run with the same `clipNorm`, whose verdicts redo
    * clipped steps.
    */

@@ -78,7 +78,8 @@ export interface TrainCallback {
    * A positive integer: the callback uses the model (or the data's state)
    * after every step whose count is a multiple of `every` (`step + 1`, so
    * `every: 20` is after the 20th, 40th… step over the model's life), and
-   * `train` makes those steps exact (see the module documentation). Without
+   * `train` makes those steps exact (a window of steps always ends there and
+   * no later batch is pulled before the hooks return). Without
    * it the callback sees each step's result only.
    */
   readonly every?: number;

@@ -47,7 +47,7 @@ import type {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { DEFAULT_STREAM_WINDOW } from "@conveyor/core";
+ * import { DEFAULT_STREAM_WINDOW } from "./train_loop.ts";
  * assert.equal(DEFAULT_STREAM_WINDOW, 4);
  * ```
  */
@@ -68,8 +68,8 @@ export interface TrainOptions {
   /**
    * Called with each step's result, in step order (awaited), with the model
    * standing exactly after that step and no later batch pulled: every step
-   * ends a window when `onStep` is given (see the module documentation for
-   * what that costs; `callbacks` that only read the results keep the
+   * ends a window when `onStep` is given (each window boundary costs one
+   * pipeline fill and drain; `callbacks` that only read the results keep the
    * windows). The model may be used from it (evaluate, checkpoint,
    * setLearningRate, loadSafetensors; not loadCheckpoint, which would move
    * the step count under the running call). Outside the hooks the calls
@@ -94,7 +94,9 @@ export interface TrainOptions {
   /**
    * The most steps per rank-group run (positive integer; default: all of an
    * array, {@linkcode DEFAULT_STREAM_WINDOW} for iterables). Windows also
-   * end at exact steps. See the module documentation for the trade-off.
+   * end at exact steps. Larger windows interlock more steps (a boundary
+   * costs one pipeline fill and drain) and pay fewer round trips; smaller
+   * ones stop sooner on `signal` and hold fewer batches.
    */
   readonly window?: number;
 }
@@ -199,7 +201,7 @@ function describe(x: unknown): string {
   return x === null ? "null" : Array.isArray(x) ? "an array" : typeof x;
 }
 
-/** Runs `batches` through `host` per `options` (see the module documentation). */
+/** Runs `batches` through `host` per `options`, in windows (see {@linkcode TrainOptions.window}). */
 export async function runTrainLoop(
   host: TrainLoopHost,
   batches: BatchSource,

@@ -48,7 +48,8 @@ function inputShapes(layers: readonly Layer[], inputShape: Shape): Shape[] {
  *
  * @example
  * ```ts
- * import { CpuBackend, layerCosts, Linear, ReLU, Sequential } from "@conveyor/core";
+ * import { CpuBackend, Linear, ReLU, Sequential } from "@conveyor/core";
+ * import { layerCosts } from "@conveyor/core/analysis";
  * const be = new CpuBackend();
  * const model = new Sequential([new Linear(be, 4, 8), new ReLU(be), new Linear(be, 8, 2)]);
  * console.log(layerCosts(model, [16, 4], "params"));
@@ -95,7 +96,8 @@ export interface ProfileOptions {
  *
  * @example
  * ```ts
- * import { CpuBackend, Linear, profileLayerCosts, ReLU, Sequential } from "@conveyor/core";
+ * import { CpuBackend, Linear, ReLU, Sequential } from "@conveyor/core";
+ * import { profileLayerCosts } from "@conveyor/core/analysis";
  * const be = new CpuBackend();
  * const model = new Sequential([new Linear(be, 4, 8), new ReLU(be)]);
  * const x = be.zeros([16, 4]);

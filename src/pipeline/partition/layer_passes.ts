@@ -138,7 +138,7 @@ function count(name: string, v: unknown, fallback: number, min: number): number 
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { relativeSpread } from "@conveyor/core";
+ * import { relativeSpread } from "@conveyor/core/analysis";
  * assert.equal(relativeSpread([10, 10, 10]), 0);
  * assert.equal(relativeSpread([8, 9, 10, 11, 12]), (11 - 9) / 10);
  * assert.equal(relativeSpread([8, 9, 10, 11, 1000]), (11 - 9) / 10); // one stray sweep
@@ -182,7 +182,8 @@ const turn = () => new Promise<void>((resolve) => setTimeout(resolve, 0));
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { CpuBackend, Linear, profileLayerPasses, ReLU, Sequential } from "@conveyor/core";
+ * import { CpuBackend, Linear, ReLU, Sequential } from "@conveyor/core";
+ * import { profileLayerPasses } from "@conveyor/core/analysis";
  * const be = new CpuBackend();
  * const model = new Sequential([new Linear(be, 4, 8), new ReLU(be), new Linear(be, 8, 2)]);
  * const x = be.zeros([16, 4]);

@@ -29,7 +29,7 @@ import { describeValue, formatShape } from "../../tensor/describe.ts";
  *
  * @example
  * ```ts
- * import type { CostedLayer } from "@conveyor/core";
+ * import type { CostedLayer } from "@conveyor/core/analysis";
  * const head: CostedLayer = { kind: "Linear", cost: 65_536 };
  * console.log(head.kind);
  * ```
@@ -52,7 +52,7 @@ export type PartitionInput = readonly CostedLayer[] | readonly number[];
  *
  * @example
  * ```ts
- * import { LoadBalancedPartition } from "@conveyor/core";
+ * import { LoadBalancedPartition } from "@conveyor/core/analysis";
  * const r = new LoadBalancedPartition().partition([1, 1, 2], 2);
  * console.log(r.boundaries, r.stageCosts, r.bottleneck, r.imbalance); // [0, 2, 3] [2, 2] 2 1
  * ```
@@ -73,7 +73,7 @@ export interface PartitionResult {
  *
  * @example
  * ```ts
- * import { type PartitionStrategy, UniformPartition } from "@conveyor/core";
+ * import { type PartitionStrategy, UniformPartition } from "@conveyor/core/analysis";
  * const s: PartitionStrategy = new UniformPartition();
  * console.log(s.name, s.partition([1, 2, 3, 4], 2).boundaries); // uniform [0, 2, 4]
  * ```
@@ -164,7 +164,7 @@ function prepare(
  *
  * @example
  * ```ts
- * import { validatePartition } from "@conveyor/core";
+ * import { validatePartition } from "@conveyor/core/analysis";
  * validatePartition([0, 3, 5], 5, 2); // fine
  * try {
  *   validatePartition([0, 3, 3, 5], 5);
@@ -233,7 +233,7 @@ export function validatePartition(
  *
  * @example
  * ```ts
- * import { evaluatePartition } from "@conveyor/core";
+ * import { evaluatePartition } from "@conveyor/core/analysis";
  * const r = evaluatePartition([4, 1, 1, 2], [0, 1, 4]);
  * console.log(r.stageCosts, r.imbalance); // [4, 4] 1
  * ```
@@ -263,7 +263,7 @@ export function evaluatePartition(
  *
  * @example
  * ```ts
- * import { UniformPartition } from "@conveyor/core";
+ * import { UniformPartition } from "@conveyor/core/analysis";
  * const costs = new Array(16).fill(1);
  * console.log(new UniformPartition().partition(costs, 4).boundaries); // [0, 4, 8, 12, 16]
  * const ends = new UniformPartition({ firstStageOffset: 1, lastStageOffset: 1 });
@@ -316,7 +316,7 @@ export class UniformPartition implements PartitionStrategy {
  *
  * @example
  * ```ts
- * import { LoadBalancedPartition } from "@conveyor/core";
+ * import { LoadBalancedPartition } from "@conveyor/core/analysis";
  * const layers = [
  *   { kind: "Embedding", cost: 4 },
  *   { kind: "Block", cost: 2 },
@@ -354,7 +354,7 @@ export class LoadBalancedPartition implements PartitionStrategy {
  *
  * @example
  * ```ts
- * import { FixedPartition } from "@conveyor/core";
+ * import { FixedPartition } from "@conveyor/core/analysis";
  * const r = new FixedPartition([0, 1, 3]).partition([5, 2, 2], 2);
  * console.log(r.stageCosts); // [5, 4]
  * ```

@@ -60,7 +60,8 @@ const KEY = "__conveyor_stage_memory__";
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { CpuBackend, Linear, profileStageMemory, ReLU, Sequential } from "@conveyor/core";
+ * import { CpuBackend, Linear, ReLU, Sequential } from "@conveyor/core";
+ * import { profileStageMemory } from "@conveyor/core/analysis";
  * const be = new CpuBackend();
  * const stage = new Sequential([new Linear(be, 4, 8), new ReLU(be)]);
  * const x = be.zeros([16, 4]);

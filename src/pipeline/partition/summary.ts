@@ -107,7 +107,8 @@ const count = (n: number) => n.toLocaleString("en-US");
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { CpuBackend, Linear, ReLU, Sequential, summary } from "@conveyor/core";
+ * import { CpuBackend, Linear, ReLU, Sequential } from "@conveyor/core";
+ * import { summary } from "@conveyor/core/analysis";
  * const be = new CpuBackend();
  * const net = new Sequential([new Linear(be, 4, 8), new ReLU(be), new Linear(be, 8, 2)]);
  * const s = summary(net, { inputShape: [16, 4], boundaries: [0, 2, 3], optimizer: { kind: "adamw" } });

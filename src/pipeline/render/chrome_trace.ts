@@ -66,7 +66,7 @@ export interface ChromeTraceOptions {
  *
  * @example
  * ```ts
- * import { toChromeTrace } from "@conveyor/core";
+ * import { toChromeTrace } from "@conveyor/core/analysis";
  * const trace = toChromeTrace([
  *   { rank: 1, action: { kind: "F", stage: 1, microBatch: 3 }, iteration: 0, start: 2, end: 3 },
  * ]);

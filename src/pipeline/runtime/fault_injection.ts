@@ -23,7 +23,22 @@
 
 import { type Action, formatAction, parseAction } from "../schedule/action.ts";
 
-/** How an injected fault fails (see the module documentation). */
+/**
+ * How an injected fault fails.
+ *
+ * The faults, as a user's layer could cause them:
+ * - `"throw"`: an Error thrown synchronously;
+ * - `"async-throw"`: a promise rejected with nobody to handle it (an
+ *   unhandled rejection in the rank's thread), the action then goes on;
+ * - `"exit"`: `Deno.exit(3)` in the rank's thread;
+ * - `"block"`: `Atomics.wait` on memory nothing ever notifies (the thread
+ *   is held and uses no CPU; Deno cannot end such a worker);
+ * - `"loop"`: a synchronous loop that never ends (the thread is held and
+ *   uses a core; Deno cannot end such a worker either);
+ * - `"hang"`: waits on the run's abort flag (a hang the runtime can end);
+ * - `"await"`: awaits a promise that never settles (the event loop, and
+ *   so the heartbeat, goes on).
+ */
 export type FaultKind = "throw" | "async-throw" | "exit" | "block" | "loop" | "hang" | "await";
 
 const KINDS: readonly FaultKind[] = [
@@ -36,7 +51,7 @@ const KINDS: readonly FaultKind[] = [
   "await",
 ];
 
-/** A fault to inject (see the module documentation). */
+/** A fault to inject (see {@linkcode FaultKind} for how each kind fails). */
 export interface FaultInjection {
   /**
    * Where: an action in PyTorch's text form (`"2F5"`, `"1I0"`, `"0W3"`,

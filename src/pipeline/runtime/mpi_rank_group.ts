@@ -130,25 +130,31 @@ function settingsDiffer(
 }
 
 /**
- * This process's rank of an SPMD pipeline (see the module documentation).
- * Every process must make the same runs and calls in the same order.
+ * This process's rank of an SPMD pipeline: one rank per process, every
+ * process running the same program (under `mpirun`, with `comm` an
+ * `MpiBackend`), each building only its own rank's executor. Every process
+ * must make the same runs and calls in the same order; a failing rank makes
+ * every rank's call reject naming it.
  *
- * @example
- * ```ts ignore
- * // mpirun -n 2 deno run -A spmd.ts
- * import { generateSchedule, MpiBackend, MpiRankGroup } from "@conveyor/core/runtime";
+ * @example Two "processes" in one, over in-process transports
+ * ```ts
+ * // Under mpirun each process runs this with `comm = await MpiBackend.init()`.
+ * import assert from "node:assert/strict";
+ * import { generateSchedule, InProcessBackend, MpiRankGroup } from "@conveyor/core/runtime";
  * import { createSyntheticExecutor } from "@conveyor/core/testing";
- * const comm = await MpiBackend.init();
- * const group = await MpiRankGroup.create({
- *   schedule: generateSchedule("1f1b", { ranks: comm.size, microBatches: 4 }),
- *   comm,
- *   createExecutor: createSyntheticExecutor,
- *   executorOptions: { ms: 1 },
- *   closeComm: true,
- * });
- * const r = await group.run();
- * if (comm.rank === 0) console.log(r.events.length); // every rank's events: 16 with 2 ranks
- * await group.dispose();
+ * const schedule = generateSchedule("1f1b", { ranks: 2, microBatches: 4 });
+ * const groups = await Promise.all(InProcessBackend.createGroup(2).map((comm) =>
+ *   MpiRankGroup.create({
+ *     schedule,
+ *     comm,
+ *     createExecutor: createSyntheticExecutor,
+ *     executorOptions: { ms: 0 },
+ *     closeComm: true,
+ *   })
+ * ));
+ * const runs = await Promise.all(groups.map((g) => g.run()));
+ * assert.equal(runs[0].events.length, 16); // every rank's F and B of 4 micro-batches
+ * await Promise.all(groups.map((g) => g.dispose()));
  * ```
  */
 export class MpiRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<C> {

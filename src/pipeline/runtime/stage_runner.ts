@@ -63,8 +63,8 @@ export interface RankRunOptions {
    * every stage publishes its step's {@linkcode StepCheck}; a step that any
    * stage found non-finite is rolled back on every stage and, where the
    * next iteration had started on the stepped weights, that iteration runs
-   * again on the restored ones (see the module documentation of the
-   * verdicts). `"stop"` rolls back the same way and ends the run at the bad
+   * again on the restored ones (every rank waits for every stage's verdict
+   * on a step before it trusts that step). `"stop"` rolls back the same way and ends the run at the bad
    * step instead of going on.
    */
   readonly validateSteps?: "off" | "skip" | "stop";

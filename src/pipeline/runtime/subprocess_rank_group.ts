@@ -61,7 +61,8 @@ function within<T>(p: Promise<T>, ms: number, fallback: () => T): Promise<T> {
  * are a worker rank group's.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import assert from "node:assert/strict";
  * import { generateSchedule, SubprocessRankGroup } from "@conveyor/core/runtime";
  * import { SYNTHETIC_EXECUTOR_URL } from "@conveyor/core/testing";
  * const group = await SubprocessRankGroup.create({
@@ -69,7 +70,7 @@ function within<T>(p: Promise<T>, ms: number, fallback: () => T): Promise<T> {
  *   executor: { module: SYNTHETIC_EXECUTOR_URL, options: { ms: 1 } },
  * });
  * try {
- *   console.log((await group.run()).events.length); // 8
+ *   assert.equal((await group.run()).events.length, 8); // F and B of 2 micro-batches on 2 ranks
  * } finally {
  *   await group.dispose();
  * }

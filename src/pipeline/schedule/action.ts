@@ -32,7 +32,7 @@ const ACTION_RE = /^(\d+)([FBIW])(\d+)$/;
  *
  * @example
  * ```ts
- * import { formatAction } from "@conveyor/core";
+ * import { formatAction } from "@conveyor/core/analysis";
  * console.log(formatAction({ kind: "F", stage: 2, microBatch: 0 })); // "2F0"
  * ```
  */
@@ -46,7 +46,7 @@ export function formatAction(a: Action): string {
  *
  * @example
  * ```ts
- * import { parseAction } from "@conveyor/core";
+ * import { parseAction } from "@conveyor/core/analysis";
  * console.log(parseAction("1I3")); // { kind: "I", stage: 1, microBatch: 3 }
  * ```
  */

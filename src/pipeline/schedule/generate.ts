@@ -23,7 +23,6 @@ import { ZB_AUTO } from "./zb_auto.ts";
 import { DUALPIPE_V } from "./dualpipe_v.ts";
 
 export type { GenerateOptions } from "./schedule_registry.ts";
-export { MAX_SCHEDULE_ACTIONS } from "./schedule_registry.ts";
 
 /**
  * The package's schedule table: one `ScheduleDefinition` per

@@ -18,7 +18,7 @@ const KINDS = new Set(["F", "B", "I", "W"]);
  *
  * @example
  * ```ts
- * import { scheduleToCsv } from "@conveyor/core";
+ * import { scheduleToCsv } from "@conveyor/core/analysis";
  * const csv = scheduleToCsv([
  *   [{ kind: "F", stage: 0, microBatch: 0 }, { kind: "B", stage: 0, microBatch: 0 }],
  *   [null, { kind: "F", stage: 1, microBatch: 0 }],
@@ -62,7 +62,7 @@ export function scheduleToCsv(rows: readonly (readonly (Action | null)[])[]): st
  *
  * @example
  * ```ts
- * import { scheduleFromCsv } from "@conveyor/core";
+ * import { scheduleFromCsv } from "@conveyor/core/analysis";
  * const ranks = scheduleFromCsv("0F0,0B0\n,1F0,1B0\n");
  * console.log(ranks[1].length); // 2
  * ```

@@ -126,18 +126,10 @@ export interface GenerateOptions {
   readonly memoryLimit?: number;
 }
 
-/**
- * The most actions a generated schedule may hold (3 · ranks · microBatches ·
- * stagesPerRank counts them, an I/W split's worst case): about 60 bytes
- * each once built, so the limit keeps a schedule near 200 MiB.
- *
- * @example
- * ```ts
- * import { MAX_SCHEDULE_ACTIONS } from "@conveyor/core";
- * console.log(MAX_SCHEDULE_ACTIONS); // 3000000
- * ```
- */
-export const MAX_SCHEDULE_ACTIONS = 3_000_000;
+// The most actions a generated schedule may hold (3 · ranks · microBatches ·
+// stagesPerRank counts them, an I/W split's worst case): about 60 bytes
+// each once built, so the limit keeps a schedule near 200 MiB.
+const MAX_SCHEDULE_ACTIONS = 3_000_000;
 const ACTION_BYTES = 64;
 
 /** Schedules by name, from a table of definitions: see {@linkcode createScheduleRegistry}. */

@@ -62,7 +62,8 @@ function closedError(): TypeError {
  *
  * @example
  * ```ts
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const a = be.fromData(new Float32Array([1, 2, 3, 4]), [2, 2]);
  * const c = ops.matmul(a, a);

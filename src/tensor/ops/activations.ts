@@ -13,7 +13,8 @@ import type { Tensor } from "../tensor.ts";
  *
  * @example
  * ```ts
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const x = be.fromData(new Float32Array([-1, 2]), [2]);
  * console.log(await ops.relu(x).toArray()); // Float32Array [0, 2]
@@ -28,7 +29,8 @@ export function relu(x: Tensor): Tensor {
  *
  * @example
  * ```ts
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const x = be.fromData(new Float32Array([-1, 2]), [2]);
  * const dy = be.fromData(new Float32Array([5, 5]), [2]);
@@ -46,7 +48,8 @@ export function reluBackward(x: Tensor, dy: Tensor): Tensor {
  *
  * @example
  * ```ts
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const x = be.fromData(new Float32Array([0, 1]), [2]);
  * console.log(await ops.gelu(x).toArray()); // ≈ [0, 0.8412]
@@ -61,7 +64,8 @@ export function gelu(x: Tensor): Tensor {
  *
  * @example
  * ```ts
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const x = be.fromData(new Float32Array([0]), [1]);
  * const dy = be.fromData(new Float32Array([1]), [1]);
@@ -79,7 +83,8 @@ export function geluBackward(x: Tensor, dy: Tensor): Tensor {
  *
  * @example
  * ```ts
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const x = be.fromData(new Float32Array([0]), [1]);
  * console.log(await ops.tanh(x).toArray()); // Float32Array [0]
@@ -94,7 +99,8 @@ export function tanh(x: Tensor): Tensor {
  *
  * @example
  * ```ts
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const y = be.fromData(new Float32Array([0.5]), [1]);
  * const dy = be.fromData(new Float32Array([1]), [1]);
@@ -114,7 +120,8 @@ export function tanhBackward(y: Tensor, dy: Tensor): Tensor {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const x = be.fromData(new Float32Array([0, -200, 200]), [3]);
  * assert.deepEqual([...await ops.sigmoid(x).toArray()], [0.5, 0, 1]);
@@ -130,7 +137,8 @@ export function sigmoid(x: Tensor): Tensor {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const y = be.fromData(new Float32Array([0.5]), [1]);
  * const dy = be.fromData(new Float32Array([2]), [1]);
@@ -149,7 +157,8 @@ export function sigmoidBackward(y: Tensor, dy: Tensor): Tensor {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const x = be.fromData(new Float32Array([0, 1]), [2]);
  * const y = await ops.silu(x).toArray();
@@ -168,7 +177,8 @@ export function silu(x: Tensor): Tensor {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const x = be.fromData(new Float32Array([0]), [1]);
  * const dy = be.fromData(new Float32Array([3]), [1]);

@@ -15,7 +15,7 @@ import type { Tensor } from "../tensor.ts";
  *
  * @example
  * ```ts
- * import type { DropoutOpOptions } from "@conveyor/core";
+ * import type { DropoutOpOptions } from "@conveyor/core/tensor";
  * // Step 12, a micro-batch starting at row 32 of the full batch.
  * const o: DropoutOpOptions = { p: 0.1, seed: 42, step: 12, rowOffset: 32 };
  * console.log(o.p);
@@ -54,7 +54,8 @@ function u32(op: string, name: string, v: unknown): number {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const x = ops.ones(be, [4, 3]);
  * const whole = await ops.dropout(x, { p: 0.5, seed: 7, step: 1 }).toArray();

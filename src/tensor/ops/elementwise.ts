@@ -35,7 +35,8 @@ function binaryOp(op: BinaryOp, a: Tensor, b: Tensor): Tensor {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const x = be.fromData(new Float32Array([1, 2, 3, 4]), [2, 2]);
  * const row = be.fromData(new Float32Array([10, 20]), [2]);
@@ -52,7 +53,8 @@ export function add(a: Tensor, b: Tensor): Tensor {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const x = be.fromData(new Float32Array([1, 2, 3, 4]), [2, 2]);
  * const col = be.fromData(new Float32Array([1, 3]), [2, 1]);
@@ -69,7 +71,8 @@ export function sub(a: Tensor, b: Tensor): Tensor {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const x = be.fromData(new Float32Array([1, 2, 3, 4]), [2, 2]);
  * const s = be.fromData(new Float32Array([2]), [1]);
@@ -88,7 +91,8 @@ export function mul(a: Tensor, b: Tensor): Tensor {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const x = be.fromData(new Float32Array([1, -2, 0]), [3]);
  * const z = be.fromData(new Float32Array([0]), [1]);
@@ -107,7 +111,8 @@ export function div(a: Tensor, b: Tensor): Tensor {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const x = be.fromData(new Float32Array([-1, 2, NaN]), [3]);
  * const zero = be.zeros([1]);
@@ -128,7 +133,8 @@ export function maximum(a: Tensor, b: Tensor): Tensor {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const cond = be.fromData(new Float32Array([1, 0, 1]), [3]);
  * const a = be.fromData(new Float32Array([1, 2, 3]), [3]);
@@ -148,7 +154,8 @@ export function where(cond: Tensor, a: Tensor, b: Tensor): Tensor {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const x = be.fromData(new Float32Array([0, 100, -Infinity]), [3]);
  * assert.deepEqual([...await ops.exp(x).toArray()], [1, Infinity, 0]);
@@ -165,7 +172,8 @@ export function exp(x: Tensor): Tensor {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const x = be.fromData(new Float32Array([1, 0, -1]), [3]);
  * assert.deepEqual([...await ops.log(x).toArray()], [0, -Infinity, NaN]);
@@ -182,7 +190,8 @@ export function log(x: Tensor): Tensor {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const t = ops.full(be, [2, 2], -Infinity);
  * assert.deepEqual(t.shape, [2, 2]);
@@ -204,7 +213,8 @@ export function full(backend: Backend, shape: Shape, value: number): Tensor {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * assert.deepEqual([...await ops.ones(be, [3]).toArray()], [1, 1, 1]);
  * ```
@@ -219,7 +229,8 @@ export function ones(backend: Backend, shape: Shape): Tensor {
  *
  * @example
  * ```ts
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const x = be.zeros([2, 2]);
  * const b = be.fromData(new Float32Array([1, 2]), [2]);
@@ -238,7 +249,8 @@ export function addBias(x: Tensor, bias: Tensor): Tensor {
  *
  * @example
  * ```ts
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const x = be.fromData(new Float32Array([1, 2]), [2]);
  * console.log(await ops.scale(x, 3).toArray()); // Float32Array [3, 6]
@@ -255,7 +267,8 @@ export function scale(x: Tensor, s: number): Tensor {
  *
  * @example
  * ```ts
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const y = be.fromData(new Float32Array([1, 1]), [2]);
  * ops.axpyInPlace(y, 2, be.fromData(new Float32Array([1, 2]), [2]));
@@ -285,7 +298,8 @@ export function axpyInPlace(y: Tensor, alpha: number, x: Tensor): void {
  *
  * @example
  * ```ts
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const x = be.fromData(new Float32Array([1, 2]), [2]);
  * ops.scaleInPlace(x, 3);
@@ -303,7 +317,8 @@ export function scaleInPlace(x: Tensor, s: number): void {
  *
  * @example
  * ```ts
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const x = be.zeros([3]);
  * ops.fillInPlace(x, 7);
@@ -321,7 +336,8 @@ export function fillInPlace(x: Tensor, value: number): void {
  *
  * @example
  * ```ts
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const x = be.fromData(new Float32Array([1, 2]), [2]);
  * console.log(await ops.copy(x).toArray()); // Float32Array [1, 2]

@@ -12,7 +12,8 @@ import type { Tensor } from "../tensor.ts";
  *
  * @example
  * ```ts
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const x = be.fromData(new Float32Array([1, 2, 3, 4, 5, 6]), [3, 2]);
  * console.log(await ops.sliceRows(x, 1, 3).toArray()); // Float32Array [3, 4, 5, 6]
@@ -40,7 +41,8 @@ export function sliceRows(x: Tensor, start: number, end: number): Tensor {
  *
  * @example
  * ```ts
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const a = be.fromData(new Float32Array([1, 2]), [1, 2]);
  * console.log((ops.concatRows([a, a, a])).shape); // [3, 2]
@@ -80,7 +82,8 @@ export const MAX_PERMUTE_RANK = 6;
  *
  * @example
  * ```ts
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const x = be.fromData(new Float32Array([1, 2, 3, 4, 5, 6]), [2, 3]);
  * console.log(await ops.permute(x, [1, 0]).toArray()); // [1, 4, 2, 5, 3, 6]

@@ -25,7 +25,8 @@ import type { Tensor } from "../tensor.ts";
  *
  * @example
  * ```ts
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const logits = be.zeros([1, 4]);
  * const t = be.fromData(new Float32Array([2]), [1]);
@@ -47,7 +48,8 @@ export function crossEntropy(logits: Tensor, targets: Tensor): CrossEntropyResul
  *
  * @example
  * ```ts
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const p = be.fromData(new Float32Array([0.5, 0.5]), [1, 2]);
  * const t = be.fromData(new Float32Array([0]), [1]);
@@ -72,7 +74,8 @@ export function crossEntropyBackward(probs: Tensor, targets: Tensor, scale: numb
  *
  * @example
  * ```ts
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const table = be.fromData(new Float32Array([1, 2, 3, 4]), [2, 2]);
  * const ids = be.fromData(new Float32Array([1, 1, 0]), [3]);
@@ -95,7 +98,8 @@ export function embedding(table: Tensor, ids: Tensor): Tensor {
  *
  * @example
  * ```ts
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const dTable = be.zeros([2, 1]);
  * const ids = be.fromData(new Float32Array([1, 1]), [2]);

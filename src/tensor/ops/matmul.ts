@@ -22,7 +22,8 @@ export interface MatmulOptions {
  *
  * @example
  * ```ts
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const a = be.fromData(new Float32Array([1, 2, 3, 4, 5, 6]), [2, 3]);
  * const c = ops.matmul(a, a, { transB: true }); // [2, 2]

@@ -15,7 +15,8 @@ import type { Tensor } from "../tensor.ts";
  *
  * @example
  * ```ts
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const dst = be.zeros([2]);
  * ops.copyInPlace(dst, be.fromData(new Float32Array([1, 2]), [2]));
@@ -38,7 +39,8 @@ export function copyInPlace(dst: Tensor, src: Tensor): void {
  *
  * @example
  * ```ts
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const p = be.fromData(new Float32Array([1]), [1]);
  * const g = be.fromData(new Float32Array([1]), [1]);
@@ -96,7 +98,8 @@ export function adamwInPlace(
  *
  * @example
  * ```ts
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const p = be.fromData(new Float32Array([1]), [1]);
  * const g = be.fromData(new Float32Array([2]), [1]);

@@ -15,7 +15,8 @@ import type { Tensor } from "../tensor.ts";
  *
  * @example
  * ```ts
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const x = be.fromData(new Float32Array([1, 2, 3, 4]), [2, 2]);
  * console.log(await ops.sumRows(x).toArray()); // Float32Array [4, 6]
@@ -32,7 +33,8 @@ export function sumRows(x: Tensor): Tensor {
  *
  * @example
  * ```ts
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const x = be.fromData(new Float32Array([1, 2, 3]), [3]);
  * console.log(await ops.sum(x).toArray()); // Float32Array [6]
@@ -47,7 +49,8 @@ export function sum(x: Tensor): Tensor {
  *
  * @example
  * ```ts
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const x = be.fromData(new Float32Array([1, 2]), [2]);
  * console.log(await ops.sumSquares(x).toArray()); // Float32Array [5]
@@ -67,7 +70,8 @@ export function sumSquares(x: Tensor): Tensor {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const dy = be.fromData(new Float32Array([1, 2, 3, 4, 5, 6]), [2, 3]);
  * assert.deepEqual([...await ops.sumToShape(dy, [3]).toArray()], [5, 7, 9]);

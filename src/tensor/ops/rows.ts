@@ -36,7 +36,8 @@ export interface SoftmaxOptions {
  *
  * @example
  * ```ts
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const x = be.zeros([2, 2]);
  * console.log(await ops.softmax(x, { causal: true }).toArray()); // [1, 0, 0.5, 0.5]
@@ -66,7 +67,8 @@ export function softmax(x: Tensor, opts: SoftmaxOptions = {}): Tensor {
  *
  * @example
  * ```ts
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const y = be.fromData(new Float32Array([0.5, 0.5]), [1, 2]);
  * const dy = be.fromData(new Float32Array([1, 0]), [1, 2]);
@@ -87,7 +89,8 @@ export function softmaxBackward(y: Tensor, dy: Tensor): Tensor {
  *
  * @example
  * ```ts
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const x = be.fromData(new Float32Array([1, 3]), [1, 2]);
  * const g = be.fromData(new Float32Array([1, 1]), [2]);
@@ -140,7 +143,8 @@ function checkLayerNormBackward(
  *
  * @example
  * ```ts
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const x = be.fromData(new Float32Array([1, 3]), [1, 2]);
  * const g = be.fromData(new Float32Array([1, 1]), [2]);
@@ -167,7 +171,8 @@ export function layerNormBackwardInput(
  *
  * @example
  * ```ts
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const x = be.fromData(new Float32Array([1, 3]), [1, 2]);
  * const g = be.fromData(new Float32Array([1, 1]), [2]);
@@ -195,7 +200,8 @@ export function layerNormBackwardWeight(
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const x = be.fromData(new Float32Array([3, 4]), [1, 2]);
  * const { y, rstd } = ops.rmsNorm(x, ops.ones(be, [2]), 0);
@@ -222,7 +228,8 @@ export function rmsNorm(x: Tensor, weight: Tensor, eps: number = 2 ** -23): RmsN
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const x = be.fromData(new Float32Array([1, 1]), [1, 2]);
  * const w = ops.ones(be, [2]);
@@ -253,7 +260,8 @@ export function rmsNormBackwardInput(
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const x = be.fromData(new Float32Array([2, 2, -2, -2]), [2, 2]);
  * const { rstd } = ops.rmsNorm(x, ops.ones(be, [2]), 0); // rstd = 1/2 per row
@@ -279,7 +287,8 @@ export function rmsNormBackwardWeight(dy: Tensor, x: Tensor, rstd: Tensor): Tens
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const x = be.fromData(new Float32Array([1000, 1000, 0, 0]), [2, 2]);
  * const lse = await ops.logSumExp(x).toArray(); // no overflow at 1000
@@ -301,7 +310,8 @@ export function logSumExp(x: Tensor): Tensor {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { CpuBackend, ops } from "@conveyor/core";
+ * import { CpuBackend } from "@conveyor/core";
+ * import { ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const x = be.zeros([1, 4]);
  * const y = ops.logSumExp(x); // log 4

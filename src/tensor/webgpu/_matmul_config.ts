@@ -23,7 +23,7 @@ import { isSoftwareAdapter } from "../software_adapter.ts";
  *
  * @example
  * ```ts
- * import type { MatmulConfig } from "@conveyor/core";
+ * import type { MatmulConfig } from "@conveyor/core/tensor";
  * const c: MatmulConfig = { family: "tiled", tm: 4, tn: 4, wx: 16, wy: 16, bk: 16 };
  * console.log(c.wx * c.tn); // 64 columns of C per workgroup
  * ```
@@ -228,7 +228,7 @@ export function clearConfigCache(): void {
  *
  * @example
  * ```ts
- * import type { MatmulTuneResult } from "@conveyor/core";
+ * import type { MatmulTuneResult } from "@conveyor/core/tensor";
  * const r: MatmulTuneResult = {
  *   config: { family: "direct", tm: 8, tn: 8, wx: 8, wy: 8 },
  *   seconds: 0.01,

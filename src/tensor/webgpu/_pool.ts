@@ -22,7 +22,7 @@
  *
  * @example
  * ```ts
- * import type { BufferPoolStats } from "@conveyor/core";
+ * import type { BufferPoolStats } from "@conveyor/core/tensor";
  * const s: BufferPoolStats = { allocatedBytes: 4096, idleBytes: 1024, created: 3, reused: 7 };
  * console.log(s.reused / (s.reused + s.created)); // share of allocations served by reuse
  * ```

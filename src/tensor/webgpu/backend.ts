@@ -66,7 +66,7 @@ export type { BufferPoolStats, MatmulConfig, MatmulTuneResult };
  *
  * @example
  * ```ts
- * import type { WebGPUBackendOptions } from "@conveyor/core";
+ * import type { WebGPUBackendOptions } from "@conveyor/core/tensor";
  * // Skip the matmul timing at start-up, e.g. in short-lived scripts.
  * const opts: WebGPUBackendOptions = { matmul: "default" };
  * console.log(opts.matmul);
@@ -131,7 +131,7 @@ export interface WebGPUBackendOptions {
  *
  * @example
  * ```ts
- * import { createBackend, ops } from "@conveyor/core";
+ * import { createBackend, ops } from "@conveyor/core/tensor";
  * // "auto" picks WebGPU when an adapter exists; the example stays on the CPU.
  * const be = await createBackend("cpu");
  * const a = be.fromData(new Float32Array([1, 2, 3, 4]), [2, 2]);
