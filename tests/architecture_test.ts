@@ -19,6 +19,9 @@
  *   `getMappedRange`, `mappedAtCreation`, MAP_READ usage): the one read
  *   path, which makes every staging buffer mapped at creation so that Deno
  *   never panics on one it has not mapped before.
+ * - only `pipeline/runtime/tag.ts` composes the runtime's message tags
+ *   (`act/…`, `grad/…`, `verdict/…`) and state keys (`i<iteration>m<mb>`):
+ *   every rank of a run must build them alike.
  *
  * @module
  */
@@ -186,6 +189,20 @@ Deno.test("architecture: only tensor/webgpu/_readback.ts maps GPU buffers", asyn
     const code = (await Deno.readTextFile(file)).replace(/\/\*[\s\S]*?\*\//g, "")
       .replace(/^\s*\/\/.*$/gm, "");
     for (const m of code.matchAll(re)) uses.push(`${path}: ${m[1]}`);
+  }
+  assert.deepEqual(uses, []);
+});
+
+Deno.test("architecture: only pipeline/runtime/tag.ts composes tags and state keys", async () => {
+  const uses: string[] = [];
+  // A string or template literal that starts a runtime tag, or a state key's template.
+  const re = /[`"'](?:act|grad|verdict)\/|`i\$\{[^}]*\}m/g;
+  for await (const file of walk(SRC)) {
+    const path = file.href.slice(SRC.href.length);
+    if (path === "pipeline/runtime/tag.ts") continue;
+    const code = (await Deno.readTextFile(file)).replace(/\/\*[\s\S]*?\*\//g, "")
+      .replace(/^\s*\/\/.*$/gm, "");
+    for (const m of code.matchAll(re)) uses.push(`${path}: ${m[0]}`);
   }
   assert.deepEqual(uses, []);
 });

@@ -103,7 +103,7 @@ export type { FaultInjection, FaultKind } from "./runtime/fault_injection.ts";
 export type { RankGroupKind } from "./runtime/rank_group.ts";
 export type { PipelineFailure, PipelineFailureKind } from "./runtime/pipeline_worker_error.ts";
 export { PipelineWorkerError } from "./runtime/pipeline_worker_error.ts";
-export type { PipelineLoss } from "./model/model_stage_executor.ts";
+export type { PipelineLoss } from "./model/model_rank_executor.ts";
 export type { PipelineParallelModelOptions } from "./model/options.ts";
 export type { TrainingBatch } from "./model/batch.ts";
 export type {
