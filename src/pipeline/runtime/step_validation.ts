@@ -50,7 +50,17 @@ export interface GradNorm {
   readonly clipped: boolean;
 }
 
-/** Thrown inside a rank's iteration when the previous iteration's verdict undoes its step. */
+/**
+ * Thrown inside a rank's iteration when the previous iteration's verdict
+ * undoes its step.
+ *
+ * @example
+ * ```ts
+ * import { Abandon } from "./step_validation.ts";
+ * const e = new Abandon({ iteration: 3, stage: 1, finite: false, what: "gradient" });
+ * console.log(e.message); // "iteration 3's step is rolled back"
+ * ```
+ */
 export class Abandon extends Error {
   /** The verdict of the previous iteration. */
   readonly verdict: Verdict;
@@ -91,6 +101,23 @@ export interface StepValidationInit {
  * settles each iteration's steps once its verdict is in (commit, redo
  * clipped, or roll back), abandons an attempt whose weights came from an
  * undone step, and numbers the attempts at each iteration.
+ *
+ * @example
+ * ```ts
+ * import { InProcessBackend } from "@conveyor/core/runtime";
+ * import { createSyntheticExecutor } from "@conveyor/core/testing";
+ * import { StepValidation } from "./step_validation.ts";
+ * const [comm] = InProcessBackend.createGroup(1);
+ * const executor = createSyntheticExecutor({
+ *   rank: 0, ranks: 1, stages: [0], numStages: 1, microBatches: 1, options: { ms: 0 },
+ *   abortFlag: new Int32Array(1), signal: new AbortController().signal, comm,
+ * });
+ * const init = { comm, executor, stageToRank: [0], stages: [0], firstIteration: 0, forwardOnly: false };
+ * const off = StepValidation.create({ ...init, validateSteps: "off", clipNorm: undefined });
+ * const skip = StepValidation.create({ ...init, validateSteps: "skip", clipNorm: undefined });
+ * console.log(off, skip?.attempt(0), skip?.mustSettleBefore(0)); // null 0 false
+ * comm.close();
+ * ```
  */
 export class StepValidation {
   /** The iterations whose steps were rolled back, in order. */
