@@ -1,10 +1,12 @@
 /**
- * Runs one rank's action list over a {@linkcode CommBackend} and a
- * {@linkcode RankExecutor}: receives each action's input, computes, hands
- * the output to the neighbouring stage without waiting for it, steps each
- * stage's optimizer right after that stage's last backward, and goes on to
- * the next iteration with no barrier. The worker entry uses it per worker;
- * every rank group (in-process, workers) runs it per rank.
+ * The action interpreter: runs one rank's action list over a
+ * {@linkcode CommBackend} and a {@linkcode RankExecutor}. For each action
+ * it receives the input, computes, hands the output to the neighbouring
+ * stage without waiting for it, and steps a stage's optimizer right after
+ * that stage's last backward; it goes on to the next iteration with no
+ * barrier. Step post-validation (verdicts, settling, abandoned attempts)
+ * lives in `step_validation.ts`, which the loop calls at named points. The
+ * worker entry uses it per worker; every rank group runs it per rank.
  *
  * @module
  */
@@ -54,12 +56,12 @@ export interface RankRunOptions {
   readonly abortFlag?: Int32Array;
   /**
    * Post-validation of optimizer steps (default `"off"`): with `"skip"`,
-   * every stage publishes its step's {@linkcode StepCheck}; a step that any
-   * stage found non-finite is rolled back on every stage and, where the
-   * next iteration had started on the stepped weights, that iteration runs
-   * again on the restored ones (see the module documentation of the
-   * verdicts). `"stop"` rolls back the same way and ends the run at the bad
-   * step instead of going on.
+   * every stage publishes its step's `StepCheck`; a step that any stage
+   * found non-finite is rolled back on every stage and, where the next
+   * iteration had started on the stepped weights, that iteration runs again
+   * on the restored ones, as a new attempt whose messages never meet the
+   * abandoned one's. `"stop"` rolls back the same way and ends the run at
+   * the bad step instead of going on.
    */
   readonly validateSteps?: "off" | "skip" | "stop";
   /**
