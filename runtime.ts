@@ -90,8 +90,8 @@ export type {
   SendOptions,
 } from "./src/pipeline/comm/backend.ts";
 export { CommAbortedError } from "./src/pipeline/comm/backend.ts";
-export type { TagFields, TagSpace } from "./src/pipeline/comm/tag.ts";
-export { makeTag } from "./src/pipeline/comm/tag.ts";
+export type { TagFields, TagSpace } from "./src/pipeline/runtime/tag.ts";
+export { makeTag } from "./src/pipeline/runtime/tag.ts";
 export { InProcessBackend } from "./src/pipeline/comm/in_process.ts";
 export type { ConnectOptions, WorkerBackendInit } from "./src/pipeline/comm/worker_backend.ts";
 export { createPortMesh, WorkerBackend } from "./src/pipeline/comm/worker_backend.ts";
@@ -106,22 +106,21 @@ export type {
   NoCalls,
   PendingCheck,
   PendingOutput,
+  RankExecutor,
+  RankExecutorFactory,
+  RankExecutorInit,
   StageContext,
-  StageExecutor,
-  StageExecutorFactory,
-  StageExecutorInit,
   StageOutput,
   StepCheck,
   StepResultOf,
-} from "./src/pipeline/runtime/stage_executor.ts";
+} from "./src/pipeline/runtime/rank_executor.ts";
 export type {
-  GradNorm,
   RankRunOptions,
   RankRunResult,
   RankState,
-  RolledBack,
-} from "./src/pipeline/runtime/stage_runner.ts";
-export { runRank } from "./src/pipeline/runtime/stage_runner.ts";
+} from "./src/pipeline/runtime/rank_interpreter.ts";
+export type { GradNorm, RolledBack } from "./src/pipeline/runtime/step_validation.ts";
+export { runRank } from "./src/pipeline/runtime/rank_interpreter.ts";
 export type {
   RankGroup,
   RankGroupKind,
@@ -154,10 +153,10 @@ export type {
   ModelStageOptions,
   ModelStagePayload,
   ModelStageReport,
-} from "./src/pipeline/model/model_stage_executor.ts";
+} from "./src/pipeline/model/model_rank_executor.ts";
 export {
-  createModelStageExecutor,
-  MODEL_STAGE_EXECUTOR_URL,
-  ModelStageExecutor,
-} from "./src/pipeline/model/model_stage_executor.ts";
+  createModelRankExecutor,
+  MODEL_RANK_EXECUTOR_URL,
+  ModelRankExecutor,
+} from "./src/pipeline/model/model_rank_executor.ts";
 export type { ModelStageCalls, PredictArgs, TensorData } from "./src/pipeline/model/stage_calls.ts";

@@ -29,13 +29,13 @@ export type {
   NoCalls,
   PendingCheck,
   PendingOutput,
+  RankExecutor,
+  RankExecutorInit,
   StageContext,
-  StageExecutor,
-  StageExecutorInit,
   StageOutput,
   StepCheck,
   StepResultOf,
-} from "./src/pipeline/runtime/stage_executor.ts";
+} from "./src/pipeline/runtime/rank_executor.ts";
 export type {
   SyntheticCosts,
   SyntheticExecutorOptions,

@@ -24,6 +24,9 @@
  *   an example, is doc-linted on its own by `deno task check` and
  *   doc-tested by `deno task test`; `mod.ts` has at most 120 names and none
  *   of the internals; no doc example is skipped (`ts ignore`).
+ * - only `pipeline/runtime/tag.ts` composes the runtime's message tags
+ *   (`act/…`, `grad/…`, `verdict/…`) and state keys (`i<iteration>m<mb>`):
+ *   every rank of a run must build them alike.
  *
  * @module
  */
@@ -292,4 +295,16 @@ Deno.test("architecture: no doc example is skipped (ts ignore)", async () => {
     }
   }
   assert.deepEqual(skipped, []);
+Deno.test("architecture: only pipeline/runtime/tag.ts composes tags and state keys", async () => {
+  const uses: string[] = [];
+  // A string or template literal that starts a runtime tag, or a state key's template.
+  const re = /[`"'](?:act|grad|verdict)\/|`i\$\{[^}]*\}m/g;
+  for await (const file of walk(SRC)) {
+    const path = file.href.slice(SRC.href.length);
+    if (path === "pipeline/runtime/tag.ts") continue;
+    const code = (await Deno.readTextFile(file)).replace(/\/\*[\s\S]*?\*\//g, "")
+      .replace(/^\s*\/\/.*$/gm, "");
+    for (const m of code.matchAll(re)) uses.push(`${path}: ${m[0]}`);
+  }
+  assert.deepEqual(uses, []);
 });

@@ -29,7 +29,7 @@ import { Rng } from "../tensor/random.ts";
 import { generateSchedule, SCHEDULE_NAMES } from "../pipeline/schedule/generate.ts";
 import { type Advice, type AdviseModule, adviseSchedule } from "../pipeline/model/advise.ts";
 import type { TrainingBatch } from "../pipeline/model/batch.ts";
-import type { PipelineLoss } from "../pipeline/model/model_stage_executor.ts";
+import type { PipelineLoss } from "../pipeline/model/model_rank_executor.ts";
 import {
   type AdviceJson,
   adviceJson,

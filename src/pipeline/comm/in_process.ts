@@ -36,7 +36,7 @@ let abortFrom: (target: InProcessBackend, reason: string) => void;
  * ```ts
  * import { InProcessBackend, makeTag } from "@conveyor/core/runtime";
  * const [r0, r1] = InProcessBackend.createGroup(2);
- * const tag = makeTag({ space: "activation", microBatch: 0, chunk: 1, iteration: 0 });
+ * const tag = makeTag({ space: "activation", microBatch: 0, stage: 1, iteration: 0 });
  * const pending = r1.recv(0, tag); // may be called before the message exists
  * await r0.send(1, tag, new Float32Array([3, 4]), { transfer: true });
  * console.log(await pending); // Float32Array(2) [ 3, 4 ]

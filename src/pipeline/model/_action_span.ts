@@ -6,7 +6,7 @@
 // the call returns: nothing to date. Not exported from the package.
 
 import type { Backend } from "../../tensor/backend.ts";
-import type { DeviceSpan } from "../runtime/stage_executor.ts";
+import type { DeviceSpan } from "../runtime/rank_executor.ts";
 
 /** The device span of the action (or optimizer step) being run. */
 export class ActionSpan {

@@ -17,11 +17,11 @@ import { type PassProfile, profileLayerPasses } from "../partition/layer_passes.
 import { profileStageMemory, type StageMemory } from "../partition/stage_memory.ts";
 import type {
   CallHandlers,
+  RankExecutor,
+  RankExecutorInit,
   StageContext,
-  StageExecutor,
-  StageExecutorInit,
-} from "../runtime/stage_executor.ts";
-import type { PipelineLoss } from "./model_stage_executor.ts";
+} from "../runtime/rank_executor.ts";
+import type { PipelineLoss } from "./model_rank_executor.ts";
 
 /** What every advisor rank gets. */
 export interface AdviseRankOptions {
@@ -75,13 +75,13 @@ function rowSize(shape: readonly number[]): number {
   return n;
 }
 
-class AdviseExecutor implements StageExecutor<AdviseCalls> {
+class AdviseExecutor implements RankExecutor<AdviseCalls> {
   readonly #o: AdviseRankOptions;
   readonly #backend: Backend;
   readonly #model: Sequential;
-  readonly #init: StageExecutorInit;
+  readonly #init: RankExecutorInit;
 
-  constructor(init: StageExecutorInit, backend: Backend, model: Sequential) {
+  constructor(init: RankExecutorInit, backend: Backend, model: Sequential) {
     this.#init = init;
     this.#o = init.options as AdviseRankOptions;
     this.#backend = backend;
@@ -190,9 +190,9 @@ class AdviseExecutor implements StageExecutor<AdviseCalls> {
 }
 
 /** The worker-side entry point: builds the rank's backend and its copy of the model. */
-export async function createStageExecutor(
-  init: StageExecutorInit,
-): Promise<StageExecutor<AdviseCalls>> {
+export async function createRankExecutor(
+  init: RankExecutorInit,
+): Promise<RankExecutor<AdviseCalls>> {
   const o = init.options as AdviseRankOptions;
   for (const m of o.modules) await import(m);
   const backend = await createBackend(

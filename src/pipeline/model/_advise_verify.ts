@@ -11,7 +11,7 @@ import { FixedPartition } from "../partition/partition.ts";
 import { summarizeTimeline } from "../analysis/timeline_summary.ts";
 import { PipelineParallelModel } from "./pipeline_parallel_model.ts";
 import type { TrainingBatch } from "./batch.ts";
-import type { PipelineLoss } from "./model_stage_executor.ts";
+import type { PipelineLoss } from "./model_rank_executor.ts";
 
 /** What a verification measured. */
 export interface Measured {

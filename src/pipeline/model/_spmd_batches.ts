@@ -4,7 +4,7 @@
 // batch is required.
 
 import type { RankGroupKind } from "../runtime/rank_group.ts";
-import type { ModelStagePayload } from "./model_stage_executor.ts";
+import type { ModelStagePayload } from "./model_rank_executor.ts";
 
 /**
  * What a null batch splits into: nothing (rank 0 sends this process its

@@ -13,7 +13,7 @@ import { gradNormSquared, scaleGradsInPlace } from "../../nn/clip_grad_norm.ts";
 import * as ops from "../../tensor/ops.ts";
 import type { Tensor } from "../../tensor/mod.ts";
 import { keep } from "../../tensor/tidy.ts";
-import type { StepCheck } from "../runtime/stage_executor.ts";
+import type { StepCheck } from "../runtime/rank_executor.ts";
 
 /** Snapshots and checks of one rank's stages. */
 export class StepGuard {

@@ -23,7 +23,7 @@ import { rankMemory } from "../advise/rank_memory.ts";
 import { planCandidate, predictStep, type RuntimeOverheads } from "../advise/step_prediction.ts";
 import { type AdviceCandidate, rankCandidates } from "../advise/advice_table.ts";
 import { checkFinite, describeArray, prod, type TrainingBatch } from "./batch.ts";
-import type { PipelineLoss } from "./model_stage_executor.ts";
+import type { PipelineLoss } from "./model_rank_executor.ts";
 import {
   ADVISE_EXECUTOR_URL,
   type AdviseCalls,

@@ -10,7 +10,7 @@
 import type { Shape } from "../../tensor/mod.ts";
 import type { Sequential } from "../../nn/sequential.ts";
 import type { Schedule } from "../schedule/schedule.ts";
-import type { ModelStagePayload, PipelineLoss } from "./model_stage_executor.ts";
+import type { ModelStagePayload, PipelineLoss } from "./model_rank_executor.ts";
 import { describeValue, formatShape } from "../../tensor/describe.ts";
 
 /** One training batch: inputs along dim 0, and the targets of the loss. */

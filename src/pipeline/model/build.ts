@@ -16,10 +16,10 @@ import { processMpiComm } from "./_mpi_comm.ts";
 import type { CheckedModelOptions } from "./options.ts";
 import type { ModelPlan } from "./plan.ts";
 import {
-  createModelStageExecutor,
-  MODEL_STAGE_EXECUTOR_URL,
+  createModelRankExecutor,
+  MODEL_RANK_EXECUTOR_URL,
   type ModelStageOptions,
-} from "./model_stage_executor.ts";
+} from "./model_rank_executor.ts";
 import type { ModelStageCalls } from "./stage_calls.ts";
 import { tuneMatmulForRanks } from "./_matmul_tuning.ts";
 import { chooseBackend } from "../../tensor/create_backend.ts";
@@ -71,7 +71,7 @@ export async function buildRanks(
     group = await MpiRankGroup.create<ModelStageCalls>({
       schedule: plan.schedule,
       comm: o.comm ?? await processMpiComm(),
-      createExecutor: createModelStageExecutor,
+      createExecutor: createModelRankExecutor,
       executorOptions: stageOptions,
       // Every process must plan the same model: same chunks, weights, training.
       settings: {
@@ -93,7 +93,7 @@ export async function buildRanks(
       : WorkerRankGroup.create<ModelStageCalls>;
     group = await create({
       schedule: plan.schedule,
-      executor: { module: MODEL_STAGE_EXECUTOR_URL, options: stageOptions },
+      executor: { module: MODEL_RANK_EXECUTOR_URL, options: stageOptions },
       ...(hb === undefined
         ? {}
         : { heartbeatTimeoutMs: hb, heartbeatIntervalMs: Math.max(5, Math.min(200, hb / 4)) }),
@@ -103,7 +103,7 @@ export async function buildRanks(
   } else {
     group = await InProcessRankGroup.create<ModelStageCalls>({
       schedule: plan.schedule,
-      createExecutor: createModelStageExecutor,
+      createExecutor: createModelRankExecutor,
       executorOptions: stageOptions,
       ...fault,
     });

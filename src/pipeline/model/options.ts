@@ -18,7 +18,7 @@ import {
 } from "../checkpoint/checkpoint.ts";
 import { checkFaultInjection, type FaultInjection } from "../runtime/fault_injection.ts";
 import type { CommBackend } from "../comm/backend.ts";
-import type { PipelineLoss } from "./model_stage_executor.ts";
+import type { PipelineLoss } from "./model_rank_executor.ts";
 import { describeValue } from "../../tensor/describe.ts";
 
 /** Options of `PipelineParallelModel.create`. */

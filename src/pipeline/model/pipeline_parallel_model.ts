@@ -15,7 +15,7 @@ import type { PartitionResult } from "../partition/partition.ts";
 import { pickTrace, traceText, type WriteTraceOptions } from "./_trace_file.ts";
 import { checkOutputPath } from "./output_path.ts";
 import type { RankGroup, RankGroupKind } from "../runtime/rank_group.ts";
-import type { ModelStageReport, PipelineLoss } from "./model_stage_executor.ts";
+import type { ModelStageReport, PipelineLoss } from "./model_rank_executor.ts";
 import type { ModelStageCalls, RankInfo } from "./stage_calls.ts";
 import { checkModelOptions, type PipelineParallelModelOptions } from "./options.ts";
 import { planModel } from "./plan.ts";

@@ -9,7 +9,7 @@ import type { Shape } from "../../tensor/mod.ts";
 import type { TimedEvent } from "../schedule/schedule.ts";
 import { summarizeTimeline } from "../analysis/timeline_summary.ts";
 import type { RankGroupRunResult } from "../runtime/rank_group.ts";
-import type { ModelStageReport } from "./model_stage_executor.ts";
+import type { ModelStageReport } from "./model_rank_executor.ts";
 
 /** What one training step measured and computed. */
 export interface StepResult {

@@ -23,7 +23,7 @@
  */
 
 import type { RankGroupRunResult } from "../runtime/rank_group.ts";
-import type { ModelStagePayload } from "./model_stage_executor.ts";
+import type { ModelStagePayload } from "./model_rank_executor.ts";
 import type { TrainingBatch } from "./batch.ts";
 import {
   type EvaluateResult,

@@ -15,7 +15,7 @@
 
 import type { Action } from "../schedule/action.ts";
 import type { TimedEvent } from "../schedule/schedule.ts";
-import type { DeviceSpan } from "./stage_executor.ts";
+import type { DeviceSpan } from "./rank_executor.ts";
 
 /** A device failure, kept until the rank can report it against its action. */
 export interface DeviceFailure {

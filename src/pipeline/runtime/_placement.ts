@@ -1,7 +1,7 @@
 // Placement helpers shared by the runner, the worker and the groups.
 
 import type { Schedule } from "../schedule/schedule.ts";
-import type { StageExecutorInit } from "./stage_executor.ts";
+import type { RankExecutorInit } from "./rank_executor.ts";
 
 /** Global stages placed on `rank`, ascending. */
 export function stagesOf(schedule: Schedule, rank: number): number[] {
@@ -21,8 +21,8 @@ export function optionsFor(options: unknown, rank: number): unknown {
 export function executorInit(
   schedule: Schedule,
   rank: number,
-  given: Pick<StageExecutorInit, "options" | "abortFlag" | "signal" | "comm">,
-): StageExecutorInit {
+  given: Pick<RankExecutorInit, "options" | "abortFlag" | "signal" | "comm">,
+): RankExecutorInit {
   return {
     rank,
     ranks: schedule.ranks,

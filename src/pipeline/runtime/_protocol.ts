@@ -4,7 +4,7 @@
 import type { Action } from "../schedule/action.ts";
 import type { Schedule, TimedEvent } from "../schedule/schedule.ts";
 import type { FaultInjection } from "./fault_injection.ts";
-import type { GradNorm, RolledBack } from "./stage_runner.ts";
+import type { GradNorm, RolledBack } from "./step_validation.ts";
 
 /** Status board layout: Int32Array over a SharedArrayBuffer. */
 export const ABORT_INDEX = 0;
@@ -45,7 +45,7 @@ export function writeSlot(
 }
 
 export interface ExecutorSpec {
-  /** Module URL exporting `createStageExecutor`. */
+  /** Module URL exporting `createRankExecutor`. */
   readonly module: string;
   readonly options?: unknown;
 }

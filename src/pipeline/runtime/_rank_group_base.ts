@@ -5,7 +5,7 @@
 
 import type { Schedule } from "../schedule/schedule.ts";
 import type { CommBackend } from "../comm/backend.ts";
-import type { CallMap, NoCalls } from "./stage_executor.ts";
+import type { CallMap, NoCalls } from "./rank_executor.ts";
 import type {
   RankGroup,
   RankGroupKind,

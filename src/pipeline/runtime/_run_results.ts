@@ -4,7 +4,7 @@
 import type { TimedEvent } from "../schedule/schedule.ts";
 import { summarizeTimeline } from "../analysis/timeline_summary.ts";
 import type { RankGroupRunOptions, RankGroupRunResult } from "./rank_group.ts";
-import type { GradNorm, RolledBack } from "./stage_runner.ts";
+import type { GradNorm, RolledBack } from "./step_validation.ts";
 
 /** Checks a rank group's `validateSteps` option (default "off"). */
 export function checkValidateSteps(v: unknown): "off" | "skip" | "stop" {

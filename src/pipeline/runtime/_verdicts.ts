@@ -1,20 +1,10 @@
-// Post-validation of optimizer steps (the Zero Bubble paper, section 4), for
-// runRank. Not exported from the package.
-//
-// Each stage steps right after its own last backward, on its own
-// judgement, and tells every other rank whether its gradients (and, on the
-// last stage, its losses) were finite and, with clipping, its sum of
-// squared gradients. A rank needs the verdict of iteration k, all stages'
-// flags, only before its first step of k + 1 (all flags of k were sent by
-// then: every stage's step of k precedes its forwards of k + 1, which
-// precede every backward of k + 1), or at the end of the run: no barrier in
-// the common path. A verdict that undoes the step (a non-finite flag, or
-// with clipping a global norm above the limit) that arrives while the rank
-// runs iteration k + 1 abandons that attempt at once (its weights came from
-// a step being rolled back or redone), also out of a receive, so that no
-// rank waits for a message from a rank that has already abandoned.
+// The verdict board of step post-validation (see step_validation.ts): the
+// stages' flags of each iteration, exchanged between every pair of ranks
+// with no barrier, and the verdicts read from them. Not exported from the
+// package.
 
 import type { CommBackend } from "../comm/backend.ts";
+import { verdictTag } from "./tag.ts";
 
 /** Checks a `clipNorm` option (runRank's and every rank group's) (absent: no clipping). */
 export function checkClipNorm(v: unknown): number | undefined {
@@ -65,18 +55,6 @@ export function isClip(v: Verdict): v is ClipVerdict {
   return "clip" in v;
 }
 
-/** Thrown inside a rank's iteration when the previous iteration's verdict undoes its step. */
-export class Abandon extends Error {
-  constructor(readonly verdict: Verdict) {
-    super(
-      `iteration ${verdict.iteration}'s step is ${
-        isClip(verdict) ? "redone clipped" : "rolled back"
-      }`,
-    );
-    this.name = "Abandon";
-  }
-}
-
 // [finite, loss?, micro-batch, has a norm, then the f64 norm² as raw bytes].
 function encode(f: StageFlag): Float32Array {
   const a = new Float32Array(6);
@@ -124,7 +102,7 @@ export class VerdictBoard {
     this.#flags.set(iteration, new Array(this.#stageToRank.length).fill(undefined));
     this.#stageToRank.forEach((r, s) => {
       if (r === this.#rank) return;
-      this.#comm.recv(r, tag(iteration, s)).then(
+      this.#comm.recv(r, verdictTag(iteration, s)).then(
         (d) => this.#record(iteration, s, decode(d)),
         () => {}, // an abort: the run fails on its own path
       );
@@ -136,7 +114,8 @@ export class VerdictBoard {
     this.listen(iteration);
     for (let r = 0; r < this.#comm.size; r++) {
       if (r !== this.#rank) {
-        this.#comm.send(r, tag(iteration, stage), encode(flag), { transfer: true }).catch(() => {});
+        this.#comm.send(r, verdictTag(iteration, stage), encode(flag), { transfer: true })
+          .catch(() => {});
       }
     }
     this.#record(iteration, stage, flag);
@@ -247,8 +226,4 @@ export class VerdictBoard {
     }
     return slot;
   }
-}
-
-function tag(iteration: number, stage: number): string {
-  return `verdict/i${iteration}/s${stage}`;
 }

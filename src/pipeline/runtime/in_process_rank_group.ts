@@ -10,9 +10,9 @@
 import type { Schedule } from "../schedule/schedule.ts";
 import { validateSchedule } from "../analysis/validate.ts";
 import { InProcessBackend } from "../comm/in_process.ts";
-import type { CallMap, NoCalls, StageExecutor, StageExecutorFactory } from "./stage_executor.ts";
+import type { CallMap, NoCalls, RankExecutor, RankExecutorFactory } from "./rank_executor.ts";
 import type { RankGroupKind, RankGroupRunOptions, RankGroupRunResult } from "./rank_group.ts";
-import { runRank } from "./stage_runner.ts";
+import { runRank } from "./rank_interpreter.ts";
 import { assembleRun, checkValidateSteps } from "./_run_results.ts";
 import { checkClipNorm } from "./_verdicts.ts";
 import { executorInit, optionsFor } from "./_placement.ts";
@@ -25,7 +25,7 @@ export interface InProcessRankGroupOptions<C extends CallMap = NoCalls> {
   /** The schedule (validated here). */
   readonly schedule: Schedule;
   /** Builds each rank's executor (given the same init a worker would give). */
-  readonly createExecutor: StageExecutorFactory<C>;
+  readonly createExecutor: RankExecutorFactory<C>;
   /**
    * `init.options` of every executor (structured-cloned, as for a worker); a
    * function is called with each rank to give that rank its own options.
@@ -112,7 +112,7 @@ export class InProcessRankGroup<C extends CallMap = NoCalls> extends RankGroupBa
   /** Every rank runs in this thread. */
   readonly kind: RankGroupKind = "in-process";
   readonly #comms: InProcessBackend[];
-  readonly #executors: StageExecutor<C>[];
+  readonly #executors: RankExecutor<C>[];
   readonly #abortFlag: Int32Array;
   readonly #controller: AbortController;
   readonly #fault: CheckedFault | undefined;
@@ -123,7 +123,7 @@ export class InProcessRankGroup<C extends CallMap = NoCalls> extends RankGroupBa
   private constructor(
     schedule: Schedule,
     comms: InProcessBackend[],
-    executors: StageExecutor<C>[],
+    executors: RankExecutor<C>[],
     abortFlag: Int32Array,
     controller: AbortController,
     checks: {

@@ -33,9 +33,9 @@
 import type { Schedule } from "../schedule/schedule.ts";
 import { validateSchedule } from "../analysis/validate.ts";
 import { CommAbortedError, type CommBackend } from "../comm/backend.ts";
-import type { CallMap, NoCalls, StageExecutor, StageExecutorFactory } from "./stage_executor.ts";
+import type { CallMap, NoCalls, RankExecutor, RankExecutorFactory } from "./rank_executor.ts";
 import type { RankGroupKind, RankGroupRunOptions, RankGroupRunResult } from "./rank_group.ts";
-import { runRank } from "./stage_runner.ts";
+import { runRank } from "./rank_interpreter.ts";
 import {
   assembleRun,
   type CheckedRun,
@@ -59,7 +59,7 @@ export interface MpiRankGroupOptions<C extends CallMap = NoCalls> {
    */
   readonly comm: CommBackend;
   /** Builds this process's executor (for rank `comm.rank`). */
-  readonly createExecutor: StageExecutorFactory<C>;
+  readonly createExecutor: RankExecutorFactory<C>;
   /**
    * `init.options` of the executor; a function is called with this rank to
    * give it its own options.
@@ -219,7 +219,7 @@ export class MpiRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<C> 
     const rank = comm.rank;
     const abortFlag = new Int32Array(new SharedArrayBuffer(4));
     const controller = new AbortController();
-    let executor: StageExecutor<C> | null = null;
+    let executor: RankExecutor<C> | null = null;
     let error: string | null = null;
     try {
       executor = await options.createExecutor(executorInit(schedule, rank, {
@@ -274,7 +274,7 @@ export class MpiRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<C> 
   /** The rank this process runs. */
   readonly localRank: number;
   readonly #comm: CommBackend;
-  readonly #executor: StageExecutor<C>;
+  readonly #executor: RankExecutor<C>;
   readonly #group: number;
   readonly #abortFlag: Int32Array;
   readonly #controller: AbortController;
@@ -291,7 +291,7 @@ export class MpiRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<C> 
   private constructor(
     schedule: Schedule,
     comm: CommBackend,
-    executor: StageExecutor<C>,
+    executor: RankExecutor<C>,
     o: {
       group: number;
       abortFlag: Int32Array;

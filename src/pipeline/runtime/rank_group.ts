@@ -11,8 +11,8 @@
 
 import type { Schedule, TimedEvent } from "../schedule/schedule.ts";
 import type { TimelineSummary } from "../analysis/timeline_summary.ts";
-import type { CallMap, NoCalls } from "./stage_executor.ts";
-import type { GradNorm, RolledBack } from "./stage_runner.ts";
+import type { CallMap, NoCalls } from "./rank_executor.ts";
+import type { GradNorm, RolledBack } from "./step_validation.ts";
 
 /** Where a group's ranks live. */
 export type RankGroupKind = "in-process" | "workers" | "subprocess" | "mpi";

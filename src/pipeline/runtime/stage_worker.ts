@@ -2,7 +2,7 @@
  * Worker entry of the pipeline runtime: one per rank, started by
  * {@linkcode WorkerRankGroup}. It joins the run's control plane and data
  * ports ({@linkcode WorkerBackend}), builds its executor (the
- * `createStageExecutor` export of the given module), runs its rank's
+ * `createRankExecutor` export of the given module), runs its rank's
  * action list on request, reports errors on the control plane and writes its
  * state to the shared status board for the pool's watchdog.
  *
@@ -17,8 +17,8 @@ import { CommAbortedError } from "../comm/backend.ts";
 import { WorkerBackend } from "../comm/worker_backend.ts";
 import type { Schedule } from "../schedule/schedule.ts";
 import { PipelineWorkerError } from "./pipeline_worker_error.ts";
-import type { CallMap, StageExecutor, StageExecutorFactory } from "./stage_executor.ts";
-import { runRank } from "./stage_runner.ts";
+import type { CallMap, RankExecutor, RankExecutorFactory } from "./rank_executor.ts";
+import { runRank } from "./rank_interpreter.ts";
 import { executorInit } from "./_placement.ts";
 import { type CheckedFault, checkFaultInjection } from "./fault_injection.ts";
 import {
@@ -41,7 +41,7 @@ const scope = globalThis as unknown as WorkerScope;
 let rank = -1;
 let schedule: Schedule | null = null;
 let comm: WorkerBackend | null = null;
-let executor: StageExecutor<CallMap> | null = null;
+let executor: RankExecutor<CallMap> | null = null;
 let board: Int32Array | null = null;
 let fault: CheckedFault | undefined;
 let validateSteps: "off" | "skip" | "stop" = "off";
@@ -118,11 +118,11 @@ async function handle(msg: ToWorker): Promise<void> {
           ports: msg.ports,
           heartbeatIntervalMs: msg.heartbeatIntervalMs,
         }, { timeoutMs: msg.connectTimeoutMs });
-        const factory: StageExecutorFactory<CallMap> =
-          (await import(msg.executor.module)).createStageExecutor;
+        const factory: RankExecutorFactory<CallMap> =
+          (await import(msg.executor.module)).createRankExecutor;
         if (typeof factory !== "function") {
           throw new TypeError(
-            `executor module ${msg.executor.module} must export a function createStageExecutor`,
+            `executor module ${msg.executor.module} must export a function createRankExecutor`,
           );
         }
         executor = await factory(executorInit(schedule, rank, {

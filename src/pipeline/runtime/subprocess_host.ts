@@ -16,7 +16,7 @@
  */
 
 import { WorkerRankGroup } from "./worker_rank_group.ts";
-import type { CallMap } from "./stage_executor.ts";
+import type { CallMap } from "./rank_executor.ts";
 import { readFrames } from "./_frames.ts";
 import { frameLines, lineTag } from "./_frame_lines.ts";
 import { toErrorFields } from "./_error_fields.ts";

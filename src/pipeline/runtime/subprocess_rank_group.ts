@@ -16,7 +16,7 @@
  */
 
 import type { Schedule } from "../schedule/schedule.ts";
-import type { CallMap, NoCalls } from "./stage_executor.ts";
+import type { CallMap, NoCalls } from "./rank_executor.ts";
 import type { RankGroupKind, RankGroupRunOptions, RankGroupRunResult } from "./rank_group.ts";
 import { checkWorkerGroupOptions, type WorkerRankGroupOptions } from "./worker_rank_group.ts";
 import { PipelineWorkerError } from "./pipeline_worker_error.ts";

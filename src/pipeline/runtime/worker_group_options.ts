@@ -13,7 +13,7 @@ import { checkClipNorm } from "./_verdicts.ts";
 
 /** Which executor the workers build. */
 export interface ExecutorChoice {
-  /** URL of a module that exports `createStageExecutor` (a `StageExecutorFactory`). */
+  /** URL of a module that exports `createRankExecutor` (a `RankExecutorFactory`). */
   readonly module: string | URL;
   /**
    * Passed (structured-cloned) to the factory as `init.options`; a function

@@ -20,7 +20,7 @@ export { checkWorkerGroupOptions } from "./worker_group_options.ts";
 import { createPortMesh } from "../comm/worker_backend.ts";
 import { ControlPlane, controlPlaneSettled } from "../comm/control_plane.ts";
 import { PipelineWorkerError } from "./pipeline_worker_error.ts";
-import type { CallMap, NoCalls } from "./stage_executor.ts";
+import type { CallMap, NoCalls } from "./rank_executor.ts";
 import type { RankGroupKind, RankGroupRunOptions, RankGroupRunResult } from "./rank_group.ts";
 import { liveCount, startWorker, type TrackedWorker } from "./_worker_registry.ts";
 import { threadAlive, waitForThreadsToExit } from "./_threads.ts";

@@ -1,5 +1,5 @@
 /**
- * A synthetic {@linkcode StageExecutor}: every action takes a fixed number
+ * A synthetic {@linkcode RankExecutor}: every action takes a fixed number
  * of milliseconds (sleeping, so that a 2-core machine can host many ranks)
  * and sends a small payload that names its origin, which the receiver
  * checks. It measures the runtime against the simulator independently of
@@ -11,11 +11,11 @@
 
 import { type ActionKind, formatAction } from "../schedule/action.ts";
 import type {
+  RankExecutor,
+  RankExecutorInit,
   StageContext,
-  StageExecutor,
-  StageExecutorInit,
   StageOutput,
-} from "../runtime/stage_executor.ts";
+} from "../runtime/rank_executor.ts";
 
 /** Milliseconds per action kind; as in `simulate`, B defaults to I + W. */
 export type SyntheticCosts = Readonly<Record<ActionKind, number>>;
@@ -75,8 +75,8 @@ export function syntheticCosts(ms: SyntheticExecutorOptions["ms"] = 1): Syntheti
 const ACTIVATION = 1;
 const GRADIENT = 2;
 
-class SyntheticExecutor implements StageExecutor {
-  #init: StageExecutorInit;
+class SyntheticExecutor implements RankExecutor {
+  #init: RankExecutorInit;
   #costs: SyntheticCosts;
   #stepMs: number;
   #floats: number;
@@ -86,7 +86,7 @@ class SyntheticExecutor implements StageExecutor {
   #actions = 0;
   #lateness = 0.1;
 
-  constructor(init: StageExecutorInit) {
+  constructor(init: RankExecutorInit) {
     const o = (init.options ?? {}) as SyntheticExecutorOptions;
     if (o === null || typeof o !== "object") {
       throw new TypeError(`synthetic executor options must be an object, got ${o}`);
@@ -212,7 +212,7 @@ class SyntheticExecutor implements StageExecutor {
 
 /**
  * Builds a synthetic executor (see {@linkcode SyntheticExecutorOptions} for
- * `init.options`). Also exported as `createStageExecutor`, the name a
+ * `init.options`). Also exported as `createRankExecutor`, the name a
  * worker looks for in an executor module.
  *
  * @example
@@ -230,7 +230,7 @@ class SyntheticExecutor implements StageExecutor {
  * comm.close();
  * ```
  */
-export function createSyntheticExecutor(init: StageExecutorInit): StageExecutor {
+export function createSyntheticExecutor(init: RankExecutorInit): RankExecutor {
   return new SyntheticExecutor(init);
 }
 
@@ -247,5 +247,4 @@ export function createSyntheticExecutor(init: StageExecutorInit): StageExecutor 
 export const SYNTHETIC_EXECUTOR_URL: string = import.meta.url;
 
 /** The executor-module entry point: same as {@linkcode createSyntheticExecutor}. */
-export const createStageExecutor: (init: StageExecutorInit) => StageExecutor =
-  createSyntheticExecutor;
+export const createRankExecutor: (init: RankExecutorInit) => RankExecutor = createSyntheticExecutor;

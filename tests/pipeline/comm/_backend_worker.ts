@@ -2,7 +2,7 @@
 // and plays one scenario, posting what it saw to the main thread.
 
 import { WorkerBackend } from "../../../src/pipeline/comm/worker_backend.ts";
-import { makeTag, type TagSpace } from "../../../src/pipeline/comm/tag.ts";
+import { makeTag, type TagSpace } from "../../../src/pipeline/runtime/tag.ts";
 
 interface Init {
   rank: number;
@@ -33,7 +33,7 @@ scope.onmessage = async (e) => {
           for (const space of spaces) {
             for (let mb = 0; mb < 4; mb++) {
               const a = new Float32Array([rank, q, mb, space === "activation" ? 0 : 1]);
-              await comm.send(q, makeTag({ space, microBatch: mb, chunk: q, iteration: 0 }), a, {
+              await comm.send(q, makeTag({ space, microBatch: mb, stage: q, iteration: 0 }), a, {
                 transfer: true,
               });
               detached &&= a.length === 0;
@@ -45,7 +45,7 @@ scope.onmessage = async (e) => {
           if (q === rank) continue;
           for (const space of [...spaces].reverse()) {
             for (let mb = 3; mb >= 0; mb--) {
-              const tag = makeTag({ space, microBatch: mb, chunk: rank, iteration: 0 });
+              const tag = makeTag({ space, microBatch: mb, stage: rank, iteration: 0 });
               got.push([...await comm.recv(q, tag)]);
             }
           }

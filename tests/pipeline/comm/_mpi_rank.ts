@@ -4,7 +4,7 @@
 // `pattern` and `digest` are shared with the test.
 
 import { MpiBackend } from "../../../src/pipeline/comm/mpi_backend.ts";
-import { makeTag, type TagSpace } from "../../../src/pipeline/comm/tag.ts";
+import { makeTag, type TagSpace } from "../../../src/pipeline/runtime/tag.ts";
 
 /**
  * `n` floats whose bits are a deterministic function of (seed, i), with
@@ -52,7 +52,7 @@ async function contract(comm: MpiBackend): Promise<Record<string, unknown>> {
     if (q === rank) continue;
     for (const space of spaces) {
       for (let mb = 0; mb < SIZES.length; mb++) {
-        const tag = makeTag({ space, microBatch: mb, chunk: q, iteration: 1 });
+        const tag = makeTag({ space, microBatch: mb, stage: q, iteration: 1 });
         const seed = rank * 1000 + q * 100 + mb * 2 + (space === "activation" ? 0 : 1);
         const a = pattern(seed, SIZES[mb]);
         await comm.send(q, tag, a, { transfer: true });
@@ -65,7 +65,7 @@ async function contract(comm: MpiBackend): Promise<Record<string, unknown>> {
     if (q === rank) continue;
     for (const space of [...spaces].reverse()) {
       for (let mb = SIZES.length - 1; mb >= 0; mb--) {
-        const tag = makeTag({ space, microBatch: mb, chunk: rank, iteration: 1 });
+        const tag = makeTag({ space, microBatch: mb, stage: rank, iteration: 1 });
         got[`${q}>${rank}:${tag}`] = digest(await comm.recv(q, tag));
       }
     }

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { CommAbortedError } from "../../../src/pipeline/comm/backend.ts";
 import { InProcessBackend } from "../../../src/pipeline/comm/in_process.ts";
-import { makeTag } from "../../../src/pipeline/comm/tag.ts";
+import { makeTag } from "../../../src/pipeline/runtime/tag.ts";
 
 function group(n: number): InProcessBackend[] {
   return InProcessBackend.createGroup(n);
@@ -16,7 +16,7 @@ Deno.test("InProcessBackend: messages sent before recv are kept and matched by t
   try {
     const tags = Array.from(
       { length: 6 },
-      (_, mb) => makeTag({ space: "activation", microBatch: mb, chunk: 1, iteration: 0 }),
+      (_, mb) => makeTag({ space: "activation", microBatch: mb, stage: 1, iteration: 0 }),
     );
     for (let mb = 0; mb < 6; mb++) await g[0].send(1, tags[mb], new Float32Array([mb, 10 + mb]));
     for (const mb of [4, 0, 5, 2, 1, 3]) {
@@ -47,7 +47,7 @@ Deno.test("InProcessBackend: recv waiting before the send resolves when it arriv
 Deno.test("InProcessBackend: activation and gradient traffic of the same numbers never mix", async () => {
   const g = group(2);
   try {
-    const f = { microBatch: 2, chunk: 0, iteration: 1 };
+    const f = { microBatch: 2, stage: 0, iteration: 1 };
     const act = makeTag({ space: "activation", ...f });
     const grad = makeTag({ space: "gradient", ...f });
     const gotGrad = g[0].recv(1, grad);

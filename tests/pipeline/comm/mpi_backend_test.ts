@@ -6,7 +6,7 @@
 
 import assert from "node:assert/strict";
 import { digest, pattern, SIZES } from "./_mpi_rank.ts";
-import { makeTag } from "../../../src/pipeline/comm/tag.ts";
+import { makeTag } from "../../../src/pipeline/runtime/tag.ts";
 import { MpiBackend, MpiSetupError } from "../../../src/pipeline/comm/mpi_backend.ts";
 import { LIBMPI_ENV, openLibmpi } from "../../../src/pipeline/comm/_mpi_ffi.ts";
 import { childEnv, mpirun as runMpirun, SHM, TCP } from "../../mpi/_mpirun.ts";
@@ -92,7 +92,7 @@ function checkContract(job: Job, n: number): void {
       if (q === rank) continue;
       for (const space of ["activation", "gradient"] as const) {
         for (let mb = 0; mb < SIZES.length; mb++) {
-          const tag = makeTag({ space, microBatch: mb, chunk: rank, iteration: 1 });
+          const tag = makeTag({ space, microBatch: mb, stage: rank, iteration: 1 });
           const seed = q * 1000 + rank * 100 + mb * 2 + (space === "activation" ? 0 : 1);
           expected[`${q}>${rank}:${tag}`] = digest(pattern(seed, SIZES[mb]));
         }

@@ -9,10 +9,10 @@
 
 import assert from "node:assert/strict";
 import type {
+  RankExecutor,
+  RankExecutorInit,
   StageContext,
-  StageExecutor,
-  StageExecutorInit,
-} from "../../../src/pipeline/runtime/stage_executor.ts";
+} from "../../../src/pipeline/runtime/rank_executor.ts";
 
 export interface AffineOptions {
   /** Initial weight per global stage. */
@@ -25,7 +25,7 @@ export interface AffineOptions {
 /** The affine executor's calls: its stages' weights. */
 export type AffineCalls = { readonly weights: { args: null; result: Record<string, number> } };
 
-export function createStageExecutor(init: StageExecutorInit): StageExecutor<AffineCalls> {
+export function createRankExecutor(init: RankExecutorInit): RankExecutor<AffineCalls> {
   const o = init.options as AffineOptions;
   const w = new Map(init.stages.map((s) => [s, o.weights[s]]));
   const grad = new Map(init.stages.map((s) => [s, 0]));

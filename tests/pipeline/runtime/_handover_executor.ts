@@ -12,11 +12,11 @@
 // gradients); [2m + slot] counts outcomes: slot 0 in time, slot 1 missed.
 
 import type {
+  RankExecutor,
+  RankExecutorInit,
   StageContext,
-  StageExecutor,
-  StageExecutorInit,
   StageOutput,
-} from "../../../src/pipeline/runtime/stage_executor.ts";
+} from "../../../src/pipeline/runtime/rank_executor.ts";
 
 export interface HandoverOptions {
   readonly shared: SharedArrayBuffer;
@@ -25,7 +25,7 @@ export interface HandoverOptions {
   readonly capMs: number;
 }
 
-export function createStageExecutor(init: StageExecutorInit): StageExecutor {
+export function createRankExecutor(init: RankExecutorInit): RankExecutor {
   const o = init.options as HandoverOptions;
   const m = init.microBatches;
   const flags = new Int32Array(o.shared);

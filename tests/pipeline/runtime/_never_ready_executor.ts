@@ -1,7 +1,7 @@
 // An executor module whose factory never settles: the pool's startup timeout must catch it.
 
-import type { StageExecutor } from "../../../src/pipeline/runtime/stage_executor.ts";
+import type { RankExecutor } from "../../../src/pipeline/runtime/rank_executor.ts";
 
-export function createStageExecutor(): Promise<StageExecutor> {
-  return new Promise<StageExecutor>(() => {});
+export function createRankExecutor(): Promise<RankExecutor> {
+  return new Promise<RankExecutor>(() => {});
 }

@@ -8,7 +8,7 @@ import { WorkerRankGroup } from "../../../src/pipeline/runtime/worker_rank_group
 import { SubprocessRankGroup } from "../../../src/pipeline/runtime/subprocess_rank_group.ts";
 import { InProcessRankGroup } from "../../../src/pipeline/runtime/in_process_rank_group.ts";
 import type { RankGroup } from "../../../src/pipeline/runtime/rank_group.ts";
-import { createStageExecutor, type ProbeCalls } from "./_write_probe_executor.ts";
+import { createRankExecutor, type ProbeCalls } from "./_write_probe_executor.ts";
 
 const [kind, ...paths] = Deno.args;
 const schedule = generateSchedule("1f1b", { ranks: 2, microBatches: 2 });
@@ -18,7 +18,7 @@ try {
   if (kind === "in-process") {
     group = await InProcessRankGroup.create<ProbeCalls>({
       schedule,
-      createExecutor: createStageExecutor,
+      createExecutor: createRankExecutor,
       executorOptions: options,
     });
   } else {

@@ -4,13 +4,13 @@
 
 import { formatAction } from "../../../src/pipeline/schedule/action.ts";
 import type {
+  RankExecutor,
+  RankExecutorInit,
   StageContext,
-  StageExecutor,
-  StageExecutorInit,
-} from "../../../src/pipeline/runtime/stage_executor.ts";
+} from "../../../src/pipeline/runtime/rank_executor.ts";
 import { createSyntheticExecutor } from "../../../src/pipeline/testing/synthetic_executor.ts";
 
-export function createStageExecutor(init: StageExecutorInit): StageExecutor {
+export function createRankExecutor(init: RankExecutorInit): RankExecutor {
   const { spinAt, spinMs } = init.options as { spinAt: string; spinMs: number };
   const inner = createSyntheticExecutor(init);
   let sink = 0;

@@ -3,14 +3,14 @@
 // "wrote" or the error it met.
 
 import type {
-  StageExecutor,
-  StageExecutorInit,
-} from "../../../src/pipeline/runtime/stage_executor.ts";
+  RankExecutor,
+  RankExecutorInit,
+} from "../../../src/pipeline/runtime/rank_executor.ts";
 import { createSyntheticExecutor } from "../../../src/pipeline/testing/synthetic_executor.ts";
 
 export type ProbeCalls = { tryWrite: { args: string; result: string } };
 
-export function createStageExecutor(init: StageExecutorInit): StageExecutor<ProbeCalls> {
+export function createRankExecutor(init: RankExecutorInit): RankExecutor<ProbeCalls> {
   const inner = createSyntheticExecutor(init);
   return {
     forward: (ctx, input) => inner.forward(ctx, input),

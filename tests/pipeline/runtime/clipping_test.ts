@@ -13,12 +13,12 @@ import {
   WorkerRankGroup,
 } from "../../../src/pipeline/runtime/worker_rank_group.ts";
 import type { RankGroup } from "../../../src/pipeline/runtime/rank_group.ts";
-import { runRank } from "../../../src/pipeline/runtime/stage_runner.ts";
-import type { StageContext, StageExecutor } from "../../../src/pipeline/runtime/stage_executor.ts";
+import { runRank } from "../../../src/pipeline/runtime/rank_interpreter.ts";
+import type { RankExecutor, StageContext } from "../../../src/pipeline/runtime/rank_executor.ts";
 import { InProcessBackend } from "../../../src/pipeline/comm/in_process.ts";
 import {
   type AffineCalls,
-  createStageExecutor as affine,
+  createRankExecutor as affine,
   near,
   referenceTraining,
 } from "./_affine_executor.ts";
@@ -161,7 +161,7 @@ Deno.test("clipping adds no barrier: the last stage steps iteration k before ran
     const steppedLast = new Map<number, () => void>();
     const gates = [0, 1, 2].map((it) => new Promise<void>((r) => steppedLast.set(it, r)));
     const stage0Last = schedule.actions[0].findLast((a) => a.stage === 0 && a.kind !== "F")!;
-    const logged = (rank: number): StageExecutor => {
+    const logged = (rank: number): RankExecutor => {
       const ex = affine({
         rank,
         ranks: 2,
@@ -233,7 +233,7 @@ Deno.test("clipNorm is checked: a bad limit and an executor without redoStep are
   const schedule = generateSchedule("1f1b", { ranks: 1, microBatches: 1 });
   const [comm] = InProcessBackend.createGroup(1);
   try {
-    const executor: StageExecutor = {
+    const executor: RankExecutor = {
       forward: () => null,
       backward: () => null,
       backwardInput: () => null,

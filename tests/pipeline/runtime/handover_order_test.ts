@@ -9,12 +9,12 @@ import {
   liveWorkerCount,
   WorkerRankGroup,
 } from "../../../src/pipeline/runtime/worker_rank_group.ts";
-import { runRank } from "../../../src/pipeline/runtime/stage_runner.ts";
+import { runRank } from "../../../src/pipeline/runtime/rank_interpreter.ts";
 import { InProcessBackend } from "../../../src/pipeline/comm/in_process.ts";
 import type { CommBackend } from "../../../src/pipeline/comm/backend.ts";
 import { formatAction } from "../../../src/pipeline/schedule/action.ts";
-import type { StageExecutor } from "../../../src/pipeline/runtime/stage_executor.ts";
-import { createStageExecutor, type HandoverOptions } from "./_handover_executor.ts";
+import type { RankExecutor } from "../../../src/pipeline/runtime/rank_executor.ts";
+import { createRankExecutor, type HandoverOptions } from "./_handover_executor.ts";
 
 const MODULE = new URL("./_handover_executor.ts", import.meta.url).href;
 // Only a broken runtime reaches this bound; a working one waits microseconds.
@@ -81,8 +81,8 @@ async function inProcessLog(schedule: Schedule, output: "array" | "promise"): Pr
   }));
   const m = schedule.microBatches;
   const shared = new SharedArrayBuffer(4 * (2 * m + 2));
-  const executors = logged.map((comm, rank): StageExecutor => {
-    const inner = createStageExecutor({
+  const executors = logged.map((comm, rank): RankExecutor => {
+    const inner = createRankExecutor({
       rank,
       ranks: schedule.ranks,
       stages: [rank],
@@ -92,7 +92,7 @@ async function inProcessLog(schedule: Schedule, output: "array" | "promise"): Pr
       abortFlag: new Int32Array(1),
       signal: new AbortController().signal,
       comm,
-    }) as StageExecutor;
+    }) as RankExecutor;
     const at = (f: (ctx: never, x: never) => unknown) => (ctx: never, x: never) => {
       log.push(`start ${rank} ${formatAction((ctx as { action: never }).action)}`);
       return f(ctx, x);
@@ -103,7 +103,7 @@ async function inProcessLog(schedule: Schedule, output: "array" | "promise"): Pr
       backward: at(inner.backward as never),
       backwardInput: at(inner.backwardInput as never),
       backwardWeight: at(inner.backwardWeight as never),
-    } as StageExecutor;
+    } as RankExecutor;
   });
   try {
     await Promise.all(

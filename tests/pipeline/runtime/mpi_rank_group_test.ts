@@ -12,9 +12,9 @@ import { MpiRankGroup } from "../../../src/pipeline/runtime/mpi_rank_group.ts";
 import type { RankGroupRunOptions } from "../../../src/pipeline/runtime/rank_group.ts";
 import { PipelineWorkerError } from "../../../src/pipeline/runtime/pipeline_worker_error.ts";
 import type {
-  StageExecutor,
-  StageExecutorInit,
-} from "../../../src/pipeline/runtime/stage_executor.ts";
+  RankExecutor,
+  RankExecutorInit,
+} from "../../../src/pipeline/runtime/rank_executor.ts";
 import { createSyntheticExecutor } from "../../../src/pipeline/testing/synthetic_executor.ts";
 
 type Calls = {
@@ -24,7 +24,7 @@ type Calls = {
 
 // The synthetic executor, plus: each iteration reports the payload it got,
 // `echo` answers with its rank and the arguments it was given, `boom` throws.
-function createExecutor(init: StageExecutorInit): StageExecutor<Calls> {
+function createExecutor(init: RankExecutorInit): RankExecutor<Calls> {
   const inner = createSyntheticExecutor({ ...init, options: { ms: 0 } });
   const opts = (init.options ?? {}) as { failCreate?: boolean };
   if (opts.failCreate) throw new Error("no device here");

@@ -15,7 +15,7 @@ import type { RankGroup } from "../../../src/pipeline/runtime/rank_group.ts";
 import {
   type AffineCalls,
   type AffineOptions,
-  createStageExecutor as affine,
+  createRankExecutor as affine,
   near,
   referenceTraining,
 } from "./_affine_executor.ts";

@@ -14,7 +14,7 @@ import {
 } from "../../../src/pipeline/testing/synthetic_executor.ts";
 import { assertFollowsSchedule, CROSS_THREAD_CLOCK_MS as SLACK } from "./_timeline_checks.ts";
 import { type AffineCalls, referenceTraining } from "./_affine_executor.ts";
-import type { CallMap, NoCalls } from "../../../src/pipeline/runtime/stage_executor.ts";
+import type { CallMap, NoCalls } from "../../../src/pipeline/runtime/rank_executor.ts";
 import { deadlocked2x2 } from "../_hand_schedules.ts";
 
 const AFFINE = new URL("./_affine_executor.ts", import.meta.url).href;

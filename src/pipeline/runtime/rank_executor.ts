@@ -1,9 +1,9 @@
 /**
- * The interface behind which a pipeline stage's compute plugs into the
- * runtime: the runtime moves tensors between ranks and runs the schedule;
- * a {@linkcode StageExecutor} computes. The synthetic executor (fixed-time
- * actions) and, later, a real model stage (layers and optimizer) both
- * implement it.
+ * The interface behind which a rank's compute plugs into the runtime: the
+ * runtime moves tensors between ranks and runs the schedule; a
+ * {@linkcode RankExecutor} computes every action of the stages its rank
+ * holds (one or more). The synthetic executor (fixed-time actions) and the
+ * model's executor (layers and optimizer) both implement it.
  *
  * @module
  */
@@ -52,7 +52,7 @@ export type StageOutput = Float32Array | PendingOutput | null;
  * The requests an executor answers outside runs (save, load, predict, …):
  * each method's argument and result types. A rank group's `call` is
  * checked against it by the compiler, and the executor's
- * {@linkcode StageExecutor.calls} implement it.
+ * {@linkcode RankExecutor.calls} implement it.
  */
 export type CallMap = {
   readonly [method: string]: { readonly args: unknown; readonly result: unknown };
@@ -109,7 +109,7 @@ export interface PendingCheck {
 export type StepResultOf = void | StepCheck | PendingCheck;
 
 /** What an executor learns about its place in the pipeline when it is created. */
-export interface StageExecutorInit {
+export interface RankExecutorInit {
   /** This rank. */
   readonly rank: number;
   /** Number of ranks p. */
@@ -131,18 +131,20 @@ export interface StageExecutorInit {
   /** Aborted when the run is aborted (seen between turns of the event loop). */
   readonly signal: AbortSignal;
   /**
-   * This rank's transport, for collectives an executor may need (the model
-   * stage needs none: its global-norm clipping goes through the runtime's
-   * `clipNorm`). The runtime's own traffic uses `makeTag` tags and
-   * `verdict/…` tags; use other tags for anything else.
+   * This rank's transport, for collectives an executor may need (the
+   * model's executor needs none: its global-norm clipping goes through the
+   * runtime's `clipNorm`). The runtime's own traffic uses tags that start
+   * with `act/`, `grad/` (see `makeTag`) and `verdict/`; use other tags for
+   * anything else.
    */
   readonly comm: CommBackend;
 }
 
 /**
- * A stage's compute. Every method may be sync or async. The runtime times
+ * A rank's compute, for every stage the rank holds (each call names its
+ * stage). Every method may be sync or async. The runtime times
  * each action from the call to the settlement of its result or, where the
- * executor has {@linkcode StageExecutor.deviceDone} and it gives a promise
+ * executor has {@linkcode RankExecutor.deviceDone} and it gives a promise
  * (work still queued on a device, e.g. WebGPU, whose calls only record
  * commands), to the settlement of that promise: see `runRank` for the
  * definition of an event's start and end.
@@ -158,8 +160,8 @@ export interface StageExecutorInit {
  *
  * @example
  * ```ts
- * import type { StageContext, StageExecutor } from "@conveyor/core/runtime";
- * const identity: StageExecutor = {
+ * import type { StageContext, RankExecutor } from "@conveyor/core/runtime";
+ * const identity: RankExecutor = {
  *   forward: (_ctx: StageContext, x) => x ?? new Float32Array(4),
  *   backward: (_ctx: StageContext, dy) => dy ?? new Float32Array(4),
  *   backwardInput: (_ctx: StageContext, dy) => dy ?? new Float32Array(4),
@@ -169,7 +171,7 @@ export interface StageExecutorInit {
  * console.log(typeof identity.forward); // "function"
  * ```
  */
-export interface StageExecutor<C extends CallMap = NoCalls> {
+export interface RankExecutor<C extends CallMap = NoCalls> {
   /** Called when the rank starts an iteration, with that rank's payload for it. */
   beginIteration?(iteration: number, payload: unknown): void | Promise<void>;
   /** F. */
@@ -188,8 +190,8 @@ export interface StageExecutor<C extends CallMap = NoCalls> {
    * `iteration`. With step validation on (see `runRank`), it returns the
    * stage's {@linkcode StepCheck} (or a promise of it, e.g. a GPU read-back,
    * which the runtime does not wait for) and keeps what
-   * {@linkcode StageExecutor.rollbackStep} needs until
-   * {@linkcode StageExecutor.commitStep}; an executor without a check
+   * {@linkcode RankExecutor.rollbackStep} needs until
+   * {@linkcode RankExecutor.commitStep}; an executor without a check
    * returns nothing and counts as finite.
    */
   step(
@@ -239,9 +241,9 @@ export interface StageExecutor<C extends CallMap = NoCalls> {
 }
 
 /**
- * What an executor module exports as `createStageExecutor` so that the
+ * What an executor module exports as `createRankExecutor` so that the
  * worker can build its rank's executor.
  */
-export type StageExecutorFactory<C extends CallMap = NoCalls> = (
-  init: StageExecutorInit,
-) => StageExecutor<C> | Promise<StageExecutor<C>>;
+export type RankExecutorFactory<C extends CallMap = NoCalls> = (
+  init: RankExecutorInit,
+) => RankExecutor<C> | Promise<RankExecutor<C>>;

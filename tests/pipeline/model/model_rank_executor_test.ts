@@ -3,8 +3,8 @@ import { CpuBackend } from "../../../src/tensor/cpu/backend.ts";
 import { Linear } from "../../../src/nn/linear.ts";
 import { Sequential } from "../../../src/nn/sequential.ts";
 import { InProcessBackend } from "../../../src/pipeline/comm/in_process.ts";
-import { ModelStageExecutor } from "../../../src/pipeline/model/model_stage_executor.ts";
-import type { StageContext } from "../../../src/pipeline/runtime/stage_executor.ts";
+import { ModelRankExecutor } from "../../../src/pipeline/model/model_rank_executor.ts";
+import type { StageContext } from "../../../src/pipeline/runtime/rank_executor.ts";
 import type { Action } from "../../../src/pipeline/schedule/action.ts";
 
 function ctx(action: Action, numStages: number): StageContext {
@@ -18,7 +18,7 @@ function ctx(action: Action, numStages: number): StageContext {
   };
 }
 
-Deno.test("ModelStageExecutor (CPU): outputs are ready arrays, handed over before the next action", async () => {
+Deno.test("ModelRankExecutor (CPU): outputs are ready arrays, handed over before the next action", async () => {
   const cpu = new CpuBackend();
   const net = new Sequential([
     new Linear(cpu, 3, 4, { seed: 1 }),
@@ -27,7 +27,7 @@ Deno.test("ModelStageExecutor (CPU): outputs are ready arrays, handed over befor
   const chunks = [net.slice(0, 1).spec(), net.slice(1, 2).spec()];
   const [comm] = InProcessBackend.createGroup(1);
   // One rank holding both stages, so one executor runs both sides.
-  const ex = await ModelStageExecutor.create({
+  const ex = await ModelRankExecutor.create({
     rank: 0,
     ranks: 1,
     stages: [0, 1],

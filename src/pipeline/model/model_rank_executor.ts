@@ -1,11 +1,11 @@
 /**
- * The {@linkcode StageExecutor} of a real model: each rank builds its
+ * The {@linkcode RankExecutor} of a real model: each rank builds its
  * chunks of a `Sequential` from their {@linkcode LayerSpec}s on its own
  * backend (CPU or WebGPU, created in the worker), runs F, B, I and W on
  * them with state per (micro-batch, chunk, iteration), computes the loss on
  * the last stage, accumulates gradients and steps each stage's optimizer
  * right after that stage's last backward. `PipelineParallelModel` drives it;
- * a worker loads this module by URL and calls {@linkcode createStageExecutor}.
+ * a worker loads this module by URL and calls {@linkcode createRankExecutor}.
  *
  * Gradient accounting: the last stage calls the loss with `totalRows` = the
  * rows of the whole batch, so each micro-batch's loss and gradient are its
@@ -44,12 +44,13 @@ import { createOptimizer } from "../../nn/optimizer_spec.ts";
 import type {
   CallHandlers,
   DeviceSpan,
+  RankExecutor,
+  RankExecutorInit,
   StageContext,
-  StageExecutor,
-  StageExecutorInit,
   StageOutput,
   StepResultOf,
-} from "../runtime/stage_executor.ts";
+} from "../runtime/rank_executor.ts";
+import { isStateKeyOf, stateKey } from "../runtime/tag.ts";
 import type { ModelStageCalls } from "./stage_calls.ts";
 import {
   checkStageOptions,
@@ -68,12 +69,13 @@ import { StepGuard } from "./_step_guard.ts";
 import { loadStageState, saveStageState, type StageState } from "./_stage_state.ts";
 import { evaluateMicroBatch } from "./_evaluation.ts";
 import { ActionSpan } from "./_action_span.ts";
+import { ActivationPeak } from "./_activation_peak.ts";
 
-/** The model stage of one rank (exported for in-process pipelines; workers use the factory). */
-export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
+/** The model's executor of one rank (exported for in-process pipelines; workers use the factory). */
+export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
   /** The rank's backend. */
   readonly backend: Backend;
-  readonly #init: StageExecutorInit;
+  readonly #init: RankExecutorInit;
   readonly #o: ModelStageOptions;
   readonly #stages: readonly number[];
   readonly #chunks = new Map<number, Layer>();
@@ -88,12 +90,11 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
   #outputs: { mb: number; shape: number[]; data: Promise<Float32Array> }[] = [];
   #plan: ModelStagePayload | null = null;
   readonly #guard: StepGuard | null;
-  #base: number;
+  readonly #actPeak: ActivationPeak;
   readonly #leaks: LeakWatch;
-  #actPeak = 0;
   readonly #span: ActionSpan;
 
-  private constructor(init: StageExecutorInit, backend: Backend) {
+  private constructor(init: RankExecutorInit, backend: Backend) {
     this.#init = init;
     this.#o = init.options as ModelStageOptions;
     this.#stages = [...init.stages];
@@ -122,7 +123,7 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
       for (const opt of this.#optimizers.values()) opt.dispose();
       throw e;
     }
-    this.#base = this.#stateBytes();
+    this.#actPeak = new ActivationPeak(backend.memory, () => this.#stateBytes());
     // Between iterations a rank holds no activation: growth there is a leak.
     this.#leaks = new LeakWatch(backend.memory, {
       warn: (m) => console.warn(`conveyor: rank ${init.rank}: ${m}`),
@@ -134,7 +135,7 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
    * chunks and optimizers (weights as initialised by the specs' factories;
    * the model then loads its own with `call("load")`).
    */
-  static async create(init: StageExecutorInit): Promise<ModelStageExecutor> {
+  static async create(init: RankExecutorInit): Promise<ModelRankExecutor> {
     const o = init.options as ModelStageOptions;
     checkStageOptions(o, init.stages);
     for (const m of o.modules ?? []) await import(m);
@@ -143,7 +144,7 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
       o.tunedMatmul === undefined ? {} : { tunedMatmul: o.tunedMatmul },
     );
     try {
-      return new ModelStageExecutor(init, backend);
+      return new ModelRankExecutor(init, backend);
     } catch (e) {
       await backend.close();
       throw e;
@@ -161,9 +162,7 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
     this.#correct = [];
     this.#outputs = [];
     this.#lr = undefined;
-    this.#base = this.#stateBytes();
-    this.backend.memory.resetPeak();
-    this.#actPeak = 0;
+    this.#actPeak.begin();
   }
 
   forward(ctx: StageContext, input: Float32Array | null): StageOutput {
@@ -214,7 +213,7 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
       return null;
     }
     if (!ctx.isLastStage) {
-      this.#outShape.set(`${s}/${key}`, y.shape);
+      this.#outShape.set(`${key}/${s}`, y.shape);
       return this.#send(y);
     }
     const tData = plan.targets?.[mb];
@@ -231,7 +230,7 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
       t.dispose();
       y.dispose();
     }
-    this.#lossGrad.set(`${s}/${key}`, r.grad);
+    this.#lossGrad.set(`${key}/${s}`, r.grad);
     // Read when needed: a read-back now would wait for this forward's work.
     this.#lossTensors.push(r.loss);
     return null;
@@ -259,28 +258,10 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
 
   step(stage: number, _iteration: number): StepResultOf {
     this.#span.begin();
-    return this.#stateChange(() => this.#stepStage(stage));
+    return this.#actPeak.change(() => this.#stepStage(stage));
   }
 
-  // The peak activation figure of an iteration is the backend's peak live
-  // bytes above the rank's training state: its parameters and gradients,
-  // its optimizer state and the copies a step keeps for a rollback, counted
-  // tensor by tensor (live bytes at a quiet moment would also count
-  // read-backs still under way). Runs `change`, which changes that state
-  // (an optimizer step, its copies made or dropped): the peak so far counts
-  // against the old state, and the step's own temporaries count as none.
-  #stateChange<T>(change: () => T): T {
-    const mem = this.backend.memory;
-    this.#actPeak = Math.max(this.#actPeak, mem.peakBytes - this.#base);
-    try {
-      return change();
-    } finally {
-      this.#base = this.#stateBytes();
-      mem.resetPeak();
-    }
-  }
-
-  // Bytes of the rank's training state (see #stateChange).
+  // Bytes of the rank's training state (see ActivationPeak).
   #stateBytes(): number {
     const tensors = new Set<Tensor>();
     for (const p of this.parameters()) tensors.add(p.value).add(p.grad);
@@ -306,27 +287,27 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
     return check === undefined ? undefined : { check };
   }
 
-  /** The step of `stage` in an iteration is final (see `StageExecutor.commitStep`). */
+  /** The step of `stage` in an iteration is final (see `RankExecutor.commitStep`). */
   commitStep(stage: number): void {
-    this.#stateChange(() => this.#guard?.commit(stage));
+    this.#actPeak.change(() => this.#guard?.commit(stage));
   }
 
   /**
    * Redoes the step of `stage` with its gradients times `scale` (global-norm
-   * clipping; see `StageExecutor.redoStep`): bit for bit the step that
+   * clipping; see `RankExecutor.redoStep`): bit for bit the step that
    * clipping before it would have taken.
    */
   redoStep(stage: number, _iteration: number, scale: number): void {
     const chunk = this.#chunk(stage);
-    this.#stateChange(() => {
+    this.#actPeak.change(() => {
       this.#guard?.redo(stage, this.#optimizers.get(stage)!, chunk.parameters(), scale);
       chunk.zeroGrad();
     });
   }
 
-  /** Undoes the step of `stage` exactly (see `StageExecutor.rollbackStep`). */
+  /** Undoes the step of `stage` exactly (see `RankExecutor.rollbackStep`). */
   rollbackStep(stage: number): void {
-    this.#stateChange(() => this.#guard?.rollback(stage, this.#optimizers.get(stage)!));
+    this.#actPeak.change(() => this.#guard?.rollback(stage, this.#optimizers.get(stage)!));
   }
 
   /**
@@ -334,20 +315,19 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
    * backward passes, loss gradients, accumulated gradients and losses.
    */
   abandonIteration(iteration: number): void {
-    const prefix = `i${iteration}m`;
     for (const s of this.#stages) {
       const chunk = this.#chunk(s);
-      for (const k of chunk.heldKeys()) if (String(k).startsWith(prefix)) chunk.dropState(k);
+      for (const k of chunk.heldKeys()) if (isStateKeyOf(String(k), iteration)) chunk.dropState(k);
       chunk.zeroGrad();
     }
     for (const [id, t] of [...this.#lossGrad]) {
-      if (id.includes(`/${prefix}`)) {
+      if (isStateKeyOf(id, iteration)) {
         t.dispose();
         this.#lossGrad.delete(id);
       }
     }
     for (const id of [...this.#outShape.keys()]) {
-      if (id.includes(`/${prefix}`)) this.#outShape.delete(id);
+      if (isStateKeyOf(id, iteration)) this.#outShape.delete(id);
     }
     this.#dropLosses();
     this.#correct = [];
@@ -379,8 +359,7 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
     const pending = this.#outputs.sort((a, b) => a.mb - b.mb);
     this.#outputs = [];
     const datas = await Promise.all(pending.map((o) => o.data));
-    const mem = this.backend.memory;
-    this.#actPeak = Math.max(this.#actPeak, mem.peakBytes - this.#base);
+    const peakActivationBytes = this.#actPeak.read();
     this.#leaks.check(iteration);
     const last = this.#stages.includes(this.#init.numStages - 1);
     let loss: number | null = null;
@@ -391,7 +370,7 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
     const report: ModelStageReport = {
       iteration,
       loss,
-      peakActivationBytes: this.#actPeak,
+      peakActivationBytes,
       ...(this.#lr === undefined ? {} : { lr: this.#lr }),
       ...(correct.length === 0 ? {} : { correct: correct.reduce((a, b) => a + b, 0) }),
       ...(pending.length === 0
@@ -459,7 +438,7 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
     this.#span.begin();
     const s = ctx.action.stage;
     const key = this.#key(ctx);
-    const id = `${s}/${key}`;
+    const id = `${key}/${s}`;
     let dy: Tensor;
     if (ctx.isLastStage) {
       const g = this.#lossGrad.get(id);
@@ -544,7 +523,7 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
   }
 
   #key(ctx: StageContext): string {
-    return `i${ctx.iteration}m${ctx.action.microBatch}`;
+    return stateKey(ctx.iteration, ctx.action.microBatch);
   }
 
   #needPlan(ctx: StageContext): ModelStagePayload {
@@ -565,10 +544,10 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
  * @example
  * ```ts
  * import { CpuBackend, Linear, Sequential } from "@conveyor/core";
- * import { createModelStageExecutor, InProcessBackend } from "@conveyor/core/runtime";
+ * import { createModelRankExecutor, InProcessBackend } from "@conveyor/core/runtime";
  * const model = new Sequential([new Linear(new CpuBackend(), 2, 1)]);
  * const [comm] = InProcessBackend.createGroup(1);
- * const stage = await createModelStageExecutor({
+ * const stage = await createModelRankExecutor({
  *   rank: 0, ranks: 1, stages: [0], numStages: 1, microBatches: 1,
  *   options: { chunks: [model.spec()], loss: "mse", optimizer: { kind: "sgd", lr: 0.1 } },
  *   abortFlag: new Int32Array(1), signal: new AbortController().signal, comm,
@@ -580,16 +559,16 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
  * model.dispose();
  * ```
  */
-export async function createModelStageExecutor(
-  init: StageExecutorInit,
-): Promise<StageExecutor<ModelStageCalls>> {
-  return await ModelStageExecutor.create(init);
+export async function createModelRankExecutor(
+  init: RankExecutorInit,
+): Promise<RankExecutor<ModelStageCalls>> {
+  return await ModelRankExecutor.create(init);
 }
 
-/** The executor-module entry point: same as {@linkcode createModelStageExecutor}. */
-export const createStageExecutor: (
-  init: StageExecutorInit,
-) => Promise<StageExecutor<ModelStageCalls>> = createModelStageExecutor;
+/** The executor-module entry point: same as {@linkcode createModelRankExecutor}. */
+export const createRankExecutor: (
+  init: RankExecutorInit,
+) => Promise<RankExecutor<ModelStageCalls>> = createModelRankExecutor;
 
 /** This module's URL: the executor module of a model's worker ranks. */
-export const MODEL_STAGE_EXECUTOR_URL: string = import.meta.url;
+export const MODEL_RANK_EXECUTOR_URL: string = import.meta.url;

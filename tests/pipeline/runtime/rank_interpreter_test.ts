@@ -1,16 +1,16 @@
 import assert from "node:assert/strict";
 import { generateSchedule, SCHEDULE_NAMES } from "../../../src/pipeline/schedule/generate.ts";
 import type { Schedule } from "../../../src/pipeline/schedule/schedule.ts";
-import { runRank } from "../../../src/pipeline/runtime/stage_runner.ts";
+import { runRank } from "../../../src/pipeline/runtime/rank_interpreter.ts";
 import { runPipelineInProcess } from "../../../src/pipeline/runtime/in_process_rank_group.ts";
 import { createSyntheticExecutor } from "../../../src/pipeline/testing/synthetic_executor.ts";
 import { PipelineWorkerError } from "../../../src/pipeline/runtime/pipeline_worker_error.ts";
 import { ScheduleDeadlockError } from "../../../src/pipeline/analysis/validate.ts";
 import type {
+  RankExecutor,
   StageContext,
-  StageExecutor,
   StageOutput,
-} from "../../../src/pipeline/runtime/stage_executor.ts";
+} from "../../../src/pipeline/runtime/rank_executor.ts";
 import { InProcessBackend } from "../../../src/pipeline/comm/in_process.ts";
 import { formatAction } from "../../../src/pipeline/schedule/action.ts";
 import { WebGPUBackend } from "../../../src/tensor/webgpu/mod.ts";
@@ -18,7 +18,7 @@ import * as ops from "../../../src/tensor/ops.ts";
 import { assertFollowsSchedule } from "./_timeline_checks.ts";
 import {
   type AffineCalls,
-  createStageExecutor as affine,
+  createRankExecutor as affine,
   referenceTraining,
 } from "./_affine_executor.ts";
 import { deadlocked2x2 } from "../_hand_schedules.ts";
@@ -61,7 +61,7 @@ Deno.test("runPipelineInProcess: a plugged-in executor trains exactly as the pla
   const want = referenceTraining(weights, lr, batches);
   for (const name of ["1f1b", "zb-h1", "zb-v"]) {
     const schedule = generateSchedule(name, { ranks: name === "zb-v" ? 2 : 4, microBatches: 4 });
-    const executors: StageExecutor<AffineCalls>[] = [];
+    const executors: RankExecutor<AffineCalls>[] = [];
     const r = await runPipelineInProcess<AffineCalls>(schedule, {
       createExecutor: (init) => {
         const ex = affine(init);
@@ -147,7 +147,7 @@ Deno.test("runRank: with deviceDone, an event starts at max(call, previous devic
   const [comm] = InProcessBackend.createGroup(1);
   let now = 0;
   const resolvers: (() => void)[] = [];
-  const executor: StageExecutor = {
+  const executor: RankExecutor = {
     forward: () => {
       now += 1; // recording takes one unit of host time
       return null;
@@ -176,7 +176,7 @@ Deno.test("runRank: with deviceDone, an event starts at max(call, previous devic
 Deno.test("runRank: a rejected deviceDone fails the run naming rank and action", async () => {
   const schedule = generateSchedule("gpipe", { ranks: 1, microBatches: 2 });
   const [comm] = InProcessBackend.createGroup(1);
-  const executor: StageExecutor = {
+  const executor: RankExecutor = {
     forward: () => null,
     backward: () => null,
     backwardInput: () => null,

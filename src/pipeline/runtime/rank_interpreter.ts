@@ -1,0 +1,335 @@
+/**
+ * The action interpreter: runs one rank's action list over a
+ * {@linkcode CommBackend} and a {@linkcode RankExecutor}. For each action
+ * it receives the input, computes, hands the output to the neighbouring
+ * stage without waiting for it, and steps a stage's optimizer right after
+ * that stage's last backward; it goes on to the next iteration with no
+ * barrier. Step post-validation (verdicts, settling, abandoned attempts)
+ * lives in `step_validation.ts`, which the loop calls at named points. The
+ * worker entry uses it per worker; every rank group runs it per rank.
+ *
+ * @module
+ */
+
+import type { Action } from "../schedule/action.ts";
+import type { Schedule, TimedEvent } from "../schedule/schedule.ts";
+import { CommAbortedError, type CommBackend } from "../comm/backend.ts";
+import { makeTag, type TagSpace } from "./tag.ts";
+import type { PendingOutput, RankExecutor, StageContext, StepResultOf } from "./rank_executor.ts";
+import { Abandon, type GradNorm, type RolledBack, StepValidation } from "./step_validation.ts";
+import { DeviceTimeline } from "./_device_timeline.ts";
+import { Outbox } from "./_outbox.ts";
+import { createEventLoopTurn } from "./_event_loop_turn.ts";
+import { applyFault, type CheckedFault } from "./fault_injection.ts";
+import { PipelineWorkerError } from "./pipeline_worker_error.ts";
+
+/** What a rank is doing, as reported to `onState`. */
+export type RankState = "idle" | "recv" | "compute" | "step" | "done";
+
+/** Options of {@linkcode runRank}. */
+export interface RankRunOptions {
+  /** The schedule (validated by the caller). */
+  readonly schedule: Schedule;
+  /** The rank to run. */
+  readonly rank: number;
+  /** Transport to the other ranks. */
+  readonly comm: CommBackend;
+  /** This rank's compute. */
+  readonly executor: RankExecutor;
+  /** Index of the first iteration (tags and contexts carry it; default 0). */
+  readonly firstIteration?: number;
+  /** Iterations to run back to back (default 1). */
+  readonly iterations?: number;
+  /** Payload per iteration for `executor.beginIteration` (index 0 = first iteration). */
+  readonly payloads?: readonly unknown[];
+  /** Time source for the events (default `performance.now`). */
+  readonly clock?: () => number;
+  /**
+   * Run only the forward actions, in list order, and no optimizer step
+   * (prediction). Dropping the backward actions cannot deadlock: forwards
+   * never wait on a backward.
+   */
+  readonly forwardOnly?: boolean;
+  /** A fault to inject before an action's compute (tests; see `checkFaultInjection`). */
+  readonly fault?: CheckedFault;
+  /** The run's abort flag (index 0 turns nonzero on abort): wakes a "block" fault. */
+  readonly abortFlag?: Int32Array;
+  /**
+   * Post-validation of optimizer steps (default `"off"`): with `"skip"`,
+   * every stage publishes its step's `StepCheck`; a step that any stage
+   * found non-finite is rolled back on every stage and, where the next
+   * iteration had started on the stepped weights, that iteration runs again
+   * on the restored ones, as a new attempt whose messages never meet the
+   * abandoned one's. `"stop"` rolls back the same way and ends the run at
+   * the bad step instead of going on.
+   */
+  readonly validateSteps?: "off" | "skip" | "stop";
+  /**
+   * Global-norm clipping by post-validation (absent: none): each stage
+   * steps at once, unclipped, and its step's check carries its sum of
+   * squared gradients (`StepCheck.normSquared`), which goes to every rank
+   * with its flag. Once every flag of an iteration is in, every rank adds
+   * the sums in stage order; when the norm (their square root) is finite and
+   * above `clipNorm`, every stage redoes its step with its gradients times
+   * `clipNorm / (norm + 1e-6)` ({@linkcode RankExecutor.redoStep}) and the
+   * next iteration, begun on the unclipped weights, runs again, as after a
+   * rollback. Without `validateSteps`, the checks' finiteness is ignored.
+   */
+  readonly clipNorm?: number;
+  /** Told when the rank changes state; `index` is the action's position in the rank's list. */
+  readonly onState?: (state: RankState, index: number, iteration: number) => void;
+}
+
+/** What {@linkcode runRank} returns. */
+export interface RankRunResult {
+  /** Every action run, in list order, timed per `clock` as {@linkcode runRank} defines. */
+  readonly events: TimedEvent[];
+  /**
+   * `executor.endIteration`'s value per iteration (undefined where it has
+   * none); a replayed iteration reports once, from its last attempt.
+   */
+  readonly reports: unknown[];
+  /** The iterations whose steps post-validation rolled back (empty when it is off). */
+  readonly rolledBack: RolledBack[];
+  /** With `clipNorm`: each settled iteration's global gradient norm (empty without). */
+  readonly gradNorms: GradNorm[];
+}
+
+/**
+ * Runs `rank`'s list of the schedule for the given iterations.
+ *
+ * Hand-over: an output the executor returns as a ready array is posted to
+ * its neighbour before the next action starts; a pending one (a GPU
+ * read-back) is posted as soon as it resolves, while the rank goes on with
+ * its next actions. Before each action the rank lets its event loop turn
+ * once (a few microseconds), so that outputs settled in promise chains go
+ * out, arrived messages come in and an abort is seen even when every
+ * action computes synchronously.
+ *
+ * Event times: an action's work is done when its call settles or, where
+ * `executor.deviceDone()` gives a promise after it (queued device work, as
+ * on WebGPU, whose calls only record commands), when that promise settles
+ * or, earlier, when the action's pending output has been read back (the
+ * read-back follows the action's kernels in the device's queue). The rank's
+ * device runs its work in order, so an action's work cannot begin before
+ * the previous action's (or optimizer step's) work ended: an event starts at
+ * max(call, end of the rank's previous device work) and ends when its work
+ * is done (never before it starts). On the CPU that is the call and its
+ * return. The next action is called at once, not when the device is done,
+ * so recording still overlaps the device's work; an end seen through a
+ * promise (not a device span) is an upper bound by the event loop's delay.
+ *
+ * Errors of the executor (or of a send it fed) come out as a
+ * {@linkcode PipelineWorkerError} naming the rank and action; an abort of
+ * the transport comes out as the transport's `CommAbortedError`.
+ *
+ * @example
+ * ```ts
+ * import { generateSchedule } from "@conveyor/core";
+ * import { InProcessBackend, runRank } from "@conveyor/core/runtime";
+ * import { createSyntheticExecutor } from "@conveyor/core/testing";
+ * const schedule = generateSchedule("1f1b", { ranks: 1, microBatches: 2 });
+ * const [comm] = InProcessBackend.createGroup(1);
+ * const executor = createSyntheticExecutor({
+ *   rank: 0, ranks: 1, stages: [0], numStages: 1, microBatches: 2, options: { ms: 0 },
+ *   abortFlag: new Int32Array(1), signal: new AbortController().signal, comm,
+ * });
+ * const { events } = await runRank({ schedule, rank: 0, comm, executor });
+ * console.log(events.map((e) => `${e.action.kind}${e.action.microBatch}`).join(" ")); // "F0 B0 F1 B1"
+ * comm.close();
+ * ```
+ */
+export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
+  const { schedule, rank, comm, executor } = options;
+  const first = options.firstIteration ?? 0;
+  const iterations = options.iterations ?? 1;
+  checkRange(schedule, rank, first, iterations);
+  const forwardOnly = options.forwardOnly === true;
+  const list = forwardOnly
+    ? schedule.actions[rank].filter((a) => a.kind === "F")
+    : schedule.actions[rank];
+  const where = schedule.stageToRank;
+  const numStages = where.length;
+  // Null where nothing is validated: then the loop never calls it.
+  const validation = StepValidation.create({
+    comm,
+    executor,
+    stageToRank: where,
+    stages: [...new Set(list.map((a) => a.stage))].sort((x, y) => x - y),
+    firstIteration: first,
+    validateSteps: options.validateSteps,
+    clipNorm: options.clipNorm,
+    forwardOnly,
+  });
+  const clock = options.clock ?? (() => performance.now());
+  const onState = options.onState ?? (() => {});
+  const abortFlag = options.abortFlag ?? new Int32Array(1);
+  const lastBackward = lastBackwards(list);
+  const timeline = new DeviceTimeline(rank, clock);
+  const reports: unknown[] = [];
+  const outbox = new Outbox(comm);
+
+  const throwIfFailed = () => {
+    const f = outbox.failure ?? timeline.failure;
+    if (f !== null) throw rankError(rank, f.action, f.iteration, f.cause, false);
+  };
+  // Runs one piece of work (an action when `event`, else an optimizer step) and dates it.
+  const run = async <T>(a: Action, it: number, event: boolean, work: () => T | Promise<T>) => {
+    const hang = applyFault(options.fault, a, it, abortFlag, !event);
+    if (hang !== undefined) await hang;
+    const start = clock();
+    const out = await work();
+    const pending = out !== null && typeof out === "object" && "pending" in out
+      ? (out as PendingOutput).pending
+      : undefined;
+    timeline.add(a, it, start, clock(), event, executor.deviceDone?.(), pending);
+    return out;
+  };
+  const tag = (space: TagSpace, stage: number, mb: number, it: number) =>
+    makeTag({ space, microBatch: mb, stage, iteration: it, attempt: validation?.attempt(it) ?? 0 });
+  const receive = (peer: number, tag: string, it: number) =>
+    validation === null ? comm.recv(peer, tag) : validation.receive(comm.recv(peer, tag), it);
+
+  // Action `a`, the `i`-th of the list, in iteration `it`, then its
+  // stage's optimizer step where `a` is the stage's last backward.
+  const perform = async (a: Action, i: number, it: number): Promise<void> => {
+    const { stage: s, microBatch: mb } = a;
+    const ctx: StageContext = {
+      rank,
+      action: a,
+      iteration: it,
+      isFirstStage: s === 0,
+      isLastStage: s === numStages - 1,
+      forwardOnly,
+    };
+    let inStep = false;
+    try {
+      onState("recv", i, it);
+      if (a.kind === "F") {
+        const input = s === 0
+          ? null
+          : await receive(where[s - 1], tag("activation", s, mb, it), it);
+        onState("compute", i, it);
+        const out = await run(a, it, true, () => executor.forward(ctx, input));
+        if (s < numStages - 1) {
+          outbox.post(a, it, where[s + 1], tag("activation", s + 1, mb, it), out);
+        }
+      } else if (a.kind === "W") {
+        onState("compute", i, it);
+        await run(a, it, true, () => executor.backwardWeight(ctx));
+      } else {
+        const grad = s === numStages - 1
+          ? null
+          : await receive(where[s + 1], tag("gradient", s, mb, it), it);
+        onState("compute", i, it);
+        const work = a.kind === "B"
+          ? () => executor.backward(ctx, grad)
+          : () => executor.backwardInput(ctx, grad);
+        const out = await run(a, it, true, work);
+        if (s > 0) outbox.post(a, it, where[s - 1], tag("gradient", s - 1, mb, it), out);
+      }
+      if (!forwardOnly && lastBackward.get(s) === i) {
+        if (validation?.mustSettleBefore(it)) await validation.beforeFirstStep(it);
+        inStep = true;
+        onState("step", i, it);
+        const out = await run(a, it, false, () => executor.step(s, it));
+        validation?.afterStep(s, it, out as StepResultOf, (cause) => {
+          timeline.failure ??= { action: a, iteration: it, cause };
+        });
+      }
+    } catch (e) {
+      throw rankError(rank, a, it, e, inStep);
+    }
+  };
+
+  // One attempt at iteration `it`: every action of the list, in order.
+  const runIteration = async (it: number): Promise<void> => {
+    onState("idle", -1, it);
+    validation?.beginIteration(it);
+    await executor.beginIteration?.(it, options.payloads?.[it - first]);
+    for (let i = 0; i < list.length; i++) {
+      await loop.turn();
+      throwIfFailed();
+      validation?.beforeAction(it);
+      await perform(list[i], i, it);
+    }
+    reports.push(await executor.endIteration?.(it));
+  };
+
+  const loop = createEventLoopTurn();
+  try {
+    let it = first;
+    while (it < first + iterations) {
+      try {
+        await runIteration(it);
+        it++;
+      } catch (e) {
+        // The previous step was undone everywhere: this attempt goes and
+        // the iteration runs again (or, with "stop", the run ends here).
+        if (!(e instanceof Abandon) || validation === null) throw e;
+        if (await validation.abandon(it, e)) break;
+      }
+    }
+    await outbox.drain();
+    await timeline.settled();
+    throwIfFailed();
+    if (validation !== null) await validation.finish(it);
+  } finally {
+    loop.close();
+  }
+  onState("done", list.length, first + iterations - 1);
+  return {
+    events: timeline.events,
+    reports,
+    rolledBack: validation?.rolledBack ?? [],
+    gradNorms: validation?.gradNorms ?? [],
+  };
+}
+
+// Each stage's last backward: its position in the list.
+function lastBackwards(list: readonly Action[]): Map<number, number> {
+  const last = new Map<number, number>();
+  list.forEach((a, i) => {
+    if (a.kind !== "F") last.set(a.stage, i);
+  });
+  return last;
+}
+
+function checkRange(schedule: Schedule, rank: number, first: number, iterations: number): void {
+  if (!Number.isInteger(first) || first < 0) {
+    throw new RangeError(`firstIteration must be a non-negative integer, got ${first}`);
+  }
+  if (!Number.isInteger(iterations) || iterations < 1) {
+    throw new RangeError(`iterations must be a positive integer, got ${iterations}`);
+  }
+  if (!Number.isInteger(rank) || rank < 0 || rank >= schedule.ranks) {
+    throw new RangeError(`rank must be in [0, ${schedule.ranks - 1}], got ${rank}`);
+  }
+}
+
+// What a failure of action `a` in `iteration` comes out as (`step`: it came
+// from the optimizer step after `a`): a transport abort, an error already
+// named or an abandoned attempt as it is; anything else as a
+// PipelineWorkerError naming the rank and action.
+function rankError(
+  rank: number,
+  a: Action,
+  iteration: number,
+  cause: unknown,
+  step: boolean,
+): unknown {
+  if (cause instanceof CommAbortedError || cause instanceof PipelineWorkerError) return cause;
+  if (cause instanceof Abandon) return cause;
+  const message = cause instanceof Error ? cause.message : String(cause);
+  const detail = step && !message.includes("optimizer step")
+    ? `in the optimizer step of stage ${a.stage}: ${message}`
+    : message;
+  return new PipelineWorkerError({
+    rank,
+    kind: "error",
+    action: a,
+    iteration,
+    detail,
+    ...(step ? { between: true } : {}),
+  });
+}
