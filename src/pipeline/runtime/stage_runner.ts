@@ -21,11 +21,12 @@ import type {
   StepCheck,
   StepResultOf,
 } from "./stage_executor.ts";
-import { Abandon, checkClipNorm, isClip, type Verdict, VerdictBoard } from "./_verdicts.ts";
+import { Abandon, isClip, type Verdict, VerdictBoard } from "./_verdicts.ts";
 import { type DeviceFailure, DeviceTimeline } from "./_device_timeline.ts";
 import { createEventLoopTurn } from "./_event_loop_turn.ts";
-import { applyFault, type CheckedFault } from "./fault_injection.ts";
-import { PipelineWorkerError } from "./pipeline_worker_error.ts";
+import { applyFault, checkFaultInjection } from "./fault_injection.ts";
+import { checkRunPolicy, type RunPolicy } from "./run_policy.ts";
+import { PipelineRankError } from "./pipeline_rank_error.ts";
 
 /** What a rank is doing, as reported to `onState`. */
 export type RankState = "idle" | "recv" | "compute" | "step" | "done";
@@ -54,32 +55,28 @@ export interface RankRunOptions {
    * never wait on a backward.
    */
   readonly forwardOnly?: boolean;
-  /** A fault to inject before an action's compute (tests; see `checkFaultInjection`). */
-  readonly fault?: CheckedFault;
   /** The run's abort flag (index 0 turns nonzero on abort): wakes a "block" fault. */
   readonly abortFlag?: Int32Array;
   /**
-   * Post-validation of optimizer steps (default `"off"`): with `"skip"`,
+   * The run's policy, checked (see {@linkcode checkRunPolicy}; absent:
+   * `nonFinite` `"off"`, no clipping, no fault). With `nonFinite` `"skip"`,
    * every stage publishes its step's {@linkcode StepCheck}; a step that any
    * stage found non-finite is rolled back on every stage and, where the
    * next iteration had started on the stepped weights, that iteration runs
    * again on the restored ones (see the module documentation of the
-   * verdicts). `"stop"` rolls back the same way and ends the run at the bad
-   * step instead of going on.
+   * verdicts). `"throw"` rolls back the same way and ends the run at the
+   * bad step instead of going on. With `clipGradNorm`, each stage steps at
+   * once, unclipped, and its step's check carries its sum of squared
+   * gradients (`StepCheck.normSquared`), which goes to every rank with its
+   * flag; once every flag of an iteration is in, every rank adds the sums in
+   * stage order, and when the norm (their square root) is finite and above
+   * `clipGradNorm`, every stage redoes its step with its gradients times
+   * `clipGradNorm / (norm + 1e-6)` ({@linkcode StageExecutor.redoStep}) and
+   * the next iteration, begun on the unclipped weights, runs again, as after
+   * a rollback (with `nonFinite` `"off"`, the checks' finiteness is
+   * ignored). `faultInjection` is applied before an action's compute.
    */
-  readonly validateSteps?: "off" | "skip" | "stop";
-  /**
-   * Global-norm clipping by post-validation (absent: none): each stage
-   * steps at once, unclipped, and its step's check carries its sum of
-   * squared gradients (`StepCheck.normSquared`), which goes to every rank
-   * with its flag. Once every flag of an iteration is in, every rank adds
-   * the sums in stage order; when the norm (their square root) is finite and
-   * above `clipNorm`, every stage redoes its step with its gradients times
-   * `clipNorm / (norm + 1e-6)` ({@linkcode StageExecutor.redoStep}) and the
-   * next iteration, begun on the unclipped weights, runs again, as after a
-   * rollback. Without `validateSteps`, the checks' finiteness is ignored.
-   */
-  readonly clipNorm?: number;
+  readonly policy?: RunPolicy;
   /** Told when the rank changes state; `index` is the action's position in the rank's list. */
   readonly onState?: (state: RankState, index: number, iteration: number) => void;
 }
@@ -107,7 +104,7 @@ export interface RankRunResult {
   readonly reports: unknown[];
   /** The iterations whose steps post-validation rolled back (empty when it is off). */
   readonly rolledBack: RolledBack[];
-  /** With `clipNorm`: each settled iteration's global gradient norm (empty without). */
+  /** With `clipGradNorm`: each settled iteration's global gradient norm (empty without). */
   readonly gradNorms: GradNorm[];
 }
 
@@ -146,7 +143,7 @@ export interface GradNorm {
  * promise (not a device span) is an upper bound by the event loop's delay.
  *
  * Errors of the executor (or of a send it fed) come out as a
- * {@linkcode PipelineWorkerError} naming the rank and action; an abort of
+ * {@linkcode PipelineRankError} naming the rank and action; an abort of
  * the transport comes out as the transport's `CommAbortedError`.
  *
  * @example
@@ -178,14 +175,15 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
   if (!Number.isInteger(rank) || rank < 0 || rank >= schedule.ranks) {
     throw new RangeError(`rank must be in [0, ${schedule.ranks - 1}], got ${rank}`);
   }
-  const validate = options.validateSteps ?? "off";
-  if (validate !== "off" && validate !== "skip" && validate !== "stop") {
-    throw new RangeError(`validateSteps must be "off", "skip" or "stop", got ${String(validate)}`);
-  }
-  const clipNorm = checkClipNorm(options.clipNorm);
+  const policy = checkRunPolicy(options.policy);
+  const validate = policy.nonFinite;
+  const clipNorm = policy.clipGradNorm;
+  const fault = policy.faultInjection === undefined
+    ? undefined
+    : checkFaultInjection(policy.faultInjection);
   if (clipNorm !== undefined && typeof options.executor.redoStep !== "function") {
     throw new TypeError(
-      `clipNorm needs an executor with redoStep, got ${typeof options.executor.redoStep}`,
+      `clipGradNorm needs an executor with redoStep, got ${typeof options.executor.redoStep}`,
     );
   }
   const clock = options.clock ?? (() => performance.now());
@@ -215,13 +213,13 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
   let settledUpTo = first - 1;
   // `step`: the failure came from the optimizer step after action `a`.
   const fail = (a: Action, iteration: number, cause: unknown, step = false): never => {
-    if (cause instanceof CommAbortedError || cause instanceof PipelineWorkerError) throw cause;
+    if (cause instanceof CommAbortedError || cause instanceof PipelineRankError) throw cause;
     if (cause instanceof Abandon) throw cause;
     const message = cause instanceof Error ? cause.message : String(cause);
     const detail = step && !message.includes("optimizer step")
       ? `in the optimizer step of stage ${a.stage}: ${message}`
       : message;
-    throw new PipelineWorkerError({
+    throw new PipelineRankError({
       rank,
       kind: "error",
       action: a,
@@ -237,7 +235,7 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
   const abortFlag = options.abortFlag ?? new Int32Array(1);
   // Runs one piece of work (an action when `event`, else an optimizer step) and dates it.
   const run = async <T>(a: Action, it: number, event: boolean, work: () => T | Promise<T>) => {
-    const hang = applyFault(options.fault, a, it, abortFlag, !event);
+    const hang = applyFault(fault, a, it, abortFlag, !event);
     if (hang !== undefined) await hang;
     const start = clock();
     const out = await work();
@@ -281,7 +279,9 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
       if (clipNorm !== undefined && typeof c.normSquared !== "number") {
         return failed(
           new TypeError(
-            `clipNorm needs the step's check to carry normSquared, got ${String(c.normSquared)}`,
+            `clipGradNorm needs the step's check to carry normSquared, got ${
+              String(c.normSquared)
+            }`,
           ),
         );
       }
@@ -407,7 +407,7 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
         if (!(e instanceof Abandon)) throw e;
         // The previous step was bad: it is rolled back everywhere; this
         // attempt's traffic and state go, and the iteration runs again on
-        // the restored weights (or, with "stop", the run ends here).
+        // the restored weights (or, with "throw", the run ends here).
         if (settledUpTo < it - 1) await settle(it - 1);
         const attempt = attempts.get(it) ?? 0;
         const prefix = [
@@ -416,7 +416,7 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
         ];
         comm.discard((t) => prefix.some((x) => t.startsWith(x)));
         await executor.abandonIteration?.(it);
-        if (validate === "stop" && !isClip(e.verdict)) {
+        if (validate === "throw" && !isClip(e.verdict)) {
           comm.discard((t) => t.startsWith(`verdict/i${it}/`));
           break;
         }

@@ -12,7 +12,7 @@ import { generateSchedule, SCHEDULE_NAMES } from "../../../src/pipeline/schedule
 import type { Schedule } from "../../../src/pipeline/schedule/schedule.ts";
 import { ScheduleDeadlockError } from "../../../src/pipeline/analysis/validate.ts";
 import type { OptimizerSpec } from "../../../src/nn/optimizer_spec.ts";
-import { PipelineWorkerError } from "../../../src/pipeline/runtime/pipeline_worker_error.ts";
+import { PipelineRankError } from "../../../src/pipeline/runtime/pipeline_rank_error.ts";
 import { liveWorkerCount } from "../../../src/pipeline/runtime/worker_rank_group.ts";
 import type {
   PipelineParallelModel,
@@ -508,7 +508,7 @@ Deno.test("a worker that throws mid-step rejects within 10 s naming rank, stage 
   const t = performance.now();
   const error = await m.train(batches).then(() => null, (e) => e);
   const ms = performance.now() - t;
-  assert.ok(error instanceof PipelineWorkerError, `got ${error}`);
+  assert.ok(error instanceof PipelineRankError, `got ${error}`);
   assert.ok(ms < 10_000, `rejected after ${ms} ms`);
   assert.equal(error.rank, 2);
   assert.deepEqual(error.action, { kind: "F", stage: 2, microBatch: 5 });
@@ -526,7 +526,7 @@ Deno.test("a worker that throws mid-step rejects within 10 s naming rank, stage 
 Deno.test("in-process: a failing rank rejects the step naming it, and the model closes", async () => {
   const m = await build({ schedule: "zb-h1", ranks: 2, faultInjection: { failAt: "1W3" } });
   const error = await m.step(batches[0]).then(() => null, (e) => e);
-  assert.ok(error instanceof PipelineWorkerError, `got ${error}`);
+  assert.ok(error instanceof PipelineRankError, `got ${error}`);
   assert.match(error.message, /rank 1 failed in 1W3 \(stage 1, microBatch 3, iteration 0\)/);
   assert.equal(m.closed, true);
   await m.dispose();
@@ -543,7 +543,7 @@ Deno.test("a worker that hangs is caught by the heartbeat timeout within 10 s; n
   const t = performance.now();
   const error = await m.step(batches[0]).then(() => null, (e) => e);
   const ms = performance.now() - t;
-  assert.ok(error instanceof PipelineWorkerError, `got ${error}`);
+  assert.ok(error instanceof PipelineRankError, `got ${error}`);
   assert.ok(ms < 10_000, `rejected after ${ms} ms`);
   assert.equal(error.kind, "hang");
   assert.equal(error.rank, 1);

@@ -18,7 +18,7 @@ import {
 } from "../../../src/pipeline/runtime/worker_rank_group.ts";
 import { SubprocessRankGroup } from "../../../src/pipeline/runtime/subprocess_rank_group.ts";
 import { InProcessRankGroup } from "../../../src/pipeline/runtime/in_process_rank_group.ts";
-import { PipelineWorkerError } from "../../../src/pipeline/runtime/pipeline_worker_error.ts";
+import { PipelineRankError } from "../../../src/pipeline/runtime/pipeline_rank_error.ts";
 import type { RankGroup } from "../../../src/pipeline/runtime/rank_group.ts";
 import type { FaultKind } from "../../../src/pipeline/runtime/fault_injection.ts";
 import {
@@ -88,7 +88,7 @@ async function runFault(group: RankGroup, fault: FaultKind, at: string): Promise
   const t = performance.now();
   const error = await group.run().then(() => null, (e) => e as Error);
   const ms = performance.now() - t;
-  assert.ok(error instanceof PipelineWorkerError, `${fault} at ${at}: ${error}`);
+  assert.ok(error instanceof PipelineRankError, `${fault} at ${at}: ${error}`);
   assert.match(error.message, expected(fault, at), `${fault} at ${at}`);
   assert.ok(ms < BOUND[fault], `${fault} at ${at}: rejected after ${Math.round(ms)} ms`);
   await group.dispose();
@@ -104,7 +104,7 @@ Deno.test("faults in this thread: throw and async throw at F, I, W and the step 
         fault: { at, fault },
       });
       const error = await group.run().then(() => null, (e) => e as Error);
-      assert.ok(error instanceof PipelineWorkerError, `${fault} at ${at}: ${error}`);
+      assert.ok(error instanceof PipelineRankError, `${fault} at ${at}: ${error}`);
       // In one thread an unhandled rejection surfaces after whichever action started last.
       const what = at.startsWith("step") ? "the optimizer step of stage 1" : at;
       assert.match(

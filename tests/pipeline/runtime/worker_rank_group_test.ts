@@ -7,7 +7,7 @@ import {
   WorkerRankGroup,
   type WorkerRankGroupOptions,
 } from "../../../src/pipeline/runtime/worker_rank_group.ts";
-import { PipelineWorkerError } from "../../../src/pipeline/runtime/pipeline_worker_error.ts";
+import { PipelineRankError } from "../../../src/pipeline/runtime/pipeline_rank_error.ts";
 import {
   SYNTHETIC_EXECUTOR_URL as SYNTH,
   syntheticCosts,
@@ -37,14 +37,14 @@ async function withPool<T, C extends CallMap = NoCalls>(
 async function failure(
   options: WorkerRankGroupOptions,
   iterations = 1,
-): Promise<{ error: PipelineWorkerError; ms: number }> {
+): Promise<{ error: PipelineRankError; ms: number }> {
   const pool = await WorkerRankGroup.create(options);
   const t = performance.now();
   try {
     await pool.run({ iterations });
   } catch (error) {
     const ms = performance.now() - t;
-    assert.ok(error instanceof PipelineWorkerError, `got ${error}`);
+    assert.ok(error instanceof PipelineRankError, `got ${error}`);
     assert.equal(liveWorkerCount(), 0, "the failure terminated every worker");
     assert.equal(pool.closed, true);
     await assert.rejects(pool.run(), /the rank group failed and is closed/);
@@ -256,7 +256,7 @@ Deno.test("worker group: an executor that cannot be built fails create, leaving 
   await assert.rejects(
     WorkerRankGroup.create({ schedule, executor: { module: SYNTH, options: { ms: -1 } } }),
     (e: Error) =>
-      e instanceof PipelineWorkerError && e.kind === "startup" &&
+      e instanceof PipelineRankError && e.kind === "startup" &&
       /synthetic ms must be a finite number >= 0 ms, got -1/.test(e.message),
   );
   assert.equal(liveWorkerCount(), 0);
@@ -265,7 +265,7 @@ Deno.test("worker group: an executor that cannot be built fails create, leaving 
       schedule,
       executor: { module: new URL("./_no_such_module.ts", import.meta.url) },
     }),
-    (e: Error) => e instanceof PipelineWorkerError && /_no_such_module/.test(e.message),
+    (e: Error) => e instanceof PipelineRankError && /_no_such_module/.test(e.message),
   );
   assert.equal(liveWorkerCount(), 0);
   const t = performance.now();
@@ -276,7 +276,7 @@ Deno.test("worker group: an executor that cannot be built fails create, leaving 
       startupTimeoutMs: 800,
     }),
     (e: Error) =>
-      e instanceof PipelineWorkerError && e.kind === "startup" &&
+      e instanceof PipelineRankError && e.kind === "startup" &&
       /0 of 2 workers ready \(2 met\) after 800 ms/.test(e.message),
   );
   assert.ok(performance.now() - t < 5000);
