@@ -57,7 +57,7 @@ export const RUN_POLICY_FIELDS: readonly (keyof RunPolicy)[] = [
 ];
 
 function shown(v: unknown): string {
-  if (typeof v === "string") return JSON.stringify(v);
+  if (typeof v === "string") return v;
   if (Array.isArray(v)) return `an Array of ${v.length}`;
   if (v !== null && typeof v === "object") return "an object";
   return String(v);

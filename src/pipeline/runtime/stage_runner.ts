@@ -25,7 +25,7 @@ import { Abandon, isClip, type Verdict, VerdictBoard } from "./_verdicts.ts";
 import { type DeviceFailure, DeviceTimeline } from "./_device_timeline.ts";
 import { createEventLoopTurn } from "./_event_loop_turn.ts";
 import { applyFault, checkFaultInjection } from "./fault_injection.ts";
-import { checkRunPolicy, type RunPolicy } from "./run_policy.ts";
+import { checkRunPolicy, type RunPolicyOptions } from "./run_policy.ts";
 import { PipelineRankError } from "./pipeline_rank_error.ts";
 
 /** What a rank is doing, as reported to `onState`. */
@@ -76,7 +76,7 @@ export interface RankRunOptions {
    * a rollback (with `nonFinite` `"off"`, the checks' finiteness is
    * ignored). `faultInjection` is applied before an action's compute.
    */
-  readonly policy?: RunPolicy;
+  readonly policy?: RunPolicyOptions;
   /** Told when the rank changes state; `index` is the action's position in the rank's list. */
   readonly onState?: (state: RankState, index: number, iteration: number) => void;
 }

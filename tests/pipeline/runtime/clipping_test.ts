@@ -1,4 +1,4 @@
-// Global-norm clipping by post-validation (runRank's clipNorm): every stage
+// Global-norm clipping by post-validation (the run policy's clipGradNorm): every stage
 // steps unclipped at once and publishes its sum of squares; a norm above the
 // limit redoes every stage's step clipped and replays the iteration begun on
 // the unclipped weights, so the result equals training clipped before each
@@ -6,12 +6,10 @@
 // no rank waits for the others' gradients before it steps.
 
 import assert from "node:assert/strict";
+import { liveCount as liveWorkers } from "../../../src/pipeline/runtime/_worker_registry.ts";
 import { generateSchedule, SCHEDULE_NAMES } from "../../../src/pipeline/schedule/generate.ts";
 import { InProcessRankGroup } from "../../../src/pipeline/runtime/in_process_rank_group.ts";
-import {
-  liveWorkerCount,
-  WorkerRankGroup,
-} from "../../../src/pipeline/runtime/worker_rank_group.ts";
+import { WorkerRankGroup } from "../../../src/pipeline/runtime/worker_rank_group.ts";
 import type { RankGroup } from "../../../src/pipeline/runtime/rank_group.ts";
 import { runRank } from "../../../src/pipeline/runtime/stage_runner.ts";
 import type { StageContext, StageExecutor } from "../../../src/pipeline/runtime/stage_executor.ts";
@@ -65,23 +63,22 @@ function initFor(numStages: number): number[] {
   return Array.from({ length: numStages }, (_, s) => 1.1 - 0.05 * s);
 }
 
-Deno.test("clipping (in-process, P = 2): every step clipped equals clipped f64 training, for every schedule, with and without validateSteps", async () => {
+Deno.test("clipping (in-process, P = 2): every step clipped equals clipped f64 training, for every schedule, with and without the non-finite check", async () => {
   for (const name of SCHEDULE_NAMES) {
     const schedule = generateSchedule(name, { ranks: 2, microBatches: 4 });
     const init = initFor(schedule.stageToRank.length);
     const want = referenceTraining(init, LR, batches, new Set(), 1);
     assert.ok(want.norms.every((n) => n > 1), `${name}: clipping is active: ${want.norms}`);
-    for (const validateSteps of ["off", "skip"] as const) {
+    for (const nonFinite of ["off", "skip"] as const) {
       const group = await InProcessRankGroup.create<AffineCalls>({
         schedule,
         createExecutor: affine,
         executorOptions: { weights: init, lr: LR },
-        validateSteps,
-        clipNorm: 1,
+        policy: { nonFinite, clipGradNorm: 1 },
       });
       try {
         const got = await train(group, 4);
-        const what = `${name}, validateSteps ${validateSteps}`;
+        const what = `${name}, nonFinite ${nonFinite}`;
         near(got.weights, want.weights, `${what}: weights`);
         near(got.losses, want.losses, `${what}: losses`);
         near(got.norms, want.norms, `${what}: norms`);
@@ -105,8 +102,7 @@ Deno.test("clipping (in-process, P = 4): some steps clipped, a NaN step rolled b
     schedule,
     createExecutor: affine,
     executorOptions: { weights: init, lr: LR, poison: { iteration: 2, stage: 1 } },
-    validateSteps: "skip",
-    clipNorm: clip,
+    policy: { nonFinite: "skip", clipGradNorm: clip },
   });
   try {
     const got = await train(group, 4);
@@ -130,7 +126,7 @@ Deno.test("clipping (workers): every step clipped equals clipped f64 training (z
     const group = await WorkerRankGroup.create<AffineCalls>({
       schedule,
       executor: { module: AFFINE, options: { weights: init, lr: LR } },
-      clipNorm: 1,
+      policy: { clipGradNorm: 1 },
     });
     try {
       const got = await train(group, 4);
@@ -142,7 +138,7 @@ Deno.test("clipping (workers): every step clipped equals clipped f64 training (z
     } finally {
       await group.dispose();
     }
-    assert.equal(liveWorkerCount(), 0);
+    assert.equal(liveWorkers(), 0);
   }
 });
 
@@ -207,7 +203,7 @@ Deno.test("clipping adds no barrier: the last stage steps iteration k before ran
             executor: logged(rank),
             iterations: 3,
             payloads: rank === 0 ? batches.slice(0, 3) : undefined,
-            clipNorm: 1e9,
+            policy: { clipGradNorm: 1e9 },
           })
         )),
         new Promise<never>((_, reject) => {
@@ -229,7 +225,7 @@ Deno.test("clipping adds no barrier: the last stage steps iteration k before ran
   }
 });
 
-Deno.test("clipNorm is checked: a bad limit and an executor without redoStep are refused, naming them", async () => {
+Deno.test("clipGradNorm is checked: a bad limit and an executor without redoStep are refused, naming them", async () => {
   const schedule = generateSchedule("1f1b", { ranks: 1, microBatches: 1 });
   const [comm] = InProcessBackend.createGroup(1);
   try {
@@ -242,13 +238,13 @@ Deno.test("clipNorm is checked: a bad limit and an executor without redoStep are
     };
     for (const bad of [0, -1, NaN, Infinity]) {
       await assert.rejects(
-        runRank({ schedule, rank: 0, comm, executor, clipNorm: bad }),
-        new RegExp(`clipNorm must be a finite positive number, got ${bad}`),
+        runRank({ schedule, rank: 0, comm, executor, policy: { clipGradNorm: bad } }),
+        new RegExp(`clipGradNorm must be a finite positive number, got ${bad}`),
       );
     }
     await assert.rejects(
-      runRank({ schedule, rank: 0, comm, executor, clipNorm: 1 }),
-      /clipNorm needs an executor with redoStep, got undefined/,
+      runRank({ schedule, rank: 0, comm, executor, policy: { clipGradNorm: 1 } }),
+      /clipGradNorm needs an executor with redoStep, got undefined/,
     );
   } finally {
     comm.close();
@@ -258,8 +254,8 @@ Deno.test("clipNorm is checked: a bad limit and an executor without redoStep are
       schedule,
       createExecutor: affine,
       executorOptions: { weights: [1], lr: LR },
-      clipNorm: "1" as unknown as number,
+      policy: { clipGradNorm: "1" as unknown as number },
     }),
-    /clipNorm must be a finite positive number, got 1/,
+    /clipGradNorm must be a finite positive number, got 1/,
   );
 });

@@ -206,7 +206,7 @@ Deno.test("SpmdRankGroup: an action failing on one rank rejects every rank's run
       schedule,
       comm,
       createExecutor,
-      fault: { failAt: "1B1" },
+      policy: { faultInjection: { failAt: "1B1" } },
     })
   ));
   try {

@@ -117,7 +117,7 @@ Deno.test("runPipelineInProcess: an executor error names rank, action and iterat
     runPipelineInProcess(schedule, {
       createExecutor: createSyntheticExecutor,
       executorOptions: { ms: 0 },
-      fault: { failAt: "1F2", iteration: 1 },
+      policy: { faultInjection: { failAt: "1F2", iteration: 1 } },
       iterations: 2,
     }),
     (e: Error) =>
@@ -309,7 +309,7 @@ Deno.test("runPipelineInProcess: a failed run still disposes every executor and 
         return ex;
       },
       executorOptions: { ms: 0 },
-      fault: { failAt: "2F1" },
+      policy: { faultInjection: { failAt: "2F1" } },
     }),
     (e: Error) => e instanceof PipelineRankError && e.rank === 2,
   );

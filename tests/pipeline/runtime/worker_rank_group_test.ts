@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
+import { liveCount as liveWorkers } from "../../../src/pipeline/runtime/_worker_registry.ts";
 import { generateSchedule, SCHEDULE_NAMES } from "../../../src/pipeline/schedule/generate.ts";
 import { simulate } from "../../../src/pipeline/analysis/simulate.ts";
 import { ScheduleDeadlockError } from "../../../src/pipeline/analysis/validate.ts";
 import {
-  liveWorkerCount,
   WorkerRankGroup,
   type WorkerRankGroupOptions,
 } from "../../../src/pipeline/runtime/worker_rank_group.ts";
@@ -29,7 +29,7 @@ async function withPool<T, C extends CallMap = NoCalls>(
     return await body(pool);
   } finally {
     await pool.dispose();
-    assert.equal(liveWorkerCount(), 0, "every worker ended");
+    assert.equal(liveWorkers(), 0, "every worker ended");
   }
 }
 
@@ -45,7 +45,7 @@ async function failure(
   } catch (error) {
     const ms = performance.now() - t;
     assert.ok(error instanceof PipelineRankError, `got ${error}`);
-    assert.equal(liveWorkerCount(), 0, "the failure terminated every worker");
+    assert.equal(liveWorkers(), 0, "the failure terminated every worker");
     assert.equal(pool.closed, true);
     await assert.rejects(pool.run(), /the rank group failed and is closed/);
     await pool.dispose();
@@ -61,7 +61,7 @@ Deno.test("worker group: 1F1B at P = 2..4 runs every rank's list in order with d
     await withPool(
       { schedule, executor: { module: SYNTH, options: { ms: 2, sleep: "block" } } },
       async (pool) => {
-        assert.equal(liveWorkerCount(), p);
+        assert.equal(liveWorkers(), p);
         const r = await pool.run();
         assertFollowsSchedule(schedule, r.events, 1, 0, false, SLACK);
         const c = syntheticCosts(2);
@@ -175,7 +175,7 @@ Deno.test("worker group: a worker that throws rejects the step naming rank, stag
   const { error, ms } = await failure({
     schedule,
     executor: { module: SYNTH, options: { ms: 2 } },
-    fault: { failAt: "2F5" },
+    policy: { faultInjection: { failAt: "2F5" } },
   });
   assert.ok(ms < 10_000, `rejected after ${ms} ms`);
   assert.equal(error.rank, 2);
@@ -194,7 +194,7 @@ Deno.test("worker group: a failure in a later iteration names that iteration", a
   const { error } = await failure({
     schedule,
     executor: { module: SYNTH, options: { ms: 1 } },
-    fault: { failAt: "0W1", iteration: 2 },
+    policy: { faultInjection: { failAt: "0W1", iteration: 2 } },
   }, 3);
   assert.match(error.message, /^rank 0 failed in 0W1 \(stage 0, microBatch 1, iteration 2\)/);
 });
@@ -204,9 +204,8 @@ Deno.test("worker group: a worker that blocks its thread is caught by the heartb
   const { error, ms } = await failure({
     schedule,
     executor: { module: SYNTH, options: { ms: 2 } },
-    fault: { hangAt: "1B3", hang: "block" },
     heartbeatIntervalMs: 100,
-    heartbeatTimeoutMs: 1000,
+    policy: { faultInjection: { hangAt: "1B3", hang: "block" }, heartbeatMs: 1000 },
   });
   assert.ok(ms < 10_000, `rejected after ${ms} ms`);
   assert.equal(error.kind, "hang");
@@ -223,7 +222,7 @@ Deno.test("worker group: an action computing synchronously past the heartbeat ti
     schedule,
     executor: { module: SPIN, options: { ms: 1, spinAt: "1F0", spinMs } },
     heartbeatIntervalMs: 100,
-    heartbeatTimeoutMs: 500,
+    policy: { heartbeatMs: 500 },
   }, async (pool) => {
     const r = await pool.run();
     assertFollowsSchedule(schedule, r.events, 1, 0, false, SLACK);
@@ -243,8 +242,7 @@ Deno.test("worker group: a worker awaiting forever is caught by the stall timeou
   const { error, ms } = await failure({
     schedule,
     executor: { module: SYNTH, options: { ms: 2 } },
-    fault: { hangAt: "1B3", hang: "await" },
-    stallTimeoutMs: 1000,
+    policy: { faultInjection: { hangAt: "1B3", hang: "await" }, stallTimeoutMs: 1000 },
   });
   assert.ok(ms < 10_000, `rejected after ${ms} ms`);
   assert.equal(error.kind, "stall");
@@ -259,7 +257,7 @@ Deno.test("worker group: an executor that cannot be built fails create, leaving 
       e instanceof PipelineRankError && e.kind === "startup" &&
       /synthetic ms must be a finite number >= 0 ms, got -1/.test(e.message),
   );
-  assert.equal(liveWorkerCount(), 0);
+  assert.equal(liveWorkers(), 0);
   await assert.rejects(
     WorkerRankGroup.create({
       schedule,
@@ -267,7 +265,7 @@ Deno.test("worker group: an executor that cannot be built fails create, leaving 
     }),
     (e: Error) => e instanceof PipelineRankError && /_no_such_module/.test(e.message),
   );
-  assert.equal(liveWorkerCount(), 0);
+  assert.equal(liveWorkers(), 0);
   const t = performance.now();
   await assert.rejects(
     WorkerRankGroup.create({
@@ -280,7 +278,7 @@ Deno.test("worker group: an executor that cannot be built fails create, leaving 
       /0 of 2 workers ready \(2 met\) after 800 ms/.test(e.message),
   );
   assert.ok(performance.now() - t < 5000);
-  assert.equal(liveWorkerCount(), 0);
+  assert.equal(liveWorkers(), 0);
 });
 
 Deno.test("worker group: bad schedules and options are refused before any worker starts", async () => {
@@ -291,19 +289,19 @@ Deno.test("worker group: bad schedules and options are refused before any worker
   );
   const schedule = generateSchedule("1f1b", { ranks: 2, microBatches: 2 });
   await assert.rejects(
-    WorkerRankGroup.create({ schedule, executor: { module: SYNTH }, heartbeatTimeoutMs: 0 }),
-    /heartbeatTimeoutMs must be a positive finite number of ms, got 0/,
+    WorkerRankGroup.create({ schedule, executor: { module: SYNTH }, policy: { heartbeatMs: 0 } }),
+    /heartbeatMs must be a finite number of ms > 0, got 0/,
   );
   await assert.rejects(
     WorkerRankGroup.create({
       schedule,
       executor: { module: SYNTH },
       heartbeatIntervalMs: 500,
-      heartbeatTimeoutMs: 400,
+      policy: { heartbeatMs: 400 },
     }),
-    /heartbeatTimeoutMs \(400\) must exceed heartbeatIntervalMs \(500\)/,
+    /heartbeatMs \(400\) must exceed heartbeatIntervalMs \(500\)/,
   );
-  assert.equal(liveWorkerCount(), 0);
+  assert.equal(liveWorkers(), 0);
   await withPool({ schedule, executor: { module: SYNTH, options: { ms: 0 } } }, async (pool) => {
     await assert.rejects(
       pool.run({ iterations: 0 }),
