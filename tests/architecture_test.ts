@@ -189,3 +189,29 @@ Deno.test("architecture: only tensor/webgpu/_readback.ts maps GPU buffers", asyn
   }
   assert.deepEqual(uses, []);
 });
+
+// The run's policy crosses every hop as one value (`policy: RunPolicy`):
+// the files a run passes through on its way to a rank declare none of its
+// fields again, nor the older names they had at each hop.
+const POLICY_HOPS =
+  /^pipeline\/runtime\/(.*rank_group.*|stage_worker|subprocess_host|_protocol|_subprocess_protocol|worker_group_options)\.ts$/;
+const OLD_POLICY_NAMES = ["validateSteps", "clipNorm", "checkSteps", "fault", "heartbeatTimeoutMs"];
+
+Deno.test("architecture: no rank-group file re-lists the run policy's fields (they pass one RunPolicy)", async () => {
+  const { RUN_POLICY_FIELDS } = await import("../src/pipeline/runtime/run_policy.ts");
+  const names = [...RUN_POLICY_FIELDS, ...OLD_POLICY_NAMES];
+  // A field declared or set by name: `readonly clipGradNorm?: …`, `{ clipGradNorm: … }`.
+  const re = new RegExp(`(?:^|[{,(\\s])(${names.join("|")})\\??\\s*:(?!:)`, "gm");
+  const hops: string[] = [];
+  const found: string[] = [];
+  for await (const file of walk(SRC)) {
+    const path = file.href.slice(SRC.href.length);
+    if (!POLICY_HOPS.test(path)) continue;
+    hops.push(path);
+    const code = (await Deno.readTextFile(file)).replace(/\/\*[\s\S]*?\*\//g, "")
+      .replace(/\/\/.*$/gm, "").replace(/`(?:[^`\\]|\\.)*`|"(?:[^"\\]|\\.)*"/g, '""');
+    for (const m of code.matchAll(re)) found.push(`${path}: ${m[1]}`);
+  }
+  assert.ok(hops.length >= 10, `the hops were found: ${hops.join(", ")}`);
+  assert.deepEqual(found, []);
+});

@@ -52,6 +52,7 @@ import type {
 } from "../runtime/stage_executor.ts";
 import type { ModelStageCalls } from "./stage_calls.ts";
 import {
+  checksSteps,
   checkStageOptions,
   type ModelStageOptions,
   type ModelStagePayload,
@@ -97,11 +98,7 @@ export class ModelStageExecutor implements StageExecutor<ModelStageCalls> {
     this.#init = init;
     this.#o = init.options as ModelStageOptions;
     this.#stages = [...init.stages];
-    const policy = this.#o.policy;
-    this.#guard = policy !== undefined &&
-        (policy.nonFinite !== "off" || policy.clipGradNorm !== undefined)
-      ? new StepGuard()
-      : null;
+    this.#guard = checksSteps(this.#o) ? new StepGuard() : null;
     this.backend = backend;
     this.#span = new ActionSpan(backend);
     try {

@@ -190,10 +190,14 @@ function editDistance(a: string, b: string): number {
 function checkOptionNames(o: object): void {
   for (const name of Object.keys(o)) {
     if ((OPTION_NAMES as readonly string[]).includes(name)) continue;
-    const scored = OPTION_NAMES.map((k) => ({
-      k,
-      d: editDistance(name.toLowerCase(), k.toLowerCase()),
-    }));
+    const lower = name.toLowerCase();
+    // The edit distance, less half the letters the names begin with alike.
+    const scored = OPTION_NAMES.map((k) => {
+      const known = k.toLowerCase();
+      let prefix = 0;
+      while (prefix < known.length && known[prefix] === lower[prefix]) prefix++;
+      return { k, d: editDistance(lower, known) - prefix / 2 };
+    });
     const best = scored.reduce((a, b) => b.d < a.d ? b : a);
     // Near: at most a third of the name's letters off (two at least).
     const near = best.d <= Math.max(2, Math.floor(name.length / 3));

@@ -124,3 +124,13 @@ export function checkStageOptions(o: ModelStageOptions, stages: readonly number[
     throw new TypeError(`loss must be "cross-entropy" or "mse", got ${JSON.stringify(o.loss)}`);
   }
 }
+
+/**
+ * Whether a rank checks its steps (a `nonFinite` other than `"off"`, or
+ * clipping): each stage then copies its parameters and optimizer state
+ * before it steps and publishes its check.
+ */
+export function checksSteps(o: ModelStageOptions): boolean {
+  const p = o.policy;
+  return p !== undefined && (p.nonFinite !== "off" || p.clipGradNorm !== undefined);
+}

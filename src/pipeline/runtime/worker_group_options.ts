@@ -66,10 +66,10 @@ export interface CheckedWorkerGroup {
   /** The run's policy, checked. */
   readonly policy: RunPolicy;
   readonly heartbeatIntervalMs: number;
-  /** The policy's `heartbeatMs` or its default. */
-  readonly heartbeatMs: number;
-  /** The policy's `stallTimeoutMs` or its default. */
-  readonly stallTimeoutMs: number;
+  /** A rank silent this long (ms) is hung: the policy's `heartbeatMs` or its default. */
+  readonly hungAfterMs: number;
+  /** No action starting this long (ms) is a stall: the policy's `stallTimeoutMs` or its default. */
+  readonly stalledAfterMs: number;
   readonly startupTimeoutMs: number;
 }
 
@@ -97,13 +97,13 @@ export function checkWorkerGroupOptions(options: WorkerRankGroupOptions): Checke
       "heartbeatIntervalMs",
       hb === undefined ? 200 : Math.max(5, Math.min(200, hb / 4)),
     ),
-    heartbeatMs: hb ?? 5000,
-    stallTimeoutMs: policy.stallTimeoutMs ?? 60_000,
+    hungAfterMs: hb ?? 5000,
+    stalledAfterMs: policy.stallTimeoutMs ?? 60_000,
     startupTimeoutMs: positive(options.startupTimeoutMs, "startupTimeoutMs", 30_000),
   };
-  if (t.heartbeatMs <= t.heartbeatIntervalMs) {
+  if (t.hungAfterMs <= t.heartbeatIntervalMs) {
     throw new RangeError(
-      `heartbeatMs (${t.heartbeatMs}) must exceed heartbeatIntervalMs (${t.heartbeatIntervalMs})`,
+      `heartbeatMs (${t.hungAfterMs}) must exceed heartbeatIntervalMs (${t.heartbeatIntervalMs})`,
     );
   }
   // Checked last: the full check (a dry run) only once everything else passed.

@@ -8,11 +8,18 @@
 import assert from "node:assert/strict";
 import { liveCount as liveWorkers } from "../../../src/pipeline/runtime/_worker_registry.ts";
 import { generateSchedule, SCHEDULE_NAMES } from "../../../src/pipeline/schedule/generate.ts";
-import { InProcessRankGroup } from "../../../src/pipeline/runtime/in_process_rank_group.ts";
+import {
+  InProcessRankGroup,
+  runPipelineInProcess,
+} from "../../../src/pipeline/runtime/in_process_rank_group.ts";
 import { WorkerRankGroup } from "../../../src/pipeline/runtime/worker_rank_group.ts";
 import type { RankGroup } from "../../../src/pipeline/runtime/rank_group.ts";
 import { runRank } from "../../../src/pipeline/runtime/stage_runner.ts";
-import type { StageContext, StageExecutor } from "../../../src/pipeline/runtime/stage_executor.ts";
+import type {
+  StageContext,
+  StageExecutor,
+  StageExecutorInit,
+} from "../../../src/pipeline/runtime/stage_executor.ts";
 import { InProcessBackend } from "../../../src/pipeline/comm/in_process.ts";
 import {
   type AffineCalls,
@@ -258,4 +265,28 @@ Deno.test("clipGradNorm is checked: a bad limit and an executor without redoStep
     }),
     /clipGradNorm must be a finite positive number, got 1/,
   );
+});
+
+Deno.test("runPipelineInProcess carries the run policy: clipGradNorm clips as the rank group does", async () => {
+  const schedule = generateSchedule("1f1b", { ranks: 2, microBatches: 4 });
+  const init = initFor(2);
+  const want = referenceTraining(init, LR, batches.slice(0, 1), new Set(), 1);
+  assert.ok(want.norms[0] > 1, `clipping is active: ${want.norms}`);
+  // runPipelineInProcess has no payloads: each executor starts with the first batch.
+  const withBatch = (i: StageExecutorInit) => {
+    const ex = affine(i);
+    ex.beginIteration?.(0, batches[0]);
+    return ex;
+  };
+  const r = await runPipelineInProcess(schedule, {
+    createExecutor: withBatch,
+    executorOptions: { weights: init, lr: LR },
+    policy: { clipGradNorm: 1 },
+  });
+  // A dropped limit runs unclipped: no norm at all.
+  assert.equal(r.gradNorms.length, 1, "one global norm: the run clipped by post-validation");
+  near([r.gradNorms[0].norm], [want.norms[0]], "norm");
+  assert.equal(r.gradNorms[0].clipped, true);
+  const losses = r.reports[1].map((x) => (x as { loss: number }).loss);
+  near(losses, want.losses, "loss");
 });
