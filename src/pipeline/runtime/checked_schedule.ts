@@ -29,7 +29,8 @@ function deepFreeze<T>(v: T): T {
  *
  * @example
  * ```ts
- * import { checkSchedule, generateSchedule } from "@conveyor/core/runtime";
+ * import { generateSchedule } from "@conveyor/core/runtime";
+ * import { checkSchedule } from "./checked_schedule.ts";
  * const s = checkSchedule(generateSchedule("1f1b", { ranks: 2, microBatches: 2 }));
  * console.log(Object.isFrozen(s.actions[0]), checkSchedule(s) === s); // true true
  * ```
@@ -48,7 +49,8 @@ export function checkSchedule(schedule: Schedule): Schedule {
  *
  * @example
  * ```ts
- * import { checkSchedule, generateSchedule, markScheduleChecked } from "@conveyor/core/runtime";
+ * import { generateSchedule } from "@conveyor/core/runtime";
+ * import { checkSchedule, markScheduleChecked } from "./checked_schedule.ts";
  * const sent = JSON.parse(JSON.stringify(generateSchedule("1f1b", { ranks: 2, microBatches: 2 })));
  * const s = markScheduleChecked(sent);
  * console.log(checkSchedule(s) === s); // true
@@ -65,7 +67,8 @@ export function markScheduleChecked(schedule: Schedule): Schedule {
  *
  * @example
  * ```ts
- * import { checkSchedule, generateSchedule, scheduleChecks } from "@conveyor/core/runtime";
+ * import { generateSchedule } from "@conveyor/core/runtime";
+ * import { checkSchedule, scheduleChecks } from "./checked_schedule.ts";
  * const before = scheduleChecks();
  * checkSchedule(generateSchedule("gpipe", { ranks: 2, microBatches: 2 }));
  * console.log(scheduleChecks() - before); // 1
