@@ -56,7 +56,10 @@ async function firstPart(options: Partial<PipelineParallelModelOptions>): Promis
 for (const name of SCHEDULE_NAMES) {
   const workers = name === "zb-v";
   Deno.test(`resume (${name}, P = 2${workers ? ", workers" : ""}): N steps, checkpoint, a new model resumes, K more steps: bit for bit the N + K uninterrupted steps`, async () => {
-    const opts = { schedule: name, workers };
+    const opts = {
+      schedule: name,
+      rankGroup: workers ? "workers" as const : "in-process" as const,
+    };
     const want = await uninterrupted(opts);
     const mid = await firstPart(opts);
     // Other initial weights: everything must come from the file.
