@@ -131,6 +131,7 @@ export type { AdamWOptions } from "./src/nn/adamw.ts";
 export type {
   BackwardOptions,
   ForwardOptions,
+  InputGrad,
   Layer,
   LayerCost,
   LayerSpec,
@@ -152,14 +153,22 @@ export type { SGDOptions } from "./src/nn/sgd.ts";
 export {
   ActivationCheckpointConfig,
   type CheckpointSegment,
-  type StageCheckpointPlan,
   type RecomputePolicy,
+  type StageCheckpointPlan,
 } from "./src/pipeline/checkpoint/checkpoint.ts";
 export type { TrainingBatch } from "./src/pipeline/model/batch.ts";
 export type { PipelineLoss } from "./src/pipeline/model/stage_options.ts";
 export type { Action, ActionKind, RankActions } from "./src/pipeline/schedule/action.ts";
 export type { ActionCosts, CostValue } from "./src/pipeline/schedule/costs.ts";
-export { SCHEDULE_NAMES, type ScheduleName } from "./src/pipeline/schedule/generate.ts";
+export { SCHEDULE_NAMES, type ScheduleName, SCHEDULES } from "./src/pipeline/schedule/generate.ts";
+export type {
+  BubbleInputs,
+  ScheduleDefinition,
+  ScheduleInputs,
+  ScheduleShape,
+} from "./src/pipeline/schedule/schedule_registry.ts";
+export type { StageCosts } from "./src/pipeline/schedule/costs.ts";
+export type { NonFinitePolicy } from "./src/pipeline/runtime/run_policy.ts";
 export type { Schedule, TimedEvent } from "./src/pipeline/schedule/schedule.ts";
 export type { BinaryOp, UnaryGradOp, UnaryOp } from "./src/tensor/_elementwise_ops.ts";
 export type {
@@ -169,6 +178,7 @@ export type {
   CrossEntropyResult,
   InvalidIndex,
   LayerNormResult,
+  LayerNormStats,
   MemoryStats,
   RmsNormResult,
   SGDParams,

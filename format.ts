@@ -84,6 +84,7 @@ export type { AdamWOptions } from "./src/nn/adamw.ts";
 export type {
   BackwardOptions,
   ForwardOptions,
+  InputGrad,
   Layer,
   LayerCost,
   LayerSpec,
@@ -117,6 +118,7 @@ export type {
   CrossEntropyResult,
   InvalidIndex,
   LayerNormResult,
+  LayerNormStats,
   MemoryStats,
   RmsNormResult,
   SGDParams,

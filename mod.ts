@@ -5,9 +5,13 @@
  * This entry point holds what a training script uses, in that order:
  * {@linkcode PipelineParallelModel} with its options and results, the
  * layers, optimizers and learning-rate schedules, losses, data helpers,
- * pipeline schedules with their generation, simulation and pictures, and
- * training callbacks. The rest sits behind sub-path entry points:
+ * pipeline schedules with their generation, simulation and pictures, the
+ * training-callback contract, and last the types those signatures name
+ * (tensors, the backend contract, the layer contract). The rest sits behind
+ * sub-path entry points:
  *
+ * - `@conveyor/core/callbacks`: ready-made training callbacks (progress
+ *   bar, metrics log, loss curves, early stopping, checkpoints).
  * - `@conveyor/core/tensor`: tensors, ops and backends (the `Backend`
  *   contract, CPU, WebGPU), `tidy`, leak checks.
  * - `@conveyor/core/nn`: a layer or optimizer of your own (`LayerBase`,
@@ -76,7 +80,7 @@
 // The model: create, train, evaluate, predict, save.
 export { PipelineParallelModel } from "./src/pipeline/model/pipeline_parallel_model.ts";
 export type { PipelineParallelModelOptions } from "./src/pipeline/model/options.ts";
-export type { PipelineLoss } from "./src/pipeline/model/model_stage_executor.ts";
+export type { PipelineLoss } from "./src/pipeline/model/model_rank_executor.ts";
 export type { TrainingBatch } from "./src/pipeline/model/batch.ts";
 export type { BatchSource, TrainOptions } from "./src/pipeline/model/train_loop.ts";
 export type {
@@ -88,8 +92,8 @@ export type {
   TrainResult,
 } from "./src/pipeline/model/results.ts";
 export { NonFiniteStepError } from "./src/pipeline/model/results.ts";
-export type { PipelineFailureKind } from "./src/pipeline/runtime/pipeline_worker_error.ts";
-export { PipelineWorkerError } from "./src/pipeline/runtime/pipeline_worker_error.ts";
+export type { PipelineFailureKind } from "./src/pipeline/runtime/pipeline_rank_error.ts";
+export { PipelineRankError } from "./src/pipeline/runtime/pipeline_rank_error.ts";
 export type { RankGroupKind } from "./src/pipeline/runtime/rank_group.ts";
 export type { RankInfo } from "./src/pipeline/model/stage_calls.ts";
 export type { SaveCheckpointOptions } from "./src/pipeline/model/checkpoint_file.ts";
@@ -103,8 +107,8 @@ export type { CostSource } from "./src/pipeline/partition/layer_costs.ts";
 export type {
   ActivationCheckpointOptions,
   CheckpointSegment,
-  StageCheckpointPlan,
   RecomputePolicy,
+  StageCheckpointPlan,
 } from "./src/pipeline/checkpoint/checkpoint.ts";
 export { ActivationCheckpointConfig } from "./src/pipeline/checkpoint/checkpoint.ts";
 
@@ -158,36 +162,14 @@ export { renderSvg, type SvgOptions } from "./src/pipeline/render/render_svg.ts"
 export { type AsciiOptions, renderAscii } from "./src/pipeline/render/render_ascii.ts";
 export { type Curve, type CurvesInput, curvesSvg } from "./src/pipeline/render/curves_svg.ts";
 
-// Training callbacks.
+// Training callbacks: the contract `train` calls (ready-made callbacks are
+// in `@conveyor/core/callbacks`).
 export type {
   StepContext,
   TrainBeginInfo,
   TrainCallback,
   ValidationOptions,
 } from "./src/pipeline/model/train_callback.ts";
-export {
-  ProgressBar,
-  type ProgressBarOptions,
-} from "./src/pipeline/model/callbacks/progress_bar.ts";
-export {
-  METRICS_CSV_HEADER,
-  type MetricsLine,
-  MetricsLogger,
-  type MetricsLoggerOptions,
-} from "./src/pipeline/model/callbacks/metrics_logger.ts";
-export {
-  CurveWriter,
-  type CurveWriterOptions,
-} from "./src/pipeline/model/callbacks/curve_writer.ts";
-export {
-  EarlyStopping,
-  type EarlyStoppingOptions,
-} from "./src/pipeline/model/callbacks/early_stopping.ts";
-export {
-  type CheckpointSource,
-  ModelCheckpoint,
-  type ModelCheckpointOptions,
-} from "./src/pipeline/model/callbacks/model_checkpoint.ts";
 
 // Where layers compute (tensors, ops and the backend contract are in
 // `@conveyor/core/tensor`).
@@ -195,3 +177,59 @@ export type { BackendKind } from "./src/tensor/create_backend.ts";
 export type { Shape } from "./src/tensor/backend.ts";
 export { CpuBackend } from "./src/tensor/cpu/backend.ts";
 export { Rng, type RngState } from "./src/tensor/random.ts";
+
+// Types the signatures above name: tensors and the backend contract (ops
+// and the other backends are in `@conveyor/core/tensor`), the layer base
+// class and contract (more in `@conveyor/core/nn`), and the run's pieces.
+export { Tensor } from "./src/tensor/tensor.ts";
+export type {
+  AdamWParams,
+  Backend,
+  BackendName,
+  BinaryOp,
+  CrossEntropyResult,
+  InvalidIndex,
+  LayerNormResult,
+  LayerNormStats,
+  MemoryStats,
+  RmsNormResult,
+  SGDParams,
+  UnaryGradOp,
+  UnaryOp,
+} from "./src/tensor/backend.ts";
+export { LayerBase } from "./src/nn/layer_base.ts";
+export type {
+  BackwardOptions,
+  ForwardContext,
+  ForwardOptions,
+  InputGrad,
+  LayerCost,
+  StateKey,
+} from "./src/nn/layer.ts";
+export type { TimelineSummary } from "./src/pipeline/analysis/timeline_summary.ts";
+export type {
+  AllReduceLink,
+  AllReduceSpan,
+  DataParallelOptions,
+} from "./src/pipeline/analysis/all_reduce.ts";
+export type {
+  CostedLayer,
+  PartitionInput,
+  PartitionResult,
+  PartitionStrategy,
+} from "./src/pipeline/partition/partition.ts";
+export type {
+  CommBackend,
+  ControlHandler,
+  ControlMessage,
+  SendOptions,
+} from "./src/pipeline/comm/backend.ts";
+export type { NonFinitePolicy } from "./src/pipeline/runtime/run_policy.ts";
+export { SCHEDULES } from "./src/pipeline/schedule/generate.ts";
+export type {
+  BubbleInputs,
+  ScheduleDefinition,
+  ScheduleInputs,
+  ScheduleShape,
+} from "./src/pipeline/schedule/schedule_registry.ts";
+export type { StageCosts } from "./src/pipeline/schedule/costs.ts";

@@ -140,15 +140,21 @@ export type {
   ExecutorChoice,
   WorkerRankGroupOptions,
 } from "./src/pipeline/runtime/worker_rank_group.ts";
-export { liveWorkerCount, WorkerRankGroup } from "./src/pipeline/runtime/worker_rank_group.ts";
+export { WorkerRankGroup } from "./src/pipeline/runtime/worker_rank_group.ts";
 export { SubprocessRankGroup } from "./src/pipeline/runtime/subprocess_rank_group.ts";
-export type { MpiRankGroupOptions } from "./src/pipeline/runtime/mpi_rank_group.ts";
-export { MpiRankGroup } from "./src/pipeline/runtime/mpi_rank_group.ts";
 export type {
-  PipelineFailure,
+  NonFinitePolicy,
+  RunPolicy,
+  RunPolicyOptions,
+} from "./src/pipeline/runtime/run_policy.ts";
+export { checkRunPolicy } from "./src/pipeline/runtime/run_policy.ts";
+export type { SpmdRankGroupOptions } from "./src/pipeline/runtime/spmd_rank_group.ts";
+export { SpmdRankGroup } from "./src/pipeline/runtime/spmd_rank_group.ts";
+export type {
   PipelineFailureKind,
-} from "./src/pipeline/runtime/pipeline_worker_error.ts";
-export { PipelineWorkerError } from "./src/pipeline/runtime/pipeline_worker_error.ts";
+  PipelineRankErrorInit,
+} from "./src/pipeline/runtime/pipeline_rank_error.ts";
+export { PipelineRankError } from "./src/pipeline/runtime/pipeline_rank_error.ts";
 export type {
   ModelStageOptions,
   ModelStagePayload,

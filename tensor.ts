@@ -34,6 +34,7 @@ export type {
   CrossEntropyResult,
   InvalidIndex,
   LayerNormResult,
+  LayerNormStats,
   MemoryStats,
   RmsNormResult,
   SGDParams,

@@ -50,4 +50,4 @@ export type {
   FaultInjection,
   FaultKind,
 } from "./src/pipeline/runtime/fault_injection.ts";
-export { checkFaultInjection } from "./src/pipeline/runtime/fault_injection.ts";
+export { checkFaultInjection, withFaultInjection } from "./src/pipeline/runtime/fault_injection.ts";

@@ -6,6 +6,7 @@
 // `key=value` overrides of the real-compute config (dim, layers, ...).
 
 import { MpiBackend } from "../src/pipeline/comm/mpi_backend.ts";
+import { checkScheduleName } from "../src/pipeline/schedule/generate.ts";
 import { measureLink } from "../src/pipeline/comm/link_model.ts";
 import { summarizeTimeline } from "../src/pipeline/analysis/timeline_summary.ts";
 import { CharTokenizer } from "../src/nn/char_tokenizer.ts";
@@ -43,7 +44,7 @@ const net = createTinyGPT({
 }, new CpuBackend());
 const model = await PipelineParallelModel.create({
   model: net,
-  schedule,
+  schedule: checkScheduleName(schedule),
   ranks: p,
   microBatches: cfg.microBatches,
   optimizer: { kind: "adamw", lr: 1e-3, weightDecay: 0 },

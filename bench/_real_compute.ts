@@ -4,6 +4,7 @@
 // Used by bench/pipeline_speedup.ts and bench/pipeline_steps_bench.ts.
 
 import { CharTokenizer } from "../src/nn/char_tokenizer.ts";
+import { checkScheduleName } from "../src/pipeline/schedule/generate.ts";
 import { TINY_CORPUS } from "../src/nn/data/tiny_corpus.ts";
 import { createTinyGPT } from "../src/nn/gpt.ts";
 import { sampleBatch } from "../src/nn/sample_batch.ts";
@@ -73,7 +74,7 @@ export async function createRealPipeline(
   try {
     return await PipelineParallelModel.create({
       model: net,
-      schedule,
+      schedule: checkScheduleName(schedule),
       ranks,
       microBatches: cfg.microBatches,
       optimizer: { kind: "adamw", lr: 1e-3, weightDecay: 0 },

@@ -72,14 +72,14 @@ export async function measureSchedule(
   repeats: number,
   iterations: number,
   steadyFrom: number = iterations - 1,
-  validateSteps: "off" | "skip" = "off",
+  nonFinite: "off" | "skip" = "off",
 ): Promise<RuntimeRow> {
   const schedule = generateSchedule(name, { ranks: p, microBatches: m });
   const costs = syntheticCosts(ms);
   const pool = await WorkerRankGroup.create({
     schedule,
     executor: { module: SYNTHETIC_EXECUTOR_URL, options: { ms, sleep: "block" } },
-    validateSteps,
+    policy: { nonFinite },
   });
   try {
     await pool.run(); // warm-up: JIT, first messages on each port

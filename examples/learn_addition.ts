@@ -33,11 +33,11 @@ import {
   curvesSvg,
   generateSchedule,
   PipelineParallelModel,
-  ProgressBar,
   Rng,
   SCHEDULE_NAMES,
   type TrainingBatch,
 } from "../mod.ts";
+import { ProgressBar } from "../callbacks.ts";
 import {
   answerOf,
   type AnswerOrder,

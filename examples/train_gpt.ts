@@ -16,7 +16,8 @@
  */
 
 import { parseArgs } from "node:util";
-import { createTinyGPT, ProgressBar, Rng } from "../mod.ts";
+import { createTinyGPT, Rng } from "../mod.ts";
+import { ProgressBar } from "../callbacks.ts";
 import { createBackend } from "../tensor.ts";
 import { AdamW, crossEntropyLoss } from "../nn.ts";
 import { sampleBatch } from "../data.ts";

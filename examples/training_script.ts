@@ -15,15 +15,8 @@
  * @module
  */
 
-import {
-  CpuBackend,
-  createTinyGPT,
-  MetricsLogger,
-  ModelCheckpoint,
-  PipelineParallelModel,
-  ProgressBar,
-  Rng,
-} from "../mod.ts";
+import { CpuBackend, createTinyGPT, PipelineParallelModel, Rng } from "../mod.ts";
+import { MetricsLogger, ModelCheckpoint, ProgressBar } from "../callbacks.ts";
 import { CharTokenizer, sampleBatch, TINY_CORPUS } from "../data.ts";
 
 const STEPS = 60, EVAL_EVERY = 20;

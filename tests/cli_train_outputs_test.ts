@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { cli } from "./_cli.ts";
-import { liveWorkerCount } from "../src/pipeline/runtime/worker_rank_group.ts";
+import { liveCount as liveWorkers } from "../src/pipeline/runtime/_worker_registry.ts";
 import { allElements, parseXml } from "./pipeline/_xml.ts";
 
 const TRAIN = [
@@ -35,7 +35,7 @@ Deno.test("cli train: every output path (--save-checkpoint, --trace, --metrics, 
       }
     }
     assert.deepEqual([...Deno.readDirSync(dir)], [], "nothing written");
-    assert.equal(liveWorkerCount(), 0);
+    assert.equal(liveWorkers(), 0);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

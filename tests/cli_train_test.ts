@@ -8,7 +8,7 @@ import { crossEntropyLoss } from "../src/nn/losses.ts";
 import { sampleBatch } from "../src/nn/sample_batch.ts";
 import { CpuBackend } from "../src/tensor/cpu/backend.ts";
 import { Rng } from "../src/tensor/random.ts";
-import { liveWorkerCount } from "../src/pipeline/runtime/worker_rank_group.ts";
+import { liveCount as liveWorkers } from "../src/pipeline/runtime/_worker_registry.ts";
 import { lrAt, type LrScheduleSpec } from "../src/nn/lr_schedule.ts";
 import { encodeSafetensors, parseSafetensors, saveSafetensors } from "../src/nn/safetensors.ts";
 import { parseTrainingCheckpoint, saveTrainingCheckpoint } from "../src/nn/training_checkpoint.ts";
@@ -99,7 +99,7 @@ Deno.test("cli train --json: one line per step and the parameter sums; P = 2 in 
     ...COMMON,
   );
   assert.equal(r.code, 0, r.err);
-  assert.equal(liveWorkerCount(), 0, "every worker ended");
+  assert.equal(liveWorkers(), 0, "every worker ended");
   const got = parseJsonLines(r.out);
   assert.equal(got.steps.length, 3);
   got.steps.forEach((s, i) => {
@@ -138,7 +138,7 @@ Deno.test("cli train --stages 1 is single-device training; P = 4 (ZB-H1) agrees 
   );
   assert.equal(four.code, 0, four.err);
   assertAgrees(parseJsonLines(four.out), want);
-  assert.equal(liveWorkerCount(), 0);
+  assert.equal(liveWorkers(), 0);
 });
 
 Deno.test("cli train (text): a header, one line per step, the parameter sums and a trace file", async () => {
@@ -204,7 +204,7 @@ Deno.test("cli train: bad flags exit with code 2 naming the flag, before any wor
     const r = await cli(...args);
     assert.equal(r.code, 2, `${args.join(" ")}: ${r.err}`);
     assert.match(r.err, re);
-    assert.equal(liveWorkerCount(), 0);
+    assert.equal(liveWorkers(), 0);
   }
   const help = await cli("train", "--help");
   assert.equal(help.code, 0);
@@ -315,7 +315,7 @@ Deno.test("cli train --save-checkpoint then --resume: the resumed run starts at 
       ck,
     );
     assert.equal(rest.code, 0, rest.err);
-    assert.equal(liveWorkerCount(), 0);
+    assert.equal(liveWorkers(), 0);
     const w = parseJsonLines(whole.out),
       a = parseJsonLines(first.out),
       b = parseJsonLines(rest.out);
@@ -416,7 +416,7 @@ Deno.test("cli train: bad lr-schedule and checkpoint flags exit with code 2 nami
       const r = await cli(...TRAIN, "--backend", "cpu", ...flags);
       assert.equal(r.code, 2, `${flags.join(" ")}: ${r.err}`);
       assert.match(r.err, re, flags.join(" "));
-      assert.equal(liveWorkerCount(), 0);
+      assert.equal(liveWorkers(), 0);
     }
   } finally {
     await Deno.remove(dir, { recursive: true });
@@ -510,7 +510,7 @@ Deno.test("cli train --resume refuses a checkpoint holding a NaN weight, an infi
       assert.match(r.err, /--resume .*bad\.safetensors: checkpoint: /);
       assert.match(r.err, re);
       assert.equal(r.out, "", "nothing trained");
-      assert.equal(liveWorkerCount(), 0);
+      assert.equal(liveWorkers(), 0);
     }
   } finally {
     await Deno.remove(dir, { recursive: true });
@@ -585,7 +585,7 @@ Deno.test("cli train --resume of a crafted checkpoint header listing 100001 tens
       /--resume .*crafted\.safetensors: checkpoint: not a valid safetensors file: safetensors: the header lists more than 100000 tensors \(at the entry of "model\.p100000"\); refused before parsing it/,
     );
     assert.ok(ms < 3000, `refused in ${ms.toFixed(0)} ms`);
-    assert.equal(liveWorkerCount(), 0);
+    assert.equal(liveWorkers(), 0);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

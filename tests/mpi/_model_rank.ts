@@ -5,6 +5,7 @@
 // Arguments: the schedule name, and optionally a clipGradNorm limit (the
 // reference then clips too, and the result carries the pre-clip norms).
 
+import { checkScheduleName } from "../../src/pipeline/schedule/generate.ts";
 import { loadSafetensors, saveSafetensors } from "../../src/nn/safetensors.ts";
 import { PipelineParallelModel } from "../../src/pipeline/model/pipeline_parallel_model.ts";
 import {
@@ -16,7 +17,7 @@ import {
 import { maxRelative, paramError, tensorsOf } from "../pipeline/model/_compare.ts";
 
 const SGD = { kind: "sgd", lr: 0.1, momentum: 0.9, weightDecay: 0.01 } as const;
-const schedule = Deno.args[0] ?? "1f1b";
+const schedule = checkScheduleName(Deno.args[0] ?? "1f1b");
 const clip = Deno.args[1] === undefined ? undefined : Number(Deno.args[1]);
 const batches = tokenBatches(2, 8);
 const ref = await referenceTraining(gpt(), SGD, batches, "cross-entropy", clip);

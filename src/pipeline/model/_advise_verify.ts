@@ -3,6 +3,7 @@
 // predicted), warm-up steps first, then steps back to back in one train
 // call. Not exported from the package.
 
+import type { NonFinitePolicy } from "../runtime/run_policy.ts";
 import type { Sequential } from "../../nn/sequential.ts";
 import type { OptimizerSpec } from "../../nn/optimizer_spec.ts";
 import type { BackendKind } from "../../tensor/create_backend.ts";
@@ -34,7 +35,7 @@ export async function measureCandidate(
     readonly optimizer: OptimizerSpec;
     readonly backend: BackendKind;
     readonly modules: readonly string[];
-    readonly nonFinite: "skip" | "throw" | "off";
+    readonly nonFinite: NonFinitePolicy;
     readonly warmup: number;
     readonly steps: number;
   },

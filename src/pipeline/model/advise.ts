@@ -9,6 +9,7 @@
  * @module
  */
 
+import type { NonFinitePolicy } from "../runtime/run_policy.ts";
 import type { Sequential } from "../../nn/sequential.ts";
 import { Sequential as SequentialClass } from "../../nn/sequential.ts";
 import { saveSafetensors } from "../../nn/safetensors.ts";
@@ -69,7 +70,7 @@ export interface AdviseOptions {
    */
   readonly concurrent?: boolean;
   /** As `PipelineParallelModel`'s `nonFinite` (default `"skip"`): its check copies and times. */
-  readonly nonFinite?: "skip" | "throw" | "off";
+  readonly nonFinite?: NonFinitePolicy;
   /** Train the best `verify` candidates for real and report the measurement (default 0). */
   readonly verify?: number;
   /** Warm-up steps of each verification (default 2). */
@@ -161,7 +162,7 @@ interface Checked {
   readonly warmup: number;
   readonly profileMs: number;
   readonly concurrent: boolean;
-  readonly nonFinite: "skip" | "throw" | "off";
+  readonly nonFinite: NonFinitePolicy;
   readonly verify: number;
   readonly verifyWarmup: number;
   readonly verifySteps: number;

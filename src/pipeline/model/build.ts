@@ -11,7 +11,7 @@ import type { RankGroup } from "../runtime/rank_group.ts";
 import { WorkerRankGroup } from "../runtime/worker_rank_group.ts";
 import { InProcessRankGroup } from "../runtime/in_process_rank_group.ts";
 import { SubprocessRankGroup } from "../runtime/subprocess_rank_group.ts";
-import { MpiRankGroup } from "../runtime/mpi_rank_group.ts";
+import { SpmdRankGroup } from "../runtime/spmd_rank_group.ts";
 import { processMpiComm } from "./_mpi_comm.ts";
 import type { CheckedModelOptions } from "./options.ts";
 import type { ModelPlan } from "./plan.ts";
@@ -25,12 +25,6 @@ import { tuneMatmulForRanks } from "./_matmul_tuning.ts";
 import { chooseBackend } from "../../tensor/create_backend.ts";
 import { callEveryRank } from "./_every_rank.ts";
 
-/** Timeouts of the worker ranks (ms; absent: the group's defaults). */
-export interface RankTimeouts {
-  readonly heartbeatMs?: number;
-  readonly stallTimeoutMs?: number;
-}
-
 /**
  * Starts the ranks of `plan` and loads their weights, then the training
  * checkpoint `resume` (already checked) if given; on any failure every
@@ -39,7 +33,6 @@ export interface RankTimeouts {
 export async function buildRanks(
   o: CheckedModelOptions,
   plan: ModelPlan,
-  timeouts: RankTimeouts,
   resume?: Uint8Array,
 ): Promise<RankGroup<ModelStageCalls>> {
   // "auto" is decided here, once, and said once (every rank gets the same kind).
@@ -53,22 +46,12 @@ export async function buildRanks(
     loss: o.loss,
     optimizer: o.optimizer,
     ...(o.checkpoint === undefined ? {} : { checkpoint: o.checkpoint }),
-    ...(o.clipGradNorm === undefined ? {} : { clipGradNorm: o.clipGradNorm }),
     modules: o.modules,
-    checkSteps: o.nonFinite === "off" ? "off" : "on",
-  };
-  const fault = {
-    ...(o.faultInjection === undefined ? {} : { fault: o.faultInjection }),
-    validateSteps: o.nonFinite === "skip"
-      ? "skip" as const
-      : o.nonFinite === "throw"
-      ? "stop" as const
-      : "off" as const,
-    ...(o.clipGradNorm === undefined ? {} : { clipNorm: o.clipGradNorm }),
+    policy: o.policy,
   };
   let group: RankGroup<ModelStageCalls>;
   if (o.rankGroup === "mpi") {
-    group = await MpiRankGroup.create<ModelStageCalls>({
+    group = await SpmdRankGroup.create<ModelStageCalls>({
       schedule: plan.schedule,
       comm: o.comm ?? await processMpiComm(),
       createExecutor: createModelRankExecutor,
@@ -80,32 +63,28 @@ export async function buildRanks(
         optimizer: o.optimizer,
         loss: o.loss,
         checkpointing: o.checkpoint ?? null,
-        clipGradNorm: o.clipGradNorm ?? null,
-        nonFinite: o.nonFinite,
+        // The policy fields that change the numbers (timeouts and faults may differ).
+        clipGradNorm: o.policy.clipGradNorm ?? null,
+        nonFinite: o.policy.nonFinite,
         ...o.sameOnEveryRank,
       },
-      ...fault,
+      policy: o.policy,
     });
   } else if (o.rankGroup !== "in-process") {
-    const hb = timeouts.heartbeatMs;
     const create = o.rankGroup === "subprocess"
       ? SubprocessRankGroup.create<ModelStageCalls>
       : WorkerRankGroup.create<ModelStageCalls>;
     group = await create({
       schedule: plan.schedule,
       executor: { module: MODEL_RANK_EXECUTOR_URL, options: stageOptions },
-      ...(hb === undefined
-        ? {}
-        : { heartbeatTimeoutMs: hb, heartbeatIntervalMs: Math.max(5, Math.min(200, hb / 4)) }),
-      ...(timeouts.stallTimeoutMs === undefined ? {} : { stallTimeoutMs: timeouts.stallTimeoutMs }),
-      ...fault,
+      policy: o.policy,
     });
   } else {
     group = await InProcessRankGroup.create<ModelStageCalls>({
       schedule: plan.schedule,
       createExecutor: createModelRankExecutor,
       executorOptions: stageOptions,
-      ...fault,
+      policy: o.policy,
     });
   }
   try {

@@ -17,7 +17,7 @@
  * section 4). Each stage steps right after its last backward, unclipped,
  * after copying its parameters, optimizer state and gradients; its step's
  * check carries its sum of squared gradients, which the runtime sends to
- * every rank with the stage's flag (`RankRunOptions.clipNorm`). Once every
+ * every rank with the stage's flag (`RankRunOptions.policy`). Once every
  * flag of the iteration is in, every rank adds the sums in stage order
  * (identical bits everywhere); when the norm exceeds `maxNorm` (and is
  * finite), every stage restores its copy, scales the saved gradients by
@@ -53,6 +53,7 @@ import type {
 import { isStateKeyOf, stateKey } from "../runtime/tag.ts";
 import type { ModelStageCalls } from "./stage_calls.ts";
 import {
+  checksSteps,
   checkStageOptions,
   type ModelStageOptions,
   type ModelStagePayload,
@@ -98,9 +99,7 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
     this.#init = init;
     this.#o = init.options as ModelStageOptions;
     this.#stages = [...init.stages];
-    this.#guard = this.#o.checkSteps === "on" || this.#o.clipGradNorm !== undefined
-      ? new StepGuard()
-      : null;
+    this.#guard = checksSteps(this.#o) ? new StepGuard() : null;
     this.backend = backend;
     this.#span = new ActionSpan(backend);
     try {
@@ -279,7 +278,7 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
       opt,
       this.#chunk(stage).parameters(),
       stage === this.#init.numStages - 1 ? this.#readLosses() : null,
-      this.#o.clipGradNorm !== undefined,
+      this.#o.policy?.clipGradNorm !== undefined,
     );
     opt.step();
     this.#lr = opt.groups[0]?.lr;

@@ -10,13 +10,15 @@ import type { BackendKind } from "../../tensor/create_backend.ts";
 import { Sequential } from "../../nn/sequential.ts";
 import { checkOptimizerSpec, type OptimizerSpec } from "../../nn/optimizer_spec.ts";
 import type { Schedule } from "../schedule/schedule.ts";
+import type { ScheduleName } from "../schedule/generate.ts";
 import type { PartitionStrategy } from "../partition/partition.ts";
 import type { CostSource } from "../partition/layer_costs.ts";
 import {
   ActivationCheckpointConfig,
   type ActivationCheckpointOptions,
 } from "../checkpoint/checkpoint.ts";
-import { checkFaultInjection, type FaultInjection } from "../runtime/fault_injection.ts";
+import { checkFaultInjection, faultInjectionOf } from "../runtime/fault_injection.ts";
+import { checkRunPolicy, type NonFinitePolicy, type RunPolicy } from "../runtime/run_policy.ts";
 import type { CommBackend } from "../comm/backend.ts";
 import type { PipelineLoss } from "./model_rank_executor.ts";
 import { describeValue } from "../../tensor/describe.ts";
@@ -26,7 +28,7 @@ export interface PipelineParallelModelOptions {
   /** The model; its weights are copied at creation (it is not changed or kept in sync). */
   readonly model: Sequential;
   /** A schedule name (built with `ranks`, `microBatches`, `stagesPerRank`) or a schedule. */
-  readonly schedule: string | Schedule;
+  readonly schedule: ScheduleName | Schedule;
   /** Pipeline ranks p (with a schedule name; must match a given schedule). */
   readonly ranks?: number;
   /** Micro-batches per step m (with a schedule name; must match a given schedule). */
@@ -63,11 +65,9 @@ export interface PipelineParallelModelOptions {
    * this thread (for debugging); `"mpi"`, this process is one rank of an
    * MPI job: run the same script under `mpirun -n <ranks>`, every process
    * making the same model calls in the same order, each building only its
-   * own stages (see `MpiRankGroup` and the README's MPI section).
+   * own stages (see `SpmdRankGroup` and the README's MPI section).
    */
   readonly rankGroup?: "workers" | "subprocess" | "in-process" | "mpi";
-  /** Older form of `rankGroup`: true is `"workers"`, false `"in-process"`. */
-  readonly workers?: boolean;
   /**
    * With `rankGroup: "mpi"`: this process's transport, whose rank and size
    * are this process's rank and the rank count (default: the process's
@@ -110,9 +110,7 @@ export interface PipelineParallelModelOptions {
    * the README); it keeps a copy of each stage's parameters and optimizer
    * state until the verdict.
    */
-  readonly nonFinite?: "skip" | "throw" | "off";
-  /** Failure injection (tests): see `checkFaultInjection` in `@conveyor/core/testing`. */
-  readonly faultInjection?: FaultInjection;
+  readonly nonFinite?: NonFinitePolicy;
   /**
    * A training checkpoint to start from (a path, a file URL or its bytes):
    * read and checked against the model before any rank starts, then loaded
@@ -138,11 +136,77 @@ export interface CheckedModelOptions {
   readonly comm?: CommBackend;
   readonly sameOnEveryRank: Readonly<Record<string, string | number | boolean>>;
   readonly checkpoint?: ActivationCheckpointOptions;
-  readonly clipGradNorm?: number;
   readonly modules: readonly string[];
-  readonly faultInjection?: FaultInjection;
-  readonly nonFinite: "skip" | "throw" | "off";
+  /** The run's policy (`nonFinite` default `"skip"`), carried unchanged to every rank. */
+  readonly policy: RunPolicy;
   readonly resumeAllowNonFinite: boolean;
+}
+
+// Every option's name, once (the compiler checks the list against the type both ways).
+const OPTION_NAMES = [
+  "model",
+  "schedule",
+  "ranks",
+  "microBatches",
+  "stagesPerRank",
+  "partition",
+  "partitionCosts",
+  "inputShape",
+  "checkpoint",
+  "optimizer",
+  "backend",
+  "loss",
+  "rankGroup",
+  "comm",
+  "sameOnEveryRank",
+  "clipGradNorm",
+  "heartbeatMs",
+  "stallTimeoutMs",
+  "modules",
+  "nonFinite",
+  "resume",
+  "resumeAllowNonFinite",
+] as const satisfies readonly (keyof PipelineParallelModelOptions)[];
+const _everyOptionNamed: Exclude<keyof PipelineParallelModelOptions, typeof OPTION_NAMES[number]> =
+  undefined as never;
+
+// Levenshtein distance: insertions, deletions and substitutions.
+function editDistance(a: string, b: string): number {
+  let row = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const next = [i];
+    for (let j = 1; j <= b.length; j++) {
+      next[j] = Math.min(row[j] + 1, next[j - 1] + 1, row[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    row = next;
+  }
+  return row[b.length];
+}
+
+/**
+ * Refuses an option `create` does not know, naming it and the nearest
+ * known one (a TypeError): a misspelt option would otherwise be ignored.
+ */
+function checkOptionNames(o: object): void {
+  for (const name of Object.keys(o)) {
+    if ((OPTION_NAMES as readonly string[]).includes(name)) continue;
+    const lower = name.toLowerCase();
+    // The edit distance, less half the letters the names begin with alike.
+    const scored = OPTION_NAMES.map((k) => {
+      const known = k.toLowerCase();
+      let prefix = 0;
+      while (prefix < known.length && known[prefix] === lower[prefix]) prefix++;
+      return { k, d: editDistance(lower, known) - prefix / 2 };
+    });
+    const best = scored.reduce((a, b) => b.d < a.d ? b : a);
+    // Near: at most a third of the name's letters off (two at least).
+    const near = best.d <= Math.max(2, Math.floor(name.length / 3));
+    throw new TypeError(
+      `unknown option ${name}: ${
+        near ? `did you mean ${best.k}?` : `the options are ${OPTION_NAMES.join(", ")}`
+      }`,
+    );
+  }
 }
 
 function checkpointOptions(
@@ -164,6 +228,7 @@ export function checkModelOptions(o: PipelineParallelModelOptions): CheckedModel
   if (o === null || typeof o !== "object") {
     throw new TypeError(`options must be an object { model, schedule, ... }, got ${o}`);
   }
+  checkOptionNames(o);
   if (!(o.model instanceof Sequential)) {
     throw new TypeError(`model must be a Sequential, got ${describeValue(o.model)}`);
   }
@@ -177,53 +242,29 @@ export function checkModelOptions(o: PipelineParallelModelOptions): CheckedModel
       `backend must be "auto", "cpu" or "webgpu", got ${JSON.stringify(o.backend)}`,
     );
   }
-  if (o.workers !== undefined && typeof o.workers !== "boolean") {
-    throw new TypeError(`workers must be a boolean, got ${describeValue(o.workers)}`);
-  }
   const kinds = ["workers", "subprocess", "in-process", "mpi"] as const;
   if (o.rankGroup !== undefined && !kinds.includes(o.rankGroup)) {
     throw new TypeError(
       `rankGroup must be one of ${kinds.join(", ")}, got ${JSON.stringify(o.rankGroup)}`,
     );
   }
-  const rankGroup = o.rankGroup ?? (o.workers === false ? "in-process" : "workers");
-  // workers: true means ranks in workers (here or in a subprocess), false in this thread.
-  if (
-    o.rankGroup !== undefined && o.workers !== undefined &&
-    (o.workers ? rankGroup === "in-process" || rankGroup === "mpi" : rankGroup !== "in-process")
-  ) {
-    throw new TypeError(
-      `workers: ${o.workers} contradicts rankGroup: "${o.rankGroup}" (give rankGroup alone)`,
-    );
-  }
+  const rankGroup = o.rankGroup ?? "workers";
   const workers = rankGroup === "workers" || rankGroup === "subprocess";
   const comm = checkComm(o.comm, rankGroup);
   const checkpoint = o.checkpoint === undefined ? undefined : checkpointOptions(o.checkpoint);
-  if (
-    o.clipGradNorm !== undefined &&
-    (typeof o.clipGradNorm !== "number" || !(o.clipGradNorm > 0) ||
-      !Number.isFinite(o.clipGradNorm))
-  ) {
-    throw new RangeError(
-      `clipGradNorm must be a finite positive number, got ${describeValue(o.clipGradNorm)}`,
-    );
-  }
-  const nonFinite = o.nonFinite ?? "skip";
-  if (nonFinite !== "skip" && nonFinite !== "throw" && nonFinite !== "off") {
-    throw new TypeError(
-      `nonFinite must be "skip", "throw" or "off", got ${JSON.stringify(o.nonFinite)}`,
-    );
-  }
+  // Every policy field is checked in every mode, as the user wrote it.
+  const faultInjection = faultInjectionOf(o);
+  const policy = checkRunPolicy({
+    nonFinite: o.nonFinite ?? "skip",
+    ...(o.clipGradNorm === undefined ? {} : { clipGradNorm: o.clipGradNorm }),
+    ...(o.heartbeatMs === undefined ? {} : { heartbeatMs: o.heartbeatMs }),
+    ...(o.stallTimeoutMs === undefined ? {} : { stallTimeoutMs: o.stallTimeoutMs }),
+    ...(faultInjection === undefined ? {} : { faultInjection }),
+  });
   if (o.resumeAllowNonFinite !== undefined && typeof o.resumeAllowNonFinite !== "boolean") {
     throw new TypeError(
       `resumeAllowNonFinite must be a boolean, got ${describeValue(o.resumeAllowNonFinite)}`,
     );
-  }
-  // Checked in every mode, though only worker ranks use them.
-  for (const [name, v] of [["heartbeatMs", o.heartbeatMs], ["stallTimeoutMs", o.stallTimeoutMs]]) {
-    if (v !== undefined && (typeof v !== "number" || !(v > 0) || !Number.isFinite(v))) {
-      throw new RangeError(`${name} must be a finite number of ms > 0, got ${describeValue(v)}`);
-    }
   }
   const same = o.sameOnEveryRank ?? {};
   if (same === null || typeof same !== "object" || Array.isArray(same)) {
@@ -248,14 +289,14 @@ export function checkModelOptions(o: PipelineParallelModelOptions): CheckedModel
       }
     });
   }
-  if (o.faultInjection !== undefined) {
-    const fault = checkFaultInjection(o.faultInjection, "faultInjection");
+  if (policy.faultInjection !== undefined) {
+    const fault = checkFaultInjection(policy.faultInjection, "faultInjection");
     const holds = ["hang", "block", "loop", "exit"].includes(fault.fault);
     if (holds && !workers) {
       throw new TypeError(
         `faultInjection "${fault.fault}" holds or ends the rank's thread: it needs ranks in ` +
           `workers or a subprocess, not ${
-            rankGroup === "mpi" ? "in this MPI process" : "in this thread (workers: false)"
+            rankGroup === "mpi" ? "in this MPI process" : 'in this thread (rankGroup "in-process")'
           }`,
       );
     }
@@ -269,10 +310,8 @@ export function checkModelOptions(o: PipelineParallelModelOptions): CheckedModel
     ...(comm === undefined ? {} : { comm }),
     sameOnEveryRank: { ...same },
     ...(checkpoint === undefined ? {} : { checkpoint }),
-    ...(o.clipGradNorm === undefined ? {} : { clipGradNorm: o.clipGradNorm }),
     modules: (o.modules ?? []).map((m) => String(m)),
-    ...(o.faultInjection === undefined ? {} : { faultInjection: o.faultInjection }),
-    nonFinite,
+    policy,
     resumeAllowNonFinite: o.resumeAllowNonFinite ?? false,
   };
 }

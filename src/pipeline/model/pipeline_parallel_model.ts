@@ -18,6 +18,7 @@ import type { RankGroup, RankGroupKind } from "../runtime/rank_group.ts";
 import type { ModelStageReport, PipelineLoss } from "./model_rank_executor.ts";
 import type { ModelStageCalls, RankInfo } from "./stage_calls.ts";
 import { checkModelOptions, type PipelineParallelModelOptions } from "./options.ts";
+import type { NonFinitePolicy, RunPolicy } from "../runtime/run_policy.ts";
 import { planModel } from "./plan.ts";
 import { buildRanks } from "./build.ts";
 import { nullBatch, payloadOf } from "./_spmd_batches.ts";
@@ -90,7 +91,7 @@ export type {
  * backend, checkpoint config, the schedule (`validateSchedule`: ranges,
  * placement, completeness, deadlocks), that every layer has a spec, and
  * the partition into p·V chunks. A rank that fails or hangs rejects the
- * step with a `PipelineWorkerError` naming the rank, stage and action and
+ * step with a `PipelineRankError` naming the rank, stage and action and
  * ends every worker; the model is then closed (build a new one).
  *
  * **Lifecycle.** `await using model = await PipelineParallelModel.create(…)`
@@ -141,10 +142,7 @@ export class PipelineParallelModel {
       o.optimizer,
       o.resumeAllowNonFinite,
     );
-    const ranks = await buildRanks(o, plan, {
-      heartbeatMs: options.heartbeatMs,
-      stallTimeoutMs: options.stallTimeoutMs,
-    }, resume?.bytes);
+    const ranks = await buildRanks(o, plan, resume?.bytes);
     return new PipelineParallelModel(o, plan.schedule, plan.partition, ranks, plan.params, resume);
   }
 
@@ -154,7 +152,7 @@ export class PipelineParallelModel {
   readonly partition: PartitionResult;
   readonly #model: Sequential;
   readonly #optimizer: OptimizerSpec;
-  readonly #nonFinite: "skip" | "throw" | "off";
+  readonly #nonFinite: NonFinitePolicy;
   readonly #resumedFrom: TrainingCheckpointInfo | null;
   readonly #layout: BatchLayout;
   readonly #ranks: RankGroup<ModelStageCalls>;
@@ -171,7 +169,7 @@ export class PipelineParallelModel {
       readonly model: Sequential;
       readonly loss: PipelineLoss;
       readonly optimizer: OptimizerSpec;
-      readonly nonFinite: "skip" | "throw" | "off";
+      readonly policy: RunPolicy;
     },
     schedule: Schedule,
     partition: PartitionResult,
@@ -180,7 +178,7 @@ export class PipelineParallelModel {
     resume: { readonly info: TrainingCheckpointInfo } | null,
   ) {
     this.#model = o.model;
-    this.#nonFinite = o.nonFinite;
+    this.#nonFinite = o.policy.nonFinite;
     this.#optimizer = o.optimizer;
     this.schedule = schedule;
     this.partition = partition;
@@ -190,11 +188,6 @@ export class PipelineParallelModel {
     this.#layout = { model: o.model, loss: o.loss, schedule, boundaries: partition.boundaries };
     this.#resumedFrom = resume?.info ?? null;
     this.#nextStep = resume?.info.step ?? 0;
-  }
-
-  /** Whether the ranks run in workers. */
-  get workers(): boolean {
-    return this.#ranks.kind === "workers" || this.#ranks.kind === "subprocess";
   }
 
   /** Where the ranks run: `"workers"`, `"subprocess"`, `"in-process"` or `"mpi"`. */

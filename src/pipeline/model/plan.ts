@@ -11,7 +11,7 @@ import type { LayerSpec, Parameter } from "../../nn/layer.ts";
 import { saveSafetensors } from "../../nn/safetensors.ts";
 import type { Schedule } from "../schedule/schedule.ts";
 import { generateSchedule } from "../schedule/generate.ts";
-import { validateSchedule } from "../analysis/validate.ts";
+import { checkSchedule } from "../runtime/checked_schedule.ts";
 import { checkInFlightCap } from "../analysis/in_flight.ts";
 import {
   LoadBalancedPartition,
@@ -95,8 +95,8 @@ export async function planModel(
   o: PipelineParallelModelOptions,
   maxActivationsInMemory: number | undefined,
 ): Promise<ModelPlan> {
-  const schedule = buildSchedule(o);
-  validateSchedule(schedule);
+  // Checked once here; the rank groups take the checked copy as it is.
+  const schedule = checkSchedule(buildSchedule(o));
   // The chunks refuse a forward past the cap: fail here, not in the first step.
   if (maxActivationsInMemory !== undefined) checkInFlightCap(schedule, maxActivationsInMemory);
   const numStages = schedule.stageToRank.length;

@@ -10,6 +10,7 @@ import type { BackendKind } from "../../tensor/create_backend.ts";
 import type { LayerSpec } from "../../nn/layer.ts";
 import type { OptimizerSpec } from "../../nn/optimizer_spec.ts";
 import type { ActivationCheckpointOptions } from "../checkpoint/checkpoint.ts";
+import type { RunPolicy } from "../runtime/run_policy.ts";
 import { describeValue } from "../../tensor/describe.ts";
 
 /** The losses a model stage computes on the last stage. */
@@ -36,18 +37,14 @@ export interface ModelStageOptions {
   /** Activation checkpointing of every chunk (absent: plain chunks). */
   readonly checkpoint?: ActivationCheckpointOptions;
   /**
-   * Clip by the global gradient norm (over every stage's gradients): the
-   * rank group must run with the same `clipNorm`, whose verdicts redo
-   * clipped steps.
+   * The run's policy, the rank group's own (absent: none). With a
+   * `nonFinite` other than `"off"`, every stage copies its parameters and
+   * optimizer state before it steps and publishes its check, so that the
+   * runtime can roll a bad step back exactly; with `clipGradNorm`, each
+   * stage's check carries its sum of squared gradients and a clipped step
+   * is redone (see `RankRunOptions.policy`).
    */
-  readonly clipGradNorm?: number;
-  /**
-   * Check each step for non-finite gradients and losses (default `"off"`):
-   * with `"on"`, every stage copies its parameters and optimizer state
-   * before it steps and publishes its check, so that the runtime can roll a
-   * bad step back exactly (see `RankRunOptions.validateSteps`).
-   */
-  readonly checkSteps?: "on" | "off";
+  readonly policy?: RunPolicy;
   /** Module URLs to import before building the chunks (they register custom layers). */
   readonly modules?: readonly string[];
 }
@@ -126,4 +123,14 @@ export function checkStageOptions(o: ModelStageOptions, stages: readonly number[
   if (o.loss !== "cross-entropy" && o.loss !== "mse") {
     throw new TypeError(`loss must be "cross-entropy" or "mse", got ${JSON.stringify(o.loss)}`);
   }
+}
+
+/**
+ * Whether a rank checks its steps (a `nonFinite` other than `"off"`, or
+ * clipping): each stage then copies its parameters and optimizer state
+ * before it steps and publishes its check.
+ */
+export function checksSteps(o: ModelStageOptions): boolean {
+  const p = o.policy;
+  return p !== undefined && (p.nonFinite !== "off" || p.clipGradNorm !== undefined);
 }

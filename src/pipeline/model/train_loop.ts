@@ -22,6 +22,7 @@
  * @module
  */
 
+import type { NonFinitePolicy } from "../runtime/run_policy.ts";
 import type { RankGroupRunResult } from "../runtime/rank_group.ts";
 import type { ModelStagePayload } from "./model_rank_executor.ts";
 import type { TrainingBatch } from "./batch.ts";
@@ -110,7 +111,7 @@ export interface TrainLoopHost {
     plans: readonly (ModelStagePayload[] | null)[],
   ): Promise<{ run: RankGroupRunResult; first: number }>;
   /** What a non-finite step does: "throw" stops `train` with a NonFiniteStepError. */
-  readonly nonFinite: "skip" | "throw" | "off";
+  readonly nonFinite: NonFinitePolicy;
   /** Ranks p. */
   readonly ranks: number;
   /** The rank of the last stage. */

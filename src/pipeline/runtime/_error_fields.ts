@@ -1,14 +1,14 @@
 // Errors as plain fields and back, for errors that cross a process
 // boundary (subprocess rank groups). Not exported from the package.
 
-import { type PipelineFailure, PipelineWorkerError } from "./pipeline_worker_error.ts";
+import { PipelineRankError, type PipelineRankErrorInit } from "./pipeline_rank_error.ts";
 
 /** An error's fields. */
 export interface ErrorFields {
   readonly name: string;
   readonly message: string;
   readonly stack?: string;
-  readonly pipeline?: Omit<PipelineFailure, "workerStack">;
+  readonly pipeline?: Omit<PipelineRankErrorInit, "workerStack">;
 }
 
 /** `e` as plain fields. */
@@ -18,7 +18,7 @@ export function toErrorFields(e: unknown): ErrorFields {
     name: err.name,
     message: err.message,
     stack: err.stack,
-    ...(err instanceof PipelineWorkerError
+    ...(err instanceof PipelineRankError
       ? {
         pipeline: {
           rank: err.rank,
@@ -33,9 +33,9 @@ export function toErrorFields(e: unknown): ErrorFields {
   };
 }
 
-/** The error `f` describes: a PipelineWorkerError, RangeError, TypeError or Error. */
+/** The error `f` describes: a PipelineRankError, RangeError, TypeError or Error. */
 export function fromErrorFields(f: ErrorFields): Error {
-  if (f.pipeline !== undefined) return new PipelineWorkerError(f.pipeline);
+  if (f.pipeline !== undefined) return new PipelineRankError(f.pipeline);
   const E = f.name === "RangeError" ? RangeError : f.name === "TypeError" ? TypeError : Error;
   const e = new E(f.message);
   if (E === Error && f.name !== "Error") e.name = f.name;

@@ -3,7 +3,7 @@
 
 import type { Action } from "../schedule/action.ts";
 import type { Schedule, TimedEvent } from "../schedule/schedule.ts";
-import type { FaultInjection } from "./fault_injection.ts";
+import type { RunPolicy } from "./run_policy.ts";
 import type { GradNorm, RolledBack } from "./step_validation.ts";
 
 /** Status board layout: Int32Array over a SharedArrayBuffer. */
@@ -62,9 +62,8 @@ export type ToWorker =
     readonly board: SharedArrayBuffer;
     readonly heartbeatIntervalMs: number;
     readonly connectTimeoutMs: number;
-    readonly fault?: FaultInjection;
-    readonly validateSteps: "off" | "skip" | "stop";
-    readonly clipNorm?: number;
+    /** The run's policy, checked again by the worker. */
+    readonly policy: RunPolicy;
   }
   | {
     readonly type: "run";

@@ -6,15 +6,6 @@ import { summarizeTimeline } from "../analysis/timeline_summary.ts";
 import type { RankGroupRunOptions, RankGroupRunResult } from "./rank_group.ts";
 import type { GradNorm, RolledBack } from "./step_validation.ts";
 
-/** Checks a rank group's `validateSteps` option (default "off"). */
-export function checkValidateSteps(v: unknown): "off" | "skip" | "stop" {
-  if (v === undefined) return "off";
-  if (v !== "off" && v !== "skip" && v !== "stop") {
-    throw new RangeError(`validateSteps must be "off", "skip" or "stop", got ${JSON.stringify(v)}`);
-  }
-  return v;
-}
-
 /** Checked run options: the iteration count and each rank's payloads. */
 export interface CheckedRun {
   readonly iterations: number;

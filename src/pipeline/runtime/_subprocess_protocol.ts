@@ -3,7 +3,7 @@
 // the package.
 
 import type { Schedule } from "../schedule/schedule.ts";
-import type { FaultInjection } from "./fault_injection.ts";
+import type { RunPolicy } from "./run_policy.ts";
 import type { ErrorFields } from "./_error_fields.ts";
 
 /** How the host builds its worker rank group. */
@@ -13,13 +13,10 @@ export interface HostInit {
   readonly module: string;
   /** Executor options per rank. */
   readonly options: readonly unknown[];
-  readonly heartbeatIntervalMs?: number;
-  readonly heartbeatTimeoutMs?: number;
-  readonly stallTimeoutMs?: number;
-  readonly startupTimeoutMs?: number;
-  readonly fault?: FaultInjection;
-  readonly validateSteps: "off" | "skip" | "stop";
-  readonly clipNorm?: number;
+  readonly heartbeatIntervalMs: number;
+  readonly startupTimeoutMs: number;
+  /** The run's policy, checked again by the host. */
+  readonly policy: RunPolicy;
 }
 
 export type ToHost =

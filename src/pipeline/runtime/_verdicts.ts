@@ -6,15 +6,6 @@
 import type { CommBackend } from "../comm/backend.ts";
 import { verdictTag } from "./tag.ts";
 
-/** Checks a `clipNorm` option (runRank's and every rank group's) (absent: no clipping). */
-export function checkClipNorm(v: unknown): number | undefined {
-  if (v === undefined) return undefined;
-  if (typeof v !== "number" || !Number.isFinite(v) || !(v > 0)) {
-    throw new RangeError(`clipNorm must be a finite positive number, got ${String(v)}`);
-  }
-  return v;
-}
-
 /** One stage's flag of one iteration. */
 export interface StageFlag {
   /** Whether the stage's gradients (and losses) were finite. */

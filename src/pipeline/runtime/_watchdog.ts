@@ -4,7 +4,7 @@
 
 import { formatAction } from "../schedule/action.ts";
 import type { Schedule } from "../schedule/schedule.ts";
-import { type PipelineFailureKind, PipelineWorkerError } from "./pipeline_worker_error.ts";
+import { type PipelineFailureKind, PipelineRankError } from "./pipeline_rank_error.ts";
 import { INDEX, ITERATION, PROGRESS, readSlot, STATE, STATE_CODES } from "./_protocol.ts";
 import { threadAlive, threadCpuTicks } from "./_threads.ts";
 
@@ -74,7 +74,7 @@ export class Watchdog {
    * one silent past the heartbeat timeout without using CPU (hang), or,
    * during a run, no action started anywhere past the stall timeout.
    */
-  check(now: number, running: boolean): PipelineWorkerError | null {
+  check(now: number, running: boolean): PipelineRankError | null {
     if (!this.#armed) return null;
     const p = this.#lastHeartbeat.length;
     for (let r = 0; r < p; r++) {
@@ -118,13 +118,13 @@ export class Watchdog {
     return running ? this.#stall(now) : null;
   }
 
-  /** A {@linkcode PipelineWorkerError} naming what `rank` was doing, from the board. */
+  /** A {@linkcode PipelineRankError} naming what `rank` was doing, from the board. */
   blame(
     rank: number,
     kind: PipelineFailureKind,
     detail: string,
     workerStack?: string,
-  ): PipelineWorkerError {
+  ): PipelineRankError {
     const state = this.#slot(rank, STATE);
     const index = this.#slot(rank, INDEX);
     const iteration = this.#slot(rank, ITERATION);
@@ -133,14 +133,14 @@ export class Watchdog {
       action === undefined || (state !== STATE_CODES.compute && state !== STATE_CODES.recv &&
         state !== STATE_CODES.step)
     ) {
-      return new PipelineWorkerError({ rank, kind, detail, workerStack });
+      return new PipelineRankError({ rank, kind, detail, workerStack });
     }
     const note = state === STATE_CODES.recv
       ? " (while waiting for its input)"
       : state === STATE_CODES.step
       ? ` (in the optimizer step of stage ${action.stage})`
       : "";
-    return new PipelineWorkerError({
+    return new PipelineRankError({
       rank,
       kind,
       action,
@@ -155,7 +155,7 @@ export class Watchdog {
     return readSlot(this.#board, rank, field);
   }
 
-  #stall(now: number): PipelineWorkerError | null {
+  #stall(now: number): PipelineRankError | null {
     const p = this.#lastHeartbeat.length;
     let progress = 0;
     for (let r = 0; r < p; r++) progress += this.#slot(r, PROGRESS);

@@ -70,7 +70,7 @@ function readRefused(e: Deno.errors.NotCapable, target: URL): Error {
     : needed.slice(0, Math.max(needed.lastIndexOf("/"), needed.lastIndexOf("\\"))) || needed;
   return new Deno.errors.NotCapable(
     `the worker ranks load their modules from ${dir}, which this script may not read: run ` +
-      `with --allow-read=${dir} (or run every rank in this thread with workers: false) ` +
+      `with --allow-read=${dir} (or run every rank in this thread with rankGroup: "in-process") ` +
       `[${e.message}]`,
     { cause: e },
   );

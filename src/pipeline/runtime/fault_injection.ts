@@ -196,3 +196,29 @@ export function applyFault(
   }
   throw new Error(`injected hang at ${where} ended by abort`);
 }
+
+// The key under which `withFaultInjection` hides a fault in a model's
+// options: not a name `create` lists, so no user's options type shows it.
+const FAULT_KEY: unique symbol = Symbol("conveyor fault injection");
+
+/**
+ * `options` (a `PipelineParallelModel.create` options object) with `fault`
+ * to inject (tests; see {@linkcode checkFaultInjection}): the model's
+ * options type has no field for it, so only this function (exported by the
+ * `testing` entry point) gives one. The fault is checked by `create`.
+ *
+ * @example
+ * ```ts
+ * import { withFaultInjection } from "@conveyor/core/testing";
+ * const options = withFaultInjection({ ranks: 2 }, { failAt: "1F0" });
+ * console.log(options.ranks, Object.keys(options)); // 2 [ "ranks" ]
+ * ```
+ */
+export function withFaultInjection<T extends object>(options: T, fault: FaultInjection): T {
+  return { ...options, [FAULT_KEY]: fault };
+}
+
+/** The fault `withFaultInjection` put in `options`, if any (unchecked). */
+export function faultInjectionOf(options: object): FaultInjection | undefined {
+  return (options as { [FAULT_KEY]?: FaultInjection })[FAULT_KEY];
+}

@@ -8,17 +8,16 @@
  */
 
 import type { Schedule } from "../schedule/schedule.ts";
-import { validateSchedule } from "../analysis/validate.ts";
+import { checkSchedule } from "./checked_schedule.ts";
 import { InProcessBackend } from "../comm/in_process.ts";
 import type { CallMap, NoCalls, RankExecutor, RankExecutorFactory } from "./rank_executor.ts";
 import type { RankGroupKind, RankGroupRunOptions, RankGroupRunResult } from "./rank_group.ts";
 import { runRank } from "./rank_interpreter.ts";
-import { assembleRun, checkValidateSteps } from "./_run_results.ts";
-import { checkClipNorm } from "./_verdicts.ts";
+import { assembleRun } from "./_run_results.ts";
 import { executorInit, optionsFor } from "./_placement.ts";
 import { raiseAbort, RankGroupBase } from "./_rank_group_base.ts";
-import { PipelineWorkerError } from "./pipeline_worker_error.ts";
-import { type CheckedFault, checkFaultInjection, type FaultInjection } from "./fault_injection.ts";
+import { PipelineRankError } from "./pipeline_rank_error.ts";
+import { checkRunPolicy, type RunPolicy, type RunPolicyOptions } from "./run_policy.ts";
 
 /** Options of {@linkcode InProcessRankGroup.create}. */
 export interface InProcessRankGroupOptions<C extends CallMap = NoCalls> {
@@ -31,12 +30,8 @@ export interface InProcessRankGroupOptions<C extends CallMap = NoCalls> {
    * function is called with each rank to give that rank its own options.
    */
   readonly executorOptions?: unknown;
-  /** A fault to inject (tests), checked here. */
-  readonly fault?: FaultInjection;
-  /** Post-validation of optimizer steps (see `RankRunOptions.validateSteps`; default "off"). */
-  readonly validateSteps?: "off" | "skip" | "stop";
-  /** Global-norm clipping by post-validation (see `RankRunOptions.clipNorm`; absent: none). */
-  readonly clipNorm?: number;
+  /** The run's policy, checked here (see {@linkcode checkRunPolicy}; default none). */
+  readonly policy?: RunPolicyOptions;
 }
 
 /**
@@ -70,16 +65,13 @@ export class InProcessRankGroup<C extends CallMap = NoCalls> extends RankGroupBa
     if (options === null || typeof options !== "object") {
       throw new TypeError(`options must be an object { schedule, createExecutor }, got ${options}`);
     }
-    validateSchedule(options.schedule);
-    const fault = options.fault === undefined
-      ? undefined
-      : checkFaultInjection(options.fault, "fault");
+    const schedule = checkSchedule(options.schedule);
+    const policy = checkRunPolicy(options.policy);
     if (typeof options.createExecutor !== "function") {
       throw new TypeError(
         `createExecutor must be a function, got ${typeof options.createExecutor}`,
       );
     }
-    const schedule = options.schedule;
     const p = schedule.ranks;
     const comms = InProcessBackend.createGroup(p);
     const abortFlag = new Int32Array(new SharedArrayBuffer(4));
@@ -102,11 +94,7 @@ export class InProcessRankGroup<C extends CallMap = NoCalls> extends RankGroupBa
       for (const c of comms) c.close();
       throw rejected.reason;
     }
-    return new InProcessRankGroup(schedule, comms, executors, abortFlag, controller, {
-      fault,
-      validateSteps: checkValidateSteps(options.validateSteps),
-      clipNorm: checkClipNorm(options.clipNorm),
-    });
+    return new InProcessRankGroup(schedule, comms, executors, abortFlag, controller, policy);
   }
 
   /** Every rank runs in this thread. */
@@ -115,9 +103,7 @@ export class InProcessRankGroup<C extends CallMap = NoCalls> extends RankGroupBa
   readonly #executors: RankExecutor<C>[];
   readonly #abortFlag: Int32Array;
   readonly #controller: AbortController;
-  readonly #fault: CheckedFault | undefined;
-  readonly #validateSteps: "off" | "skip" | "stop";
-  readonly #clipNorm: number | undefined;
+  readonly #policy: RunPolicy;
   #disposed: Promise<void> | null = null;
 
   private constructor(
@@ -126,16 +112,10 @@ export class InProcessRankGroup<C extends CallMap = NoCalls> extends RankGroupBa
     executors: RankExecutor<C>[],
     abortFlag: Int32Array,
     controller: AbortController,
-    checks: {
-      fault: CheckedFault | undefined;
-      validateSteps: "off" | "skip" | "stop";
-      clipNorm: number | undefined;
-    },
+    policy: RunPolicy,
   ) {
     super(schedule);
-    this.#fault = checks.fault;
-    this.#validateSteps = checks.validateSteps;
-    this.#clipNorm = checks.clipNorm;
+    this.#policy = policy;
     this.#comms = comms;
     this.#executors = executors;
     this.#abortFlag = abortFlag;
@@ -157,7 +137,7 @@ export class InProcessRankGroup<C extends CallMap = NoCalls> extends RankGroupBa
       e.preventDefault();
       const reason = e.reason instanceof Error ? e.reason.message : String(e.reason);
       const action = last === null ? undefined : this.schedule.actions[last.rank][last.index];
-      const err = new PipelineWorkerError({
+      const err = new PipelineRankError({
         rank: last?.rank ?? 0,
         kind: "error",
         ...(action === undefined ? {} : { action, iteration: last!.iteration }),
@@ -182,10 +162,8 @@ export class InProcessRankGroup<C extends CallMap = NoCalls> extends RankGroupBa
           iterations: run.iterations,
           payloads: run.payloads(rank),
           forwardOnly: run.forwardOnly,
-          fault: this.#fault,
           abortFlag: this.#abortFlag,
-          validateSteps: this.#validateSteps,
-          ...(this.#clipNorm === undefined ? {} : { clipNorm: this.#clipNorm }),
+          policy: this.#policy,
           onState: (state, index, iteration) => {
             if (state === "compute" || state === "step") last = { rank, index, iteration };
           },
@@ -277,8 +255,7 @@ export async function runPipelineInProcess<C extends CallMap = NoCalls>(
     schedule,
     createExecutor: options.createExecutor,
     executorOptions: options.executorOptions,
-    ...(options.fault === undefined ? {} : { fault: options.fault }),
-    ...(options.validateSteps === undefined ? {} : { validateSteps: options.validateSteps }),
+    ...(options.policy === undefined ? {} : { policy: options.policy }),
   });
   let result: InProcessRunResult;
   try {

@@ -79,7 +79,7 @@ export interface StepCheck {
   readonly microBatch?: number;
   /**
    * The stage's sum of squared gradients (f64) of the step, needed with
-   * clipping by post-validation (`RankRunOptions.clipNorm`).
+   * clipping by post-validation (`RankRunOptions.policy`).
    */
   readonly normSquared?: number;
 }
@@ -133,9 +133,9 @@ export interface RankExecutorInit {
   /**
    * This rank's transport, for collectives an executor may need (the
    * model's executor needs none: its global-norm clipping goes through the
-   * runtime's `clipNorm`). The runtime's own traffic uses tags that start
-   * with `act/`, `grad/` (see `makeTag`) and `verdict/`; use other tags for
-   * anything else.
+   * runtime's `clipGradNorm`). The runtime's own traffic uses tags that
+   * start with `act/`, `grad/` (see `makeTag`) and `verdict/`; use other
+   * tags for anything else.
    */
   readonly comm: CommBackend;
 }
@@ -207,10 +207,10 @@ export interface RankExecutor<C extends CallMap = NoCalls> {
   /** The step of `stage` in `iteration` is final: what a rollback would need can go. */
   commitStep?(stage: number, iteration: number): void | Promise<void>;
   /**
-   * Clipping by post-validation (`RankRunOptions.clipNorm`): undoes the
+   * Clipping by post-validation (`RankRunOptions.policy`): undoes the
    * step of `stage` in `iteration` exactly, as `rollbackStep`, then steps
    * again with the gradients that step used times `scale`; the new step is
-   * final. Needed with `clipNorm`, where `step` keeps a copy of its
+   * final. Needed with `clipGradNorm`, where `step` keeps a copy of its
    * gradients until `commitStep` or this.
    */
   redoStep?(stage: number, iteration: number, scale: number): void | Promise<void>;

@@ -3,7 +3,7 @@
  * together. One interface, several homes: every rank in this thread
  * ({@linkcode InProcessRankGroup}), one Deno worker per rank
  * ({@linkcode WorkerRankGroup}), one process per rank with this process
- * holding one ({@linkcode MpiRankGroup}, SPMD under `mpirun`). Each rank runs the same loop
+ * holding one ({@linkcode SpmdRankGroup}, SPMD under `mpirun`). Each rank runs the same loop
  * (`runRank`) and the group counts iterations on across runs.
  *
  * @module
@@ -38,10 +38,10 @@ export interface RankGroupRunResult extends TimelineSummary {
   readonly events: readonly TimedEvent[];
   /** `reports[rank][i]`: the executor's `endIteration` value for the run's i-th iteration. */
   readonly reports: readonly (readonly unknown[])[];
-  /** Steps that post-validation rolled back (see `validateSteps`), by iteration. */
+  /** Steps that post-validation rolled back (see `RunPolicy.nonFinite`), by iteration. */
   readonly rolledBack: readonly RolledBack[];
   /**
-   * With clipping by post-validation (`clipNorm`): each iteration's global
+   * With clipping by post-validation (`RunPolicy.clipGradNorm`): each iteration's global
    * gradient norm before clipping, by iteration (empty without it).
    */
   readonly gradNorms: readonly GradNorm[];
@@ -53,7 +53,7 @@ export interface RankGroupRunResult extends TimelineSummary {
  * The ranks of one pipeline with their executors. `run` executes the
  * schedule for some iterations; `call` sends a typed request (per the
  * executors' {@linkcode CallMap}) to one rank. A rank that fails rejects the
- * run with a `PipelineWorkerError` naming it, and closes the group (build a
+ * run with a `PipelineRankError` naming it, and closes the group (build a
  * new one). Always `dispose`.
  *
  * @example

@@ -20,8 +20,9 @@ import { Abandon, type GradNorm, type RolledBack, StepValidation } from "./step_
 import { DeviceTimeline } from "./_device_timeline.ts";
 import { Outbox } from "./_outbox.ts";
 import { createEventLoopTurn } from "./_event_loop_turn.ts";
-import { applyFault, type CheckedFault } from "./fault_injection.ts";
-import { PipelineWorkerError } from "./pipeline_worker_error.ts";
+import { applyFault, checkFaultInjection } from "./fault_injection.ts";
+import { checkRunPolicy, type RunPolicyOptions } from "./run_policy.ts";
+import { PipelineRankError } from "./pipeline_rank_error.ts";
 
 /** What a rank is doing, as reported to `onState`. */
 export type RankState = "idle" | "recv" | "compute" | "step" | "done";
@@ -50,32 +51,28 @@ export interface RankRunOptions {
    * never wait on a backward.
    */
   readonly forwardOnly?: boolean;
-  /** A fault to inject before an action's compute (tests; see `checkFaultInjection`). */
-  readonly fault?: CheckedFault;
   /** The run's abort flag (index 0 turns nonzero on abort): wakes a "block" fault. */
   readonly abortFlag?: Int32Array;
   /**
-   * Post-validation of optimizer steps (default `"off"`): with `"skip"`,
+   * The run's policy, checked here (see {@linkcode checkRunPolicy}; absent:
+   * `nonFinite` `"off"`, no clipping, no fault). With `nonFinite` `"skip"`,
    * every stage publishes its step's `StepCheck`; a step that any stage
    * found non-finite is rolled back on every stage and, where the next
    * iteration had started on the stepped weights, that iteration runs again
    * on the restored ones, as a new attempt whose messages never meet the
-   * abandoned one's. `"stop"` rolls back the same way and ends the run at
-   * the bad step instead of going on.
+   * abandoned one's. `"throw"` rolls back the same way and ends the run at
+   * the bad step instead of going on. With `clipGradNorm`, each stage steps
+   * at once, unclipped, and its step's check carries its sum of squared
+   * gradients (`StepCheck.normSquared`), which goes to every rank with its
+   * flag; once every flag of an iteration is in, every rank adds the sums in
+   * stage order, and when the norm (their square root) is finite and above
+   * `clipGradNorm`, every stage redoes its step with its gradients times
+   * `clipGradNorm / (norm + 1e-6)` ({@linkcode RankExecutor.redoStep}) and
+   * the next iteration, begun on the unclipped weights, runs again, as after
+   * a rollback (with `nonFinite` `"off"`, the checks' finiteness is
+   * ignored). `faultInjection` is applied before an action's compute.
    */
-  readonly validateSteps?: "off" | "skip" | "stop";
-  /**
-   * Global-norm clipping by post-validation (absent: none): each stage
-   * steps at once, unclipped, and its step's check carries its sum of
-   * squared gradients (`StepCheck.normSquared`), which goes to every rank
-   * with its flag. Once every flag of an iteration is in, every rank adds
-   * the sums in stage order; when the norm (their square root) is finite and
-   * above `clipNorm`, every stage redoes its step with its gradients times
-   * `clipNorm / (norm + 1e-6)` ({@linkcode RankExecutor.redoStep}) and the
-   * next iteration, begun on the unclipped weights, runs again, as after a
-   * rollback. Without `validateSteps`, the checks' finiteness is ignored.
-   */
-  readonly clipNorm?: number;
+  readonly policy?: RunPolicyOptions;
   /** Told when the rank changes state; `index` is the action's position in the rank's list. */
   readonly onState?: (state: RankState, index: number, iteration: number) => void;
 }
@@ -91,7 +88,7 @@ export interface RankRunResult {
   readonly reports: unknown[];
   /** The iterations whose steps post-validation rolled back (empty when it is off). */
   readonly rolledBack: RolledBack[];
-  /** With `clipNorm`: each settled iteration's global gradient norm (empty without). */
+  /** With `clipGradNorm`: each settled iteration's global gradient norm (empty without). */
   readonly gradNorms: GradNorm[];
 }
 
@@ -120,7 +117,7 @@ export interface RankRunResult {
  * promise (not a device span) is an upper bound by the event loop's delay.
  *
  * Errors of the executor (or of a send it fed) come out as a
- * {@linkcode PipelineWorkerError} naming the rank and action; an abort of
+ * {@linkcode PipelineRankError} naming the rank and action; an abort of
  * the transport comes out as the transport's `CommAbortedError`.
  *
  * @example
@@ -150,6 +147,10 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
     : schedule.actions[rank];
   const where = schedule.stageToRank;
   const numStages = where.length;
+  const policy = checkRunPolicy(options.policy);
+  const fault = policy.faultInjection === undefined
+    ? undefined
+    : checkFaultInjection(policy.faultInjection);
   // Null where nothing is validated: then the loop never calls it.
   const validation = StepValidation.create({
     comm,
@@ -157,8 +158,7 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
     stageToRank: where,
     stages: [...new Set(list.map((a) => a.stage))].sort((x, y) => x - y),
     firstIteration: first,
-    validateSteps: options.validateSteps,
-    clipNorm: options.clipNorm,
+    policy,
     forwardOnly,
   });
   const clock = options.clock ?? (() => performance.now());
@@ -175,7 +175,7 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
   };
   // Runs one piece of work (an action when `event`, else an optimizer step) and dates it.
   const run = async <T>(a: Action, it: number, event: boolean, work: () => T | Promise<T>) => {
-    const hang = applyFault(options.fault, a, it, abortFlag, !event);
+    const hang = applyFault(fault, a, it, abortFlag, !event);
     if (hang !== undefined) await hang;
     const start = clock();
     const out = await work();
@@ -310,7 +310,7 @@ function checkRange(schedule: Schedule, rank: number, first: number, iterations:
 // What a failure of action `a` in `iteration` comes out as (`step`: it came
 // from the optimizer step after `a`): a transport abort, an error already
 // named or an abandoned attempt as it is; anything else as a
-// PipelineWorkerError naming the rank and action.
+// PipelineRankError naming the rank and action.
 function rankError(
   rank: number,
   a: Action,
@@ -318,13 +318,13 @@ function rankError(
   cause: unknown,
   step: boolean,
 ): unknown {
-  if (cause instanceof CommAbortedError || cause instanceof PipelineWorkerError) return cause;
+  if (cause instanceof CommAbortedError || cause instanceof PipelineRankError) return cause;
   if (cause instanceof Abandon) return cause;
   const message = cause instanceof Error ? cause.message : String(cause);
   const detail = step && !message.includes("optimizer step")
     ? `in the optimizer step of stage ${a.stage}: ${message}`
     : message;
-  return new PipelineWorkerError({
+  return new PipelineRankError({
     rank,
     kind: "error",
     action: a,

@@ -16,11 +16,11 @@
 import { CommAbortedError } from "../comm/backend.ts";
 import { WorkerBackend } from "../comm/worker_backend.ts";
 import type { Schedule } from "../schedule/schedule.ts";
-import { PipelineWorkerError } from "./pipeline_worker_error.ts";
+import { PipelineRankError } from "./pipeline_rank_error.ts";
 import type { CallMap, RankExecutor, RankExecutorFactory } from "./rank_executor.ts";
 import { runRank } from "./rank_interpreter.ts";
 import { executorInit } from "./_placement.ts";
-import { type CheckedFault, checkFaultInjection } from "./fault_injection.ts";
+import { checkRunPolicy, type RunPolicy } from "./run_policy.ts";
 import {
   ABORT_INDEX,
   type ErrorReport,
@@ -43,9 +43,7 @@ let schedule: Schedule | null = null;
 let comm: WorkerBackend | null = null;
 let executor: RankExecutor<CallMap> | null = null;
 let board: Int32Array | null = null;
-let fault: CheckedFault | undefined;
-let validateSteps: "off" | "skip" | "stop" = "off";
-let clipNorm: number | undefined;
+let policy: RunPolicy = checkRunPolicy(undefined);
 let clock: () => number = () => performance.now();
 const controller = new AbortController();
 
@@ -58,7 +56,7 @@ function report(e: unknown): ErrorReport {
     message: err.message,
     stack: err.stack,
   };
-  if (err instanceof PipelineWorkerError) {
+  if (err instanceof PipelineRankError) {
     return {
       ...base,
       detail: err.detail,
@@ -105,9 +103,7 @@ async function handle(msg: ToWorker): Promise<void> {
         rank = msg.rank;
         schedule = msg.schedule;
         board = new Int32Array(msg.board);
-        fault = msg.fault === undefined ? undefined : checkFaultInjection(msg.fault, "fault");
-        validateSteps = msg.validateSteps;
-        clipNorm = msg.clipNorm;
+        policy = checkRunPolicy(msg.policy);
         // Event times on the main thread's performance.now() scale.
         const offset = performance.timeOrigin - msg.timeOrigin;
         clock = () => performance.now() + offset;
@@ -151,10 +147,8 @@ async function handle(msg: ToWorker): Promise<void> {
           forwardOnly: msg.forwardOnly,
           clock,
           onState: setState,
-          fault,
           abortFlag: board!.subarray(ABORT_INDEX, ABORT_INDEX + 1),
-          validateSteps,
-          ...(clipNorm === undefined ? {} : { clipNorm }),
+          policy,
         });
         // A rejection left unhandled by the last action surfaces now, not after "done".
         await new Promise((resolve) => setTimeout(resolve, 0));
@@ -214,7 +208,7 @@ globalThis.addEventListener("unhandledrejection", (e: PromiseRejectionEvent) => 
   const action = current !== null && schedule !== null
     ? schedule.actions[rank]?.[current.index]
     : undefined;
-  const err = new PipelineWorkerError({
+  const err = new PipelineRankError({
     rank,
     kind: "error",
     ...(action === undefined ? {} : { action, iteration: current!.iteration }),

@@ -25,7 +25,8 @@
 
 import type { CommBackend } from "../comm/backend.ts";
 import type { RankExecutor, StepCheck, StepResultOf } from "./rank_executor.ts";
-import { checkClipNorm, isClip, type Verdict, VerdictBoard } from "./_verdicts.ts";
+import { isClip, type Verdict, VerdictBoard } from "./_verdicts.ts";
+import type { NonFinitePolicy, RunPolicy } from "./run_policy.ts";
 import { isTensorTagOf, isVerdictTagOf } from "./tag.ts";
 
 /** A step rolled back by post-validation. */
@@ -88,10 +89,8 @@ export interface StepValidationInit {
   readonly stages: readonly number[];
   /** The run's first iteration. */
   readonly firstIteration: number;
-  /** `RankRunOptions.validateSteps` as given (default `"off"`). */
-  readonly validateSteps: unknown;
-  /** `RankRunOptions.clipNorm` as given (absent: no clipping). */
-  readonly clipNorm: unknown;
+  /** The run's checked policy (`nonFinite`, `clipGradNorm`). */
+  readonly policy: RunPolicy;
   /** Whether the run only predicts (then nothing steps and nothing is validated). */
   readonly forwardOnly: boolean;
 }
@@ -113,8 +112,8 @@ export interface StepValidationInit {
  *   abortFlag: new Int32Array(1), signal: new AbortController().signal, comm,
  * });
  * const init = { comm, executor, stageToRank: [0], stages: [0], firstIteration: 0, forwardOnly: false };
- * const off = StepValidation.create({ ...init, validateSteps: "off", clipNorm: undefined });
- * const skip = StepValidation.create({ ...init, validateSteps: "skip", clipNorm: undefined });
+ * const off = StepValidation.create({ ...init, policy: { nonFinite: "off" } });
+ * const skip = StepValidation.create({ ...init, policy: { nonFinite: "skip" } });
  * console.log(off, skip?.attempt(0), skip?.mustSettleBefore(0)); // null 0 false
  * comm.close();
  * ```
@@ -127,7 +126,7 @@ export class StepValidation {
   readonly #comm: CommBackend;
   readonly #executor: RankExecutor;
   readonly #stages: readonly number[];
-  readonly #validate: "off" | "skip" | "stop";
+  readonly #validate: NonFinitePolicy;
   readonly #clipNorm: number | undefined;
   readonly #board: VerdictBoard;
   readonly #attempts = new Map<number, number>();
@@ -135,20 +134,16 @@ export class StepValidation {
   #settledUpTo: number;
 
   /**
-   * Checks `validateSteps` and `clipNorm` before any work; null where
-   * nothing is validated (both off, or a forward-only run).
+   * Checks that the executor can redo a clipped step before any work; null
+   * where nothing is validated (`nonFinite` off without clipping, or a
+   * forward-only run).
    */
   static create(init: StepValidationInit): StepValidation | null {
-    const validate = init.validateSteps ?? "off";
-    if (validate !== "off" && validate !== "skip" && validate !== "stop") {
-      throw new RangeError(
-        `validateSteps must be "off", "skip" or "stop", got ${String(validate)}`,
-      );
-    }
-    const clipNorm = checkClipNorm(init.clipNorm);
+    const validate = init.policy.nonFinite;
+    const clipNorm = init.policy.clipGradNorm;
     if (clipNorm !== undefined && typeof init.executor.redoStep !== "function") {
       throw new TypeError(
-        `clipNorm needs an executor with redoStep, got ${typeof init.executor.redoStep}`,
+        `clipGradNorm needs an executor with redoStep, got ${typeof init.executor.redoStep}`,
       );
     }
     if ((validate === "off" && clipNorm === undefined) || init.forwardOnly) return null;
@@ -157,7 +152,7 @@ export class StepValidation {
 
   private constructor(
     init: StepValidationInit,
-    validate: "off" | "skip" | "stop",
+    validate: NonFinitePolicy,
     clipNorm: number | undefined,
   ) {
     this.#comm = init.comm;
@@ -231,7 +226,9 @@ export class StepValidation {
       if (this.#clipNorm !== undefined && typeof c.normSquared !== "number") {
         return failed(
           new TypeError(
-            `clipNorm needs the step's check to carry normSquared, got ${String(c.normSquared)}`,
+            `clipGradNorm needs the step's check to carry normSquared, got ${
+              String(c.normSquared)
+            }`,
           ),
         );
       }
@@ -248,14 +245,14 @@ export class StepValidation {
    * After an attempt at `iteration` threw `abandoned`: the previous step is
    * settled (rolled back or redone everywhere), the attempt's traffic and
    * the executor's state of it go, and the next attempt is numbered.
-   * Resolves true when the run ends here instead (`"stop"` after a rollback).
+   * Resolves true when the run ends here instead (`"throw"` after a rollback).
    */
   async abandon(iteration: number, abandoned: Abandon): Promise<boolean> {
     if (this.#settledUpTo < iteration - 1) await this.#settle(iteration - 1);
     const attempt = this.attempt(iteration);
     this.#comm.discard((t) => isTensorTagOf(t, iteration, attempt));
     await this.#executor.abandonIteration?.(iteration);
-    if (this.#validate === "stop" && !isClip(abandoned.verdict)) {
+    if (this.#validate === "throw" && !isClip(abandoned.verdict)) {
       this.#comm.discard((t) => isVerdictTagOf(t, iteration));
       return true;
     }

@@ -17,6 +17,7 @@
 
 import { WorkerRankGroup } from "./worker_rank_group.ts";
 import type { CallMap } from "./rank_executor.ts";
+import { markScheduleChecked } from "./checked_schedule.ts";
 import { readFrames } from "./_frames.ts";
 import { frameLines, lineTag } from "./_frame_lines.ts";
 import { toErrorFields } from "./_error_fields.ts";
@@ -56,21 +57,12 @@ async function main(word: string): Promise<void> {
         const init = msg as HostInit;
         try {
           group = await WorkerRankGroup.create<CallMap>({
-            schedule: init.schedule,
+            // Checked by the parent: not run through the full check again.
+            schedule: markScheduleChecked(init.schedule),
             executor: { module: init.module, options: (r: number) => init.options[r] },
-            ...(init.heartbeatIntervalMs === undefined
-              ? {}
-              : { heartbeatIntervalMs: init.heartbeatIntervalMs }),
-            ...(init.heartbeatTimeoutMs === undefined
-              ? {}
-              : { heartbeatTimeoutMs: init.heartbeatTimeoutMs }),
-            ...(init.stallTimeoutMs === undefined ? {} : { stallTimeoutMs: init.stallTimeoutMs }),
-            ...(init.startupTimeoutMs === undefined
-              ? {}
-              : { startupTimeoutMs: init.startupTimeoutMs }),
-            ...(init.fault === undefined ? {} : { fault: init.fault }),
-            validateSteps: init.validateSteps,
-            ...(init.clipNorm === undefined ? {} : { clipNorm: init.clipNorm }),
+            heartbeatIntervalMs: init.heartbeatIntervalMs,
+            startupTimeoutMs: init.startupTimeoutMs,
+            policy: init.policy,
           });
           reply({ type: "ready" });
         } catch (e) {

@@ -19,9 +19,8 @@ import type { Schedule } from "../schedule/schedule.ts";
 import type { CallMap, NoCalls } from "./rank_executor.ts";
 import type { RankGroupKind, RankGroupRunOptions, RankGroupRunResult } from "./rank_group.ts";
 import { checkWorkerGroupOptions, type WorkerRankGroupOptions } from "./worker_rank_group.ts";
-import { PipelineWorkerError } from "./pipeline_worker_error.ts";
-import { checkRunOptions, checkValidateSteps } from "./_run_results.ts";
-import { checkClipNorm } from "./_verdicts.ts";
+import { PipelineRankError } from "./pipeline_rank_error.ts";
+import { checkRunOptions } from "./_run_results.ts";
 import { type FrameSink, writeFrame } from "./_frames.ts";
 import { FrameLineReader, lineTag } from "./_frame_lines.ts";
 import { childPermissionFlags, denoCommand } from "./_permission_flags.ts";
@@ -85,14 +84,14 @@ export class SubprocessRankGroup<C extends CallMap = NoCalls> extends RankGroupB
     options: WorkerRankGroupOptions,
   ): Promise<SubprocessRankGroup<C>> {
     const t = checkWorkerGroupOptions(options);
-    const schedule = options.schedule;
+    const schedule = t.schedule;
     const ex = options.executor;
     const perRank = Array.from({ length: schedule.ranks }, (_, r) => optionsFor(ex.options, r));
     let flags: string[];
     try {
       flags = await childPermissionFlags();
     } catch (e) {
-      throw new PipelineWorkerError({
+      throw new PipelineRankError({
         rank: 0,
         kind: "startup",
         detail: `the ranks' host process cannot be given exactly this process's permissions: ${
@@ -113,7 +112,7 @@ export class SubprocessRankGroup<C extends CallMap = NoCalls> extends RankGroupB
         group.#started,
         t.startupTimeoutMs,
         () => {
-          throw new PipelineWorkerError({
+          throw new PipelineRankError({
             rank: 0,
             kind: "startup",
             detail: `the ranks' host process did not start within ${t.startupTimeoutMs} ms`,
@@ -125,10 +124,9 @@ export class SubprocessRankGroup<C extends CallMap = NoCalls> extends RankGroupB
         schedule,
         module: String(ex.module),
         options: perRank,
-        ...t,
-        ...(options.fault === undefined ? {} : { fault: options.fault }),
-        validateSteps: checkValidateSteps(options.validateSteps),
-        ...(options.clipNorm === undefined ? {} : { clipNorm: checkClipNorm(options.clipNorm) }),
+        heartbeatIntervalMs: t.heartbeatIntervalMs,
+        startupTimeoutMs: t.startupTimeoutMs,
+        policy: t.policy,
       });
     } catch (e) {
       group.isClosed = true;
@@ -173,7 +171,7 @@ export class SubprocessRankGroup<C extends CallMap = NoCalls> extends RankGroupB
       if (this.isClosed) return;
       const ranks = this.ranks === 1 ? "rank 0" : `ranks 0-${this.ranks - 1}`;
       this.#fail(
-        new PipelineWorkerError({
+        new PipelineRankError({
           rank: 0,
           kind: "exit",
           detail: `the ranks' host process (${ranks}) exited with code ${s.code}${

@@ -6,10 +6,8 @@
  */
 
 import type { Schedule } from "../schedule/schedule.ts";
-import { validateSchedule } from "../analysis/validate.ts";
-import { checkFaultInjection, type FaultInjection } from "./fault_injection.ts";
-import { checkValidateSteps } from "./_run_results.ts";
-import { checkClipNorm } from "./_verdicts.ts";
+import { checkSchedule } from "./checked_schedule.ts";
+import { checkRunPolicy, type RunPolicy, type RunPolicyOptions } from "./run_policy.ts";
 
 /** Which executor the workers build. */
 export interface ExecutorChoice {
@@ -29,32 +27,28 @@ export interface WorkerRankGroupOptions {
   readonly schedule: Schedule;
   /** Executor of every rank. */
   readonly executor: ExecutorChoice;
-  /** How often each worker sends a heartbeat, ms (default 200). */
-  readonly heartbeatIntervalMs?: number;
   /**
-   * A rank silent this long (ms) once the group is ready is declared hung
+   * How often each worker sends a heartbeat, ms (default 200, or with the
+   * policy's `heartbeatMs` a quarter of it, between 5 and 200).
+   */
+  readonly heartbeatIntervalMs?: number;
+  /** Time allowed for the workers to load and meet (ms, default 30 000). */
+  readonly startupTimeoutMs?: number;
+  /**
+   * The run's policy, checked before any worker starts (see
+   * {@linkcode checkRunPolicy}; default none). Its `heartbeatMs`: a rank
+   * silent this long (ms) once the group is ready is declared hung
    * (default 5000). Heartbeats come from the worker's event loop, so a
    * rank inside an action or step (per the status board) that holds its
    * thread in synchronous compute is silent too: it is not declared hung
    * while its thread is seen using CPU time (Linux /proc), or at all where
    * that cannot be seen. A thread blocked without using CPU (a deadlocked
-   * wait) is hung; compute that never ends is left to `stallTimeoutMs`.
-   */
-  readonly heartbeatTimeoutMs?: number;
-  /**
-   * During a run, no action starting on any rank for this long (ms) is a
-   * stall: a hang that keeps the event loop (and so the heartbeat) alive,
+   * wait) is hung; compute that never ends is left to `stallTimeoutMs`:
+   * during a run, no action starting on any rank for this long (ms) is a
+   * stall, a hang that keeps the event loop (and so the heartbeat) alive,
    * e.g. a promise that never settles (default 60 000).
    */
-  readonly stallTimeoutMs?: number;
-  /** Time allowed for the workers to load and meet (ms, default 30 000). */
-  readonly startupTimeoutMs?: number;
-  /** A fault to inject (tests), checked before any worker starts. */
-  readonly fault?: FaultInjection;
-  /** Post-validation of optimizer steps (see `RankRunOptions.validateSteps`; default "off"). */
-  readonly validateSteps?: "off" | "skip" | "stop";
-  /** Global-norm clipping by post-validation (see `RankRunOptions.clipNorm`; absent: none). */
-  readonly clipNorm?: number;
+  readonly policy?: RunPolicyOptions;
 }
 
 function positive(value: unknown, what: string, fallback: number): number {
@@ -65,24 +59,28 @@ function positive(value: unknown, what: string, fallback: number): number {
   return v;
 }
 
-/** The timeouts of a worker group, checked and with defaults. */
-export interface WorkerGroupTimeouts {
+/** A worker group's options, checked and with their defaults. */
+export interface CheckedWorkerGroup {
+  /** The schedule, checked once (see `checkSchedule`). */
+  readonly schedule: Schedule;
+  /** The run's policy, checked. */
+  readonly policy: RunPolicy;
   readonly heartbeatIntervalMs: number;
-  readonly heartbeatTimeoutMs: number;
-  readonly stallTimeoutMs: number;
+  /** A rank silent this long (ms) is hung: the policy's `heartbeatMs` or its default. */
+  readonly hungAfterMs: number;
+  /** No action starting this long (ms) is a stall: the policy's `stallTimeoutMs` or its default. */
+  readonly stalledAfterMs: number;
   readonly startupTimeoutMs: number;
 }
 
 /**
  * Checks a worker group's options before any worker starts (the schedule,
- * the executor choice, the timeouts, the fault, the validation mode) and
- * returns its timeouts.
+ * the executor choice, the timeouts, the policy) and returns them checked.
  */
-export function checkWorkerGroupOptions(options: WorkerRankGroupOptions): WorkerGroupTimeouts {
+export function checkWorkerGroupOptions(options: WorkerRankGroupOptions): CheckedWorkerGroup {
   if (options === null || typeof options !== "object") {
     throw new TypeError(`options must be an object { schedule, executor, ... }, got ${options}`);
   }
-  validateSchedule(options.schedule);
   const ex = options.executor;
   if (ex === null || typeof ex !== "object" || ex.module === undefined) {
     throw new TypeError(
@@ -91,19 +89,23 @@ export function checkWorkerGroupOptions(options: WorkerRankGroupOptions): Worker
       }`,
     );
   }
+  const policy = checkRunPolicy(options.policy);
+  const hb = policy.heartbeatMs;
   const t = {
-    heartbeatIntervalMs: positive(options.heartbeatIntervalMs, "heartbeatIntervalMs", 200),
-    heartbeatTimeoutMs: positive(options.heartbeatTimeoutMs, "heartbeatTimeoutMs", 5000),
-    stallTimeoutMs: positive(options.stallTimeoutMs, "stallTimeoutMs", 60_000),
+    heartbeatIntervalMs: positive(
+      options.heartbeatIntervalMs,
+      "heartbeatIntervalMs",
+      hb === undefined ? 200 : Math.max(5, Math.min(200, hb / 4)),
+    ),
+    hungAfterMs: hb ?? 5000,
+    stalledAfterMs: policy.stallTimeoutMs ?? 60_000,
     startupTimeoutMs: positive(options.startupTimeoutMs, "startupTimeoutMs", 30_000),
   };
-  if (t.heartbeatTimeoutMs <= t.heartbeatIntervalMs) {
+  if (t.hungAfterMs <= t.heartbeatIntervalMs) {
     throw new RangeError(
-      `heartbeatTimeoutMs (${t.heartbeatTimeoutMs}) must exceed heartbeatIntervalMs (${t.heartbeatIntervalMs})`,
+      `heartbeatMs (${t.hungAfterMs}) must exceed heartbeatIntervalMs (${t.heartbeatIntervalMs})`,
     );
   }
-  if (options.fault !== undefined) checkFaultInjection(options.fault, "fault");
-  checkValidateSteps(options.validateSteps);
-  checkClipNorm(options.clipNorm);
-  return t;
+  // Checked last: the full check (a dry run) only once everything else passed.
+  return { schedule: checkSchedule(options.schedule), policy, ...t };
 }

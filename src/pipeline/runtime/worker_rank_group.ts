@@ -13,25 +13,23 @@
  * @module
  */
 
-import { checkWorkerGroupOptions, type WorkerRankGroupOptions } from "./worker_group_options.ts";
+import {
+  type CheckedWorkerGroup,
+  checkWorkerGroupOptions,
+  type WorkerRankGroupOptions,
+} from "./worker_group_options.ts";
 
 export type { ExecutorChoice, WorkerRankGroupOptions } from "./worker_group_options.ts";
 export { checkWorkerGroupOptions } from "./worker_group_options.ts";
 import { createPortMesh } from "../comm/worker_backend.ts";
 import { ControlPlane, controlPlaneSettled } from "../comm/control_plane.ts";
-import { PipelineWorkerError } from "./pipeline_worker_error.ts";
+import { PipelineRankError } from "./pipeline_rank_error.ts";
 import type { CallMap, NoCalls } from "./rank_executor.ts";
 import type { RankGroupKind, RankGroupRunOptions, RankGroupRunResult } from "./rank_group.ts";
-import { liveCount, startWorker, type TrackedWorker } from "./_worker_registry.ts";
+import { startWorker, type TrackedWorker } from "./_worker_registry.ts";
 import { threadAlive, waitForThreadsToExit } from "./_threads.ts";
 import { Watchdog } from "./_watchdog.ts";
-import {
-  assembleRun,
-  checkRunOptions,
-  checkValidateSteps,
-  type RankShare,
-} from "./_run_results.ts";
-import { checkClipNorm } from "./_verdicts.ts";
+import { assembleRun, checkRunOptions, type RankShare } from "./_run_results.ts";
 import { optionsFor } from "./_placement.ts";
 import { RankGroupBase } from "./_rank_group_base.ts";
 import {
@@ -66,24 +64,9 @@ const WORKER_URL = new URL("./stage_worker.ts", import.meta.url).href;
 const DISPOSED = "the worker rank group was disposed";
 
 /**
- * Workers currently alive (started by a worker group and not yet
- * terminated). Deno cannot tell whether a worker lives, so the runtime
- * keeps a registry.
- *
- * @example
- * ```ts
- * import { liveWorkerCount } from "@conveyor/core/runtime";
- * console.log(liveWorkerCount()); // 0
- * ```
- */
-export function liveWorkerCount(): number {
-  return liveCount();
-}
-
-/**
  * One Deno worker per rank of a schedule. See {@linkcode RankGroup}: any
  * rank failing, exiting, hanging or stalling rejects the run with a
- * {@linkcode PipelineWorkerError} and terminates every worker (the group is
+ * {@linkcode PipelineRankError} and terminates every worker (the group is
  * then spent: build a new one). Always `dispose`.
  *
  * @example
@@ -110,9 +93,9 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<
   static async create<C extends CallMap = NoCalls>(
     options: WorkerRankGroupOptions,
   ): Promise<WorkerRankGroup<C>> {
-    checkWorkerGroupOptions(options);
+    const checked = checkWorkerGroupOptions(options);
     await controlPlaneSettled();
-    const group = new WorkerRankGroup<C>(options);
+    const group = new WorkerRankGroup<C>(options, checked);
     try {
       await group.#started;
     } catch (e) {
@@ -147,14 +130,13 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<
   #disposeWait: (() => void) | null = null;
   #holds = 0;
 
-  private constructor(options: WorkerRankGroupOptions) {
-    super(options.schedule, DISPOSED);
-    const schedule = options.schedule;
+  private constructor(options: WorkerRankGroupOptions, t: CheckedWorkerGroup) {
+    super(t.schedule, DISPOSED);
+    const schedule = t.schedule;
     const p = schedule.ranks;
-    const t = checkWorkerGroupOptions(options);
     const hbInterval = t.heartbeatIntervalMs;
-    const heartbeatTimeoutMs = t.heartbeatTimeoutMs;
-    const stallTimeoutMs = t.stallTimeoutMs;
+    const heartbeatTimeoutMs = t.hungAfterMs;
+    const stallTimeoutMs = t.stalledAfterMs;
     const startupMs = t.startupTimeoutMs;
     const ex = options.executor;
     const module = String(ex.module);
@@ -174,12 +156,12 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<
       onError: (r, report) => this.#fail(this.#fromReport(r, report as unknown as ErrorReport)),
       onAbort: (r, reason) =>
         this.#fail(
-          new PipelineWorkerError({ rank: r, kind: "error", detail: `aborted: ${reason}` }),
+          new PipelineRankError({ rank: r, kind: "error", detail: `aborted: ${reason}` }),
         ),
     });
     const mesh = createPortMesh(p);
     try {
-      this.#startWorkers(options, mesh, module, hbInterval, startupMs);
+      this.#startWorkers(options, t, mesh, module);
     } catch (e) {
       // A worker that cannot start (Deno refusing to read its module): nothing stays open.
       for (const w of this.#workers) w.terminate();
@@ -194,7 +176,7 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<
     this.#startupTimer = setTimeout(() => {
       const heard = this.#control.ranksHeard;
       this.#fail(
-        new PipelineWorkerError({
+        new PipelineRankError({
           rank: Math.min(heard, p - 1),
           kind: "startup",
           detail: `${this.#ready} of ${p} workers ready (${heard} met) after ${startupMs} ms`,
@@ -214,12 +196,11 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<
   /** Starts one worker per rank and sends it its init message. */
   #startWorkers(
     options: WorkerRankGroupOptions,
+    t: CheckedWorkerGroup,
     mesh: ReturnType<typeof createPortMesh>,
     module: string,
-    hbInterval: number,
-    startupMs: number,
   ): void {
-    const schedule = options.schedule;
+    const schedule = t.schedule;
     const ex = options.executor;
     for (let r = 0; r < schedule.ranks; r++) {
       const tracked = startWorker(WORKER_URL, `conveyor-rank-${r}`);
@@ -243,11 +224,9 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<
         },
         timeOrigin: performance.timeOrigin,
         board: this.#board.buffer as SharedArrayBuffer,
-        heartbeatIntervalMs: hbInterval,
-        connectTimeoutMs: startupMs,
-        ...(options.fault === undefined ? {} : { fault: options.fault }),
-        validateSteps: checkValidateSteps(options.validateSteps),
-        ...(options.clipNorm === undefined ? {} : { clipNorm: checkClipNorm(options.clipNorm) }),
+        heartbeatIntervalMs: t.heartbeatIntervalMs,
+        connectTimeoutMs: t.startupTimeoutMs,
+        policy: t.policy,
       };
       tracked.worker.postMessage(init, mesh[r].filter((x): x is MessagePort => x !== null));
     }
@@ -420,7 +399,7 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<
         if (call !== undefined) {
           this.#calls.delete(msg.id!);
           call.reject(
-            new PipelineWorkerError({
+            new PipelineRankError({
               rank,
               kind: "error",
               detail: `call "${call.method}" failed: ${msg.report.detail}`,
@@ -430,7 +409,7 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<
           const err = this.#fromReport(rank, msg.report);
           this.#fail(
             this.#ready < this.ranks
-              ? new PipelineWorkerError({ rank, kind: "startup", detail: msg.report.detail })
+              ? new PipelineRankError({ rank, kind: "startup", detail: msg.report.detail })
               : err,
           );
         }
@@ -443,9 +422,9 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<
     }
   }
 
-  #fromReport(rank: number, report: ErrorReport): PipelineWorkerError {
+  #fromReport(rank: number, report: ErrorReport): PipelineRankError {
     if (report.action !== undefined) {
-      return new PipelineWorkerError({
+      return new PipelineRankError({
         rank,
         kind: "error",
         action: report.action,

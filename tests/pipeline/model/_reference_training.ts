@@ -59,7 +59,7 @@ export async function cpuModel(
       ranks: 2,
       loss: "cross-entropy",
       backend: "cpu",
-      workers: false,
+      rankGroup: "in-process",
       ...options,
     } as PipelineParallelModelOptions);
   } finally {

@@ -6,7 +6,7 @@ import { adviseSchedule } from "../../../src/pipeline/model/advise.ts";
 import { PipelineParallelModel } from "../../../src/pipeline/model/pipeline_parallel_model.ts";
 import { FixedPartition } from "../../../src/pipeline/partition/partition.ts";
 import { generateSchedule } from "../../../src/pipeline/schedule/generate.ts";
-import { liveWorkerCount } from "../../../src/pipeline/runtime/worker_rank_group.ts";
+import { liveCount as liveWorkers } from "../../../src/pipeline/runtime/_worker_registry.ts";
 import { CpuBackend } from "../../../src/tensor/cpu/backend.ts";
 
 const W = 32;
@@ -199,7 +199,7 @@ Deno.test("adviseSchedule verify: the best candidate measured beside its predict
 Deno.test("adviseSchedule: bad options and samples are refused before any worker starts", async () => {
   const be = new CpuBackend();
   const net = mlp(be);
-  const workers = liveWorkerCount();
+  const workers = liveWorkers();
   try {
     const cases: [Record<string, unknown>, RegExp][] = [
       [{ loss: "l1" }, /loss must be "cross-entropy" or "mse", got "l1"/],
@@ -232,7 +232,7 @@ Deno.test("adviseSchedule: bad options and samples are refused before any worker
       /inFeatures = 8/,
     );
     await assert.rejects(() => adviseSchedule({} as never, sample, { loss: "mse" }), /Sequential/);
-    assert.equal(liveWorkerCount(), workers);
+    assert.equal(liveWorkers(), workers);
   } finally {
     net.dispose();
   }

@@ -178,7 +178,7 @@ const be = new CpuBackend();
 const net = new Sequential([new Linear(be, 2, 8, { seed: 1 }), new ReLU(be), new Linear(be, 8, 1, { seed: 2 })]);
 await using model = await PipelineParallelModel.create({
   model: net, schedule: "1f1b", ranks: 2, microBatches: 2,
-  optimizer: { kind: "sgd", lr: 0.1 }, loss: "mse", backend: "cpu", workers: false,
+  optimizer: { kind: "sgd", lr: 0.1 }, loss: "mse", backend: "cpu", rankGroup: "in-process",
 });
 await model.saveCheckpoint(${JSON.stringify(`${dir}/run.ckpt`)});`;
     const log = `${dir}/strace.log`;

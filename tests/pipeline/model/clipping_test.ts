@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { SCHEDULE_NAMES } from "../../../src/pipeline/schedule/generate.ts";
 import type { OptimizerSpec } from "../../../src/nn/optimizer_spec.ts";
-import { liveWorkerCount } from "../../../src/pipeline/runtime/worker_rank_group.ts";
+import { liveCount as liveWorkers } from "../../../src/pipeline/runtime/_worker_registry.ts";
 import {
   PipelineParallelModel,
   type PipelineParallelModelOptions,
@@ -58,7 +58,7 @@ async function trainAndCompare(
   } finally {
     await m.dispose();
   }
-  assert.equal(liveWorkerCount(), 0, `${label}: every worker ended`);
+  assert.equal(liveWorkers(), 0, `${label}: every worker ended`);
 }
 
 Deno.test("clipping in-process, P = 2: every step clipped equals single-device clipGradNorm, for every schedule", async () => {
@@ -69,7 +69,7 @@ Deno.test("clipping in-process, P = 2: every step clipped equals single-device c
 });
 
 Deno.test('clipping with nonFinite: "off" equals single-device clipGradNorm (zb-h2, zb-v, interleaved-1f1b)', async () => {
-  for (const name of ["zb-h2", "zb-v", "interleaved-1f1b"]) {
+  for (const name of ["zb-h2", "zb-v", "interleaved-1f1b"] as const) {
     await trainAndCompare(
       { schedule: name, ranks: 2, clipGradNorm: CLIP, nonFinite: "off" },
       refSgd,
@@ -80,12 +80,18 @@ Deno.test('clipping with nonFinite: "off" equals single-device clipGradNorm (zb-
 
 Deno.test("clipping in workers equals single-device clipGradNorm (zb-h2, interleaved-1f1b; the check on and off)", async () => {
   await trainAndCompare(
-    { schedule: "zb-h2", ranks: 2, clipGradNorm: CLIP, workers: true },
+    { schedule: "zb-h2", ranks: 2, clipGradNorm: CLIP, rankGroup: "workers" },
     refSgd,
     "zb-h2 workers",
   );
   await trainAndCompare(
-    { schedule: "interleaved-1f1b", ranks: 2, clipGradNorm: CLIP, workers: true, nonFinite: "off" },
+    {
+      schedule: "interleaved-1f1b",
+      ranks: 2,
+      clipGradNorm: CLIP,
+      rankGroup: "workers",
+      nonFinite: "off",
+    },
     refSgd,
     "interleaved-1f1b workers, nonFinite off",
   );
@@ -107,7 +113,7 @@ Deno.test("clipping only some steps (P = 4, zb-v): clipped and committed steps b
 
 Deno.test("clipping in a subprocess rank group equals single-device clipGradNorm (zb-v)", async () => {
   await trainAndCompare(
-    { schedule: "zb-v", ranks: 2, clipGradNorm: CLIP, rankGroup: "subprocess", workers: undefined },
+    { schedule: "zb-v", ranks: 2, clipGradNorm: CLIP, rankGroup: "subprocess" },
     refSgd,
     "zb-v subprocess",
   );

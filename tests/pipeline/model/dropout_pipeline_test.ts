@@ -9,7 +9,7 @@ import { Dropout } from "../../../src/nn/dropout.ts";
 import { Sequential } from "../../../src/nn/sequential.ts";
 import { Rng } from "../../../src/tensor/random.ts";
 import { PipelineParallelModel } from "../../../src/pipeline/model/pipeline_parallel_model.ts";
-import { liveWorkerCount } from "../../../src/pipeline/runtime/worker_rank_group.ts";
+import { liveCount as liveWorkers } from "../../../src/pipeline/runtime/_worker_registry.ts";
 import { cpu, referenceTraining } from "./_reference_training.ts";
 import { paramError, tensorsOf } from "./_compare.ts";
 
@@ -70,6 +70,6 @@ for (
     } finally {
       await pipe.dispose();
     }
-    assert.equal(liveWorkerCount(), 0);
+    assert.equal(liveWorkers(), 0);
   });
 }

@@ -7,7 +7,7 @@ import { loadSafetensors } from "../../../src/nn/safetensors.ts";
 import type {
   PipelineParallelModelOptions,
 } from "../../../src/pipeline/model/pipeline_parallel_model.ts";
-import { liveWorkerCount } from "../../../src/pipeline/runtime/worker_rank_group.ts";
+import { liveCount as liveWorkers } from "../../../src/pipeline/runtime/_worker_registry.ts";
 import { cpu, cpuModel, gpt, tokenBatches } from "./_reference_training.ts";
 
 const batches = tokenBatches(4, 9, 31);
@@ -103,8 +103,8 @@ Deno.test("evaluate in workers equals evaluate in-process", async () => {
   await using a = await build();
   const want = await a.evaluate(evalBatch);
   {
-    await using w = await build({ workers: true });
+    await using w = await build({ rankGroup: "workers" });
     assert.deepEqual(await w.evaluate(evalBatch), want);
   }
-  assert.equal(liveWorkerCount(), 0);
+  assert.equal(liveWorkers(), 0);
 });

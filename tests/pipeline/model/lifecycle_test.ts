@@ -22,7 +22,7 @@ const be = new CpuBackend();
 const net = new Sequential([new Linear(be, 2, 8, { seed: 1 }), new ReLU(be), new Linear(be, 8, 1, { seed: 2 })]);
 const options = {
   model: net, schedule: "1f1b", ranks: 2, microBatches: 2,
-  optimizer: { kind: "sgd", lr: 0.1 }, loss: "mse", backend: "cpu", workers: Deno.args[0] !== "in-process",
+  optimizer: { kind: "sgd", lr: 0.1 }, loss: "mse", backend: "cpu", rankGroup: Deno.args[0] === "in-process" ? "in-process" : "workers",
 } as const;
 const batch = { inputs: new Float32Array([0, 1, 1, 0, 1, 1, 0, 0]), shape: [4, 2], targets: new Float32Array([1, 1, 0, 0]) };
 ${body}

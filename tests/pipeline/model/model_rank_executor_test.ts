@@ -62,11 +62,11 @@ Deno.test("ModelRankExecutor (CPU): outputs are ready arrays, handed over before
   }
 });
 
-Deno.test("ModelStageExecutor (CPU): dispose closes the rank's backend once, which then refuses work", async () => {
+Deno.test("ModelRankExecutor (CPU): dispose closes the rank's backend once, which then refuses work", async () => {
   const cpu = new CpuBackend();
   const net = new Sequential([new Linear(cpu, 3, 2, { seed: 1 })]);
   const [comm] = InProcessBackend.createGroup(1);
-  const ex = await ModelStageExecutor.create({
+  const ex = await ModelRankExecutor.create({
     rank: 0,
     ranks: 1,
     stages: [0],

@@ -17,7 +17,7 @@ import {
 import { NonFiniteStepError } from "../../../src/pipeline/model/results.ts";
 import { parseSafetensors } from "../../../src/nn/safetensors.ts";
 import { parseTrainingCheckpoint } from "../../../src/nn/training_checkpoint.ts";
-import { liveWorkerCount } from "../../../src/pipeline/runtime/worker_rank_group.ts";
+import { liveCount as liveWorkers } from "../../../src/pipeline/runtime/_worker_registry.ts";
 import { cpu } from "./_reference_training.ts";
 import { NanAt, type NanAtOptions } from "./_nan_layer.ts";
 
@@ -166,7 +166,7 @@ Deno.test("non-finite in workers (zb-v): a NaN gradient at stage 2 skips the ste
   assert.deepEqual(r.steps.map((s) => s.skipped === true), [false, true, false]);
   assertBitwise(await state(m), want, "workers");
   await m.dispose();
-  assert.equal(liveWorkerCount(), 0);
+  assert.equal(liveWorkers(), 0);
 });
 
 Deno.test("loadSafetensors of a file holding NaN is refused before any change; allowNonFinite loads it", async () => {

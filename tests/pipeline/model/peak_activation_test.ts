@@ -7,6 +7,7 @@
 // by exactly the activations the reference table says they keep: rank 0
 // holds the inputs of all m micro-batches under GPipe, of p under 1F1B.
 
+import type { ScheduleName } from "../../../src/pipeline/schedule/generate.ts";
 import assert from "node:assert/strict";
 import { CpuBackend } from "../../../src/tensor/cpu/backend.ts";
 import { Linear } from "../../../src/nn/linear.ts";
@@ -25,7 +26,7 @@ const M_B = ROWS * IN * 4;
 type Group = "in-process" | "workers";
 
 async function peaks(
-  schedule: string,
+  schedule: ScheduleName,
   rankGroup: Group,
   backend: Exclude<BackendKind, "auto">,
   steps: number,

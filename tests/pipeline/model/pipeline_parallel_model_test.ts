@@ -12,8 +12,9 @@ import { generateSchedule, SCHEDULE_NAMES } from "../../../src/pipeline/schedule
 import type { Schedule } from "../../../src/pipeline/schedule/schedule.ts";
 import { ScheduleDeadlockError } from "../../../src/pipeline/analysis/validate.ts";
 import type { OptimizerSpec } from "../../../src/nn/optimizer_spec.ts";
-import { PipelineWorkerError } from "../../../src/pipeline/runtime/pipeline_worker_error.ts";
-import { liveWorkerCount } from "../../../src/pipeline/runtime/worker_rank_group.ts";
+import { PipelineRankError } from "../../../src/pipeline/runtime/pipeline_rank_error.ts";
+import { withFaultInjection } from "../../../src/pipeline/runtime/fault_injection.ts";
+import { liveCount as liveWorkers } from "../../../src/pipeline/runtime/_worker_registry.ts";
 import type {
   PipelineParallelModel,
   PipelineParallelModelOptions,
@@ -60,7 +61,7 @@ async function withModel<T>(
     return await body(m);
   } finally {
     await m.dispose();
-    assert.equal(liveWorkerCount(), 0, "every worker ended");
+    assert.equal(liveWorkers(), 0, "every worker ended");
   }
 }
 
@@ -145,8 +146,8 @@ Deno.test("in-process, P = 4: AdamW's parameters equal single-device AdamW (L2 r
 SCHEDULE_NAMES.forEach((name, i) => {
   const p = i % 2 === 0 ? 4 : 2;
   Deno.test(`workers, ${name} at P = ${p}: 3 steps equal single-device SGD; every worker ends`, async () => {
-    await withModel({ schedule: name, ranks: p, workers: true }, async (m) => {
-      assert.equal(liveWorkerCount(), p, "one worker per rank");
+    await withModel({ schedule: name, ranks: p, rankGroup: "workers" }, async (m) => {
+      assert.equal(liveWorkers(), p, "one worker per rank");
       await expectSame(m, `${name} P=${p} workers`);
     });
   });
@@ -154,7 +155,7 @@ SCHEDULE_NAMES.forEach((name, i) => {
 
 Deno.test("workers: steps back to back (train) equal the same steps one by one, bitwise", async () => {
   const a = await withModel(
-    { schedule: "zb-h2", ranks: 2, workers: true },
+    { schedule: "zb-h2", ranks: 2, rankGroup: "workers" },
     async (m) => {
       const r = await m.train(batches);
       assert.ok(r.steadyStateBubble !== undefined && r.steadyStateBubble >= 0);
@@ -246,7 +247,7 @@ Deno.test("bad batches are refused before any work: lengths, targets out of rang
 });
 
 Deno.test("activation checkpointing gives the same parameters bitwise (GPipe and ZB-H1) with less memory on GPipe", async () => {
-  for (const schedule of ["gpipe", "zb-h1"]) {
+  for (const schedule of ["gpipe", "zb-h1"] as const) {
     const plain = await withModel({ schedule }, async (m) => {
       const r = await m.train(batches);
       return { bytes: await m.saveSafetensors(), r };
@@ -267,7 +268,12 @@ Deno.test("activation checkpointing gives the same parameters bitwise (GPipe and
   }
   // Checkpointing in workers too.
   await withModel(
-    { schedule: "zb-v", ranks: 2, workers: true, checkpoint: { enabled: true, everyNLayers: 1 } },
+    {
+      schedule: "zb-v",
+      ranks: 2,
+      rankGroup: "workers",
+      checkpoint: { enabled: true, everyNLayers: 1 },
+    },
     (m) => expectSame(m, "zb-v workers with checkpointing"),
   );
 });
@@ -307,21 +313,21 @@ Deno.test("a maxActivationsInMemory cap below the schedule's in-flight peak is r
       /= 1 is below the 2 micro-batches stage 1 holds at once under deferred-w \(p = 2, m = 2\)/,
     ],
   ];
-  const before = liveWorkerCount();
+  const before = liveWorkers();
   for (const [what, options, cap, expected] of cases) {
     for (
       const checkpoint of [{ enabled: true, maxActivationsInMemory: cap }, {
         maxActivationsInMemory: cap,
       }]
     ) {
-      const built = build({ workers: true, ...options, checkpoint });
+      const built = build({ rankGroup: "workers", ...options, checkpoint });
       built.then((m) => m.dispose(), () => {}); // should it build, end its workers
       await assert.rejects(
         built,
         (e: Error) => e instanceof RangeError && expected.test(String(e)),
         `${what}, enabled ${checkpoint.enabled ?? false}`,
       );
-      assert.equal(liveWorkerCount(), before, `${what}: no worker started`);
+      assert.equal(liveWorkers(), before, `${what}: no worker started`);
     }
   }
 });
@@ -347,7 +353,7 @@ Deno.test("a maxActivationsInMemory cap equal to the in-flight peak trains like 
   await withModel(
     {
       schedule: "1f1b",
-      workers: true,
+      rankGroup: "workers",
       checkpoint: { enabled: true, everyNLayers: 1, maxActivationsInMemory: 2 },
     },
     (m) => expectSame(m, "1f1b workers, cap 2"),
@@ -360,7 +366,12 @@ Deno.test("global-norm clipping equals single-device clipGradNorm, in-process (V
   assert.ok(ref.gradNorms.every((n) => n > clip), `clipping is active: norms ${ref.gradNorms}`);
   for (const workers of [false, true]) {
     await withModel(
-      { schedule: workers ? "interleaved-1f1b" : "zb-v", ranks: 2, clipGradNorm: clip, workers },
+      {
+        schedule: workers ? "interleaved-1f1b" : "zb-v",
+        ranks: 2,
+        clipGradNorm: clip,
+        rankGroup: workers ? "workers" : "in-process",
+      },
       async (m) => {
         const r = await m.train(batches);
         const norms = r.steps.map((s) => s.gradNorm!);
@@ -391,7 +402,7 @@ Deno.test("mean squared error on a 3-D MLP equals single-device training", async
     targets: Float32Array.from({ length: 7 * 2 * 3 }, () => rng.normal()),
   }));
   const ref = await referenceTraining(make(), SGD_SPEC, data, "mse");
-  for (const schedule of ["1f1b", "interleaved-1f1b"]) {
+  for (const schedule of ["1f1b", "interleaved-1f1b"] as const) {
     const net = make();
     await withModel(
       { model: net, schedule, ranks: 2, microBatches: 4, loss: "mse", inputShape: [1, 2, 6] },
@@ -410,7 +421,7 @@ Deno.test("save → load round trip: files equal the single-device model's byte 
   const single = gpt();
   const initial = await saveSafetensors(single);
   const trained = refSgd.bytes;
-  await withModel({ schedule: "zb-v", ranks: 2, workers: true }, async (m) => {
+  await withModel({ schedule: "zb-v", ranks: 2, rankGroup: "workers" }, async (m) => {
     assert.deepEqual(await m.saveSafetensors(), initial, "the initial weights, one file");
     await m.loadSafetensors(trained);
     assert.deepEqual(await m.saveSafetensors(), trained, "loaded weights, saved again");
@@ -483,72 +494,76 @@ Deno.test("a custom layer registered in a module the workers import trains like 
   const ref = await referenceTraining(make(), SGD_SPEC, batches);
   const net = make();
   const modules = [new URL("./_custom_layer.ts", import.meta.url)];
-  await withModel({ model: net, schedule: "1f1b", ranks: 2, workers: true, modules }, async (m) => {
-    const r = await m.train(batches);
-    const err = paramError(tensorsOf(await m.saveSafetensors()), ref.tensors);
-    assert.ok(err.worst <= STRICT, `${err.worstName}: ${err.worst}`);
-    assert.ok(maxRelative(r.steps.map((s) => s.loss), ref.losses) <= LOSS_TOL);
-  });
+  await withModel(
+    { model: net, schedule: "1f1b", ranks: 2, rankGroup: "workers", modules },
+    async (m) => {
+      const r = await m.train(batches);
+      const err = paramError(tensorsOf(await m.saveSafetensors()), ref.tensors);
+      assert.ok(err.worst <= STRICT, `${err.worstName}: ${err.worst}`);
+      assert.ok(maxRelative(r.steps.map((s) => s.loss), ref.losses) <= LOSS_TOL);
+    },
+  );
   // Without the module the workers cannot rebuild the layer: startup fails, naming it.
   await assert.rejects(
-    build({ model: net, schedule: "1f1b", ranks: 2, workers: true }),
+    build({ model: net, schedule: "1f1b", ranks: 2, rankGroup: "workers" }),
     /unknown layer kind "TestResidualMLP"/,
   );
-  assert.equal(liveWorkerCount(), 0);
+  assert.equal(liveWorkers(), 0);
   net.dispose();
 });
 
 Deno.test("a worker that throws mid-step rejects within 10 s naming rank, stage and action; no worker is left", async () => {
-  const m = await build({
+  const m = await build(withFaultInjection({
     schedule: "1f1b",
     ranks: 4,
-    workers: true,
-    faultInjection: { failAt: "2F5", iteration: 1 },
-  });
+    rankGroup: "workers",
+  }, { failAt: "2F5", iteration: 1 }));
   const t = performance.now();
   const error = await m.train(batches).then(() => null, (e) => e);
   const ms = performance.now() - t;
-  assert.ok(error instanceof PipelineWorkerError, `got ${error}`);
+  assert.ok(error instanceof PipelineRankError, `got ${error}`);
   assert.ok(ms < 10_000, `rejected after ${ms} ms`);
   assert.equal(error.rank, 2);
   assert.deepEqual(error.action, { kind: "F", stage: 2, microBatch: 5 });
   assert.equal(error.iteration, 1);
   assert.match(error.message, /rank 2 failed in 2F5 \(stage 2, microBatch 5, iteration 1\)/);
   assert.match(error.message, /injected failure at 2F5/);
-  assert.equal(liveWorkerCount(), 0, "no worker left running");
+  assert.equal(liveWorkers(), 0, "no worker left running");
   assert.equal(m.closed, true);
   await assert.rejects(m.step(batches[0]), /the model failed and is closed/);
   await m.dispose();
   // A new model can be built and trained afterwards.
-  await withModel({ schedule: "1f1b", ranks: 4, workers: true }, (n) => expectSame(n, "rebuilt"));
+  await withModel(
+    { schedule: "1f1b", ranks: 4, rankGroup: "workers" },
+    (n) => expectSame(n, "rebuilt"),
+  );
 });
 
 Deno.test("in-process: a failing rank rejects the step naming it, and the model closes", async () => {
-  const m = await build({ schedule: "zb-h1", ranks: 2, faultInjection: { failAt: "1W3" } });
+  const m = await build(withFaultInjection({ schedule: "zb-h1", ranks: 2 }, { failAt: "1W3" }));
   const error = await m.step(batches[0]).then(() => null, (e) => e);
-  assert.ok(error instanceof PipelineWorkerError, `got ${error}`);
+  assert.ok(error instanceof PipelineRankError, `got ${error}`);
   assert.match(error.message, /rank 1 failed in 1W3 \(stage 1, microBatch 3, iteration 0\)/);
   assert.equal(m.closed, true);
   await m.dispose();
 });
 
 Deno.test("a worker that hangs is caught by the heartbeat timeout within 10 s; no worker is left", async () => {
-  const m = await build({
+  const m = await build(withFaultInjection({
     schedule: "1f1b",
     ranks: 2,
-    workers: true,
+    rankGroup: "workers",
     heartbeatMs: 1000,
-    faultInjection: { hangAt: "1B3" },
-  });
+  }, { hangAt: "1B3" }));
   const t = performance.now();
   const error = await m.step(batches[0]).then(() => null, (e) => e);
   const ms = performance.now() - t;
-  assert.ok(error instanceof PipelineWorkerError, `got ${error}`);
+  assert.ok(error instanceof PipelineRankError, `got ${error}`);
   assert.ok(ms < 10_000, `rejected after ${ms} ms`);
   assert.equal(error.kind, "hang");
   assert.equal(error.rank, 1);
   assert.match(error.message, /rank 1 hung in 1B3/);
-  assert.equal(liveWorkerCount(), 0);
+  assert.equal(liveWorkers(), 0);
   await m.dispose();
 });
 
@@ -591,28 +606,28 @@ Deno.test("every option is checked before any worker starts", async () => {
     ["clip", { clipGradNorm: 0 }, /clipGradNorm must be a finite positive number, got 0/],
     [
       "hang in-process",
-      { faultInjection: { hangAt: "0F0" }, workers: false },
+      withFaultInjection({ rankGroup: "in-process" }, { hangAt: "0F0" }),
       /faultInjection "hang" holds or ends the rank's thread: it needs ranks in workers/,
     ],
     [
       "fault place",
-      { faultInjection: { failAt: "zzz" } },
+      withFaultInjection({}, { failAt: "zzz" }),
       /faultInjection\.failAt must name an action .* got "zzz"/,
     ],
     [
       "fault option",
-      { faultInjection: { failAt: "0F0", when: 1 } as never },
+      withFaultInjection({}, { failAt: "0F0", when: 1 } as never),
       /faultInjection\.when is not an option/,
     ],
     // Checked in every mode, as the user wrote them.
     [
       "heartbeat in-process",
-      { heartbeatMs: NaN, workers: false },
+      { heartbeatMs: NaN, rankGroup: "in-process" },
       /heartbeatMs must be a finite number of ms > 0, got NaN/,
     ],
     [
       "stall in-process",
-      { stallTimeoutMs: -1, workers: false },
+      { stallTimeoutMs: -1, rankGroup: "in-process" },
       /stallTimeoutMs must be a finite number of ms > 0, got -1/,
     ],
     [
@@ -625,7 +640,7 @@ Deno.test("every option is checked before any worker starts", async () => {
       { partition: { name: "mine", partition: () => ({ boundaries: [0, 4, 2] }) } as never },
       /partition \[0, 4, 2\] from the "mine" strategy: .*\(\d+ layers into 2 chunks\)$/,
     ],
-    ["schedule name", { schedule: "2f2b" }, /unknown schedule "2f2b"/],
+    ["schedule name", { schedule: "2f2b" as "1f1b" }, /unknown schedule "2f2b"/],
     ["micro-batches", { microBatches: 0 }, /microBatches must be a positive integer, got 0/],
     [
       "ranks mismatch",
@@ -664,10 +679,10 @@ Deno.test("every option is checked before any worker starts", async () => {
     ],
   ];
   for (const [what, options, expected] of cases) {
-    const built = build({ workers: true, ...options });
+    const built = build({ rankGroup: "workers", ...options });
     built.then((m) => m.dispose(), () => {}); // should it build, end its workers
     await assert.rejects(built, expected as RegExp, what);
-    assert.equal(liveWorkerCount(), 0, `${what}: no worker started`);
+    assert.equal(liveWorkers(), 0, `${what}: no worker started`);
   }
   small.dispose();
   noSpec.dispose();
@@ -704,7 +719,7 @@ const hasGpu = Deno.env.get("CONVEYOR_TEST_BACKENDS") !== "cpu" &&
 if (hasGpu) {
   Deno.test("WebGPU in workers (zb-h1, P = 2) equals single-device CPU training (tensors rel 1e-5, losses 1e-5)", async () => {
     await withModel(
-      { schedule: "zb-h1", ranks: 2, workers: true, backend: "webgpu" },
+      { schedule: "zb-h1", ranks: 2, rankGroup: "workers", backend: "webgpu" },
       async (m) => {
         assert.deepEqual((await m.rankInfo()).map((i) => i.backend), ["webgpu", "webgpu"]);
         const r = await m.train(batches);

@@ -7,7 +7,7 @@ import {
   parseTrainingCheckpoint,
   saveTrainingCheckpoint,
 } from "../../../src/nn/training_checkpoint.ts";
-import { liveWorkerCount } from "../../../src/pipeline/runtime/worker_rank_group.ts";
+import { liveCount as liveWorkers } from "../../../src/pipeline/runtime/_worker_registry.ts";
 import type {
   PipelineParallelModel,
   PipelineParallelModelOptions,
@@ -56,7 +56,10 @@ async function firstPart(options: Partial<PipelineParallelModelOptions>): Promis
 for (const name of SCHEDULE_NAMES) {
   const workers = name === "zb-v";
   Deno.test(`resume (${name}, P = 2${workers ? ", workers" : ""}): N steps, checkpoint, a new model resumes, K more steps: bit for bit the N + K uninterrupted steps`, async () => {
-    const opts = { schedule: name, workers };
+    const opts = {
+      schedule: name,
+      rankGroup: workers ? "workers" as const : "in-process" as const,
+    };
     const want = await uninterrupted(opts);
     const mid = await firstPart(opts);
     // Other initial weights: everything must come from the file.
@@ -71,7 +74,7 @@ for (const name of SCHEDULE_NAMES) {
     assert.deepEqual(got, want.bytes, "weights, every optimizer tensor, step: the same bytes");
     if (workers) {
       await m.dispose();
-      assert.equal(liveWorkerCount(), 0, "every worker ended");
+      assert.equal(liveWorkers(), 0, "every worker ended");
     }
   });
 }
@@ -87,7 +90,9 @@ Deno.test("a P = 2 checkpoint loads into P = 1, P = 4 and another schedule (the 
     })(),
   );
   for (
-    const other of [{ ranks: 1 }, { ranks: 4, schedule: "zb-h1" }, { schedule: "interleaved-1f1b" }]
+    const other of [{ ranks: 1 }, { ranks: 4, schedule: "zb-h1" as const }, {
+      schedule: "interleaved-1f1b" as const,
+    }]
   ) {
     await using m = await build(other, 5);
     const info = await m.loadCheckpoint(mid);
@@ -184,10 +189,10 @@ Deno.test("bad or mismatched checkpoint files: a clear error, the model unchange
     assert.equal(m.stepCount, 1);
   }
   await assert.rejects(
-    () => build({ workers: true, resume: small }),
+    () => build({ rankGroup: "workers", resume: small }),
     /^RangeError: checkpoint: tensor model\./,
   );
-  assert.equal(liveWorkerCount(), 0, "no worker started");
+  assert.equal(liveWorkers(), 0, "no worker started");
   // A good file still loads afterwards.
   await m.loadCheckpoint(mid);
   assert.equal(m.stepCount, N);

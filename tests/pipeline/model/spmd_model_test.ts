@@ -53,12 +53,11 @@ async function disposeAll(models: PipelineParallelModel[], comms: InProcessBacke
   for (const c of comms) c.close();
 }
 
-for (const name of ["zb-h1", "interleaved-1f1b"]) {
+for (const name of ["zb-h1", "interleaved-1f1b"] as const) {
   Deno.test(`SPMD ${name}, P = 2: every rank's steps give single-device losses and parameters`, async () => {
     const { models, comms } = await spmdModels(2, { schedule: name });
     try {
       assert.deepEqual(models.map((m) => [m.rankGroup, m.localRank]), [["mpi", 0], ["mpi", 1]]);
-      assert.deepEqual(models.map((m) => m.workers), [false, false]);
       const results = await Promise.all(models.map((m) => m.train(batches)));
       for (const r of results) {
         assert.ok(maxRelative(r.steps.map((s) => s.loss), ref.losses) <= 1e-6);
@@ -107,7 +106,7 @@ Deno.test("SPMD, P = 3: batches on rank 0 only equal batches everywhere; null is
     optimizer: SGD,
     loss: "cross-entropy",
     backend: "cpu",
-    workers: false,
+    rankGroup: "in-process",
   });
   await assert.rejects(single.step(null), /a null batch, sent by rank 0, needs rankGroup "mpi"/);
   await single.dispose();
@@ -186,8 +185,9 @@ Deno.test("SPMD: a rank count other than the transport's, or a different model, 
       /comm is the transport of rankGroup "mpi", but rankGroup is "workers"/,
     );
     await assert.rejects(
-      PipelineParallelModel.create({ ...base, ranks: 2, workers: true }),
-      /workers: true contradicts rankGroup: "mpi" \(give rankGroup alone\)/,
+      // The older flag beside rankGroup is gone: refused as an unknown option.
+      PipelineParallelModel.create({ ...base, ranks: 2, workers: true } as never),
+      /unknown option workers/,
     );
     await assert.rejects(
       PipelineParallelModel.create({ ...base, ranks: 2, rankGroup: "threads" as "mpi" }),

@@ -7,7 +7,7 @@ import type {
   StepResult,
   TrainingBatch,
 } from "../../../src/pipeline/model/pipeline_parallel_model.ts";
-import { liveWorkerCount } from "../../../src/pipeline/runtime/worker_rank_group.ts";
+import { liveCount as liveWorkers } from "../../../src/pipeline/runtime/_worker_registry.ts";
 import { cpuModel, tokenBatches } from "./_reference_training.ts";
 
 const STEPS = 6;
@@ -224,7 +224,7 @@ Deno.test("train: bad arguments are refused with the value and the rule", async 
 
 Deno.test("train: steadyStateBubble comes from the median period over the call's steps (as the benches), across windows on one clock", async () => {
   for (const workers of [false, true]) {
-    await using m = await build({ workers });
+    await using m = await build({ rankGroup: workers ? "workers" : "in-process" });
     const r = await m.train(syncSource(tokenBatches(8, 8, 3)), { window: 3 });
     const ev = r.events;
     assert.equal(ev.length, r.steps.reduce((a, s) => a + s.events.length, 0));
@@ -243,7 +243,7 @@ Deno.test("train: steadyStateBubble comes from the median period over the call's
     const last = summarizeTimeline(ev, 2);
     assert.ok(want.period! > 0 && last.period! > 0);
   }
-  assert.equal(liveWorkerCount(), 0);
+  assert.equal(liveWorkers(), 0);
 });
 
 Deno.test("train: during an async train(), loadCheckpoint, setLearningRate and loadSafetensors made between windows from outside onStep are refused naming the call, the model is unchanged and the steps are numbered 0, 1, 2; from onStep setLearningRate and loadSafetensors work, loadCheckpoint is refused", async () => {

@@ -7,7 +7,7 @@ import { Linear } from "../../../src/nn/linear.ts";
 import { Sequential } from "../../../src/nn/sequential.ts";
 import { FixedPartition } from "../../../src/pipeline/partition/partition.ts";
 import { PipelineParallelModel } from "../../../src/pipeline/model/pipeline_parallel_model.ts";
-import { PipelineWorkerError } from "../../../src/pipeline/runtime/pipeline_worker_error.ts";
+import { PipelineRankError } from "../../../src/pipeline/runtime/pipeline_rank_error.ts";
 import { cpu } from "./_reference_training.ts";
 import { WrongDx } from "./_wrong_dx_layer.ts";
 
@@ -41,7 +41,7 @@ for (const rankGroup of ["in-process", "workers"] as const) {
           shape: [4, 3],
           targets: new Float32Array(8),
         }).then(() => null, (e) => e as Error);
-        assert.ok(error instanceof PipelineWorkerError, String(error));
+        assert.ok(error instanceof PipelineRankError, String(error));
         assert.equal(error.rank, 1, error.message);
         assert.match(
           error.message,

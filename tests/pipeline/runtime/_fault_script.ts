@@ -17,7 +17,7 @@ import {
 const [kind, fault, at] = Deno.args;
 const schedule = generateSchedule("zb-h1", { ranks: 2, microBatches: 2 });
 const spec = { at, fault: fault as FaultKind };
-const timeouts = { heartbeatIntervalMs: 100, heartbeatTimeoutMs: 600, stallTimeoutMs: 1500 };
+const timeouts = { heartbeatMs: 600, stallTimeoutMs: 1500 };
 const executor = { module: SYNTHETIC_EXECUTOR_URL, options: { ms: 1 } };
 let group: RankGroup;
 if (kind === "in-process") {
@@ -25,11 +25,16 @@ if (kind === "in-process") {
     schedule,
     createExecutor: createSyntheticExecutor,
     executorOptions: { ms: 1 },
-    fault: spec,
+    policy: { faultInjection: spec },
   });
 } else {
   const create = kind === "subprocess" ? SubprocessRankGroup.create : WorkerRankGroup.create;
-  group = await create({ schedule, executor, fault: spec, ...timeouts });
+  group = await create({
+    schedule,
+    executor,
+    heartbeatIntervalMs: 100,
+    policy: { faultInjection: spec, ...timeouts },
+  });
 }
 const t = performance.now();
 try {

@@ -1,4 +1,4 @@
-// Global-norm clipping by post-validation (runRank's clipNorm): every stage
+// Global-norm clipping by post-validation (the run policy's clipGradNorm): every stage
 // steps unclipped at once and publishes its sum of squares; a norm above the
 // limit redoes every stage's step clipped and replays the iteration begun on
 // the unclipped weights, so the result equals training clipped before each
@@ -6,15 +6,20 @@
 // no rank waits for the others' gradients before it steps.
 
 import assert from "node:assert/strict";
+import { liveCount as liveWorkers } from "../../../src/pipeline/runtime/_worker_registry.ts";
 import { generateSchedule, SCHEDULE_NAMES } from "../../../src/pipeline/schedule/generate.ts";
-import { InProcessRankGroup } from "../../../src/pipeline/runtime/in_process_rank_group.ts";
 import {
-  liveWorkerCount,
-  WorkerRankGroup,
-} from "../../../src/pipeline/runtime/worker_rank_group.ts";
+  InProcessRankGroup,
+  runPipelineInProcess,
+} from "../../../src/pipeline/runtime/in_process_rank_group.ts";
+import { WorkerRankGroup } from "../../../src/pipeline/runtime/worker_rank_group.ts";
 import type { RankGroup } from "../../../src/pipeline/runtime/rank_group.ts";
 import { runRank } from "../../../src/pipeline/runtime/rank_interpreter.ts";
-import type { RankExecutor, StageContext } from "../../../src/pipeline/runtime/rank_executor.ts";
+import type {
+  RankExecutor,
+  RankExecutorInit,
+  StageContext,
+} from "../../../src/pipeline/runtime/rank_executor.ts";
 import { InProcessBackend } from "../../../src/pipeline/comm/in_process.ts";
 import {
   type AffineCalls,
@@ -65,23 +70,22 @@ function initFor(numStages: number): number[] {
   return Array.from({ length: numStages }, (_, s) => 1.1 - 0.05 * s);
 }
 
-Deno.test("clipping (in-process, P = 2): every step clipped equals clipped f64 training, for every schedule, with and without validateSteps", async () => {
+Deno.test("clipping (in-process, P = 2): every step clipped equals clipped f64 training, for every schedule, with and without the non-finite check", async () => {
   for (const name of SCHEDULE_NAMES) {
     const schedule = generateSchedule(name, { ranks: 2, microBatches: 4 });
     const init = initFor(schedule.stageToRank.length);
     const want = referenceTraining(init, LR, batches, new Set(), 1);
     assert.ok(want.norms.every((n) => n > 1), `${name}: clipping is active: ${want.norms}`);
-    for (const validateSteps of ["off", "skip"] as const) {
+    for (const nonFinite of ["off", "skip"] as const) {
       const group = await InProcessRankGroup.create<AffineCalls>({
         schedule,
         createExecutor: affine,
         executorOptions: { weights: init, lr: LR },
-        validateSteps,
-        clipNorm: 1,
+        policy: { nonFinite, clipGradNorm: 1 },
       });
       try {
         const got = await train(group, 4);
-        const what = `${name}, validateSteps ${validateSteps}`;
+        const what = `${name}, nonFinite ${nonFinite}`;
         near(got.weights, want.weights, `${what}: weights`);
         near(got.losses, want.losses, `${what}: losses`);
         near(got.norms, want.norms, `${what}: norms`);
@@ -105,8 +109,7 @@ Deno.test("clipping (in-process, P = 4): some steps clipped, a NaN step rolled b
     schedule,
     createExecutor: affine,
     executorOptions: { weights: init, lr: LR, poison: { iteration: 2, stage: 1 } },
-    validateSteps: "skip",
-    clipNorm: clip,
+    policy: { nonFinite: "skip", clipGradNorm: clip },
   });
   try {
     const got = await train(group, 4);
@@ -130,7 +133,7 @@ Deno.test("clipping (workers): every step clipped equals clipped f64 training (z
     const group = await WorkerRankGroup.create<AffineCalls>({
       schedule,
       executor: { module: AFFINE, options: { weights: init, lr: LR } },
-      clipNorm: 1,
+      policy: { clipGradNorm: 1 },
     });
     try {
       const got = await train(group, 4);
@@ -142,7 +145,7 @@ Deno.test("clipping (workers): every step clipped equals clipped f64 training (z
     } finally {
       await group.dispose();
     }
-    assert.equal(liveWorkerCount(), 0);
+    assert.equal(liveWorkers(), 0);
   }
 });
 
@@ -207,7 +210,7 @@ Deno.test("clipping adds no barrier: the last stage steps iteration k before ran
             executor: logged(rank),
             iterations: 3,
             payloads: rank === 0 ? batches.slice(0, 3) : undefined,
-            clipNorm: 1e9,
+            policy: { clipGradNorm: 1e9 },
           })
         )),
         new Promise<never>((_, reject) => {
@@ -229,7 +232,7 @@ Deno.test("clipping adds no barrier: the last stage steps iteration k before ran
   }
 });
 
-Deno.test("clipNorm is checked: a bad limit and an executor without redoStep are refused, naming them", async () => {
+Deno.test("clipGradNorm is checked: a bad limit and an executor without redoStep are refused, naming them", async () => {
   const schedule = generateSchedule("1f1b", { ranks: 1, microBatches: 1 });
   const [comm] = InProcessBackend.createGroup(1);
   try {
@@ -242,13 +245,13 @@ Deno.test("clipNorm is checked: a bad limit and an executor without redoStep are
     };
     for (const bad of [0, -1, NaN, Infinity]) {
       await assert.rejects(
-        runRank({ schedule, rank: 0, comm, executor, clipNorm: bad }),
-        new RegExp(`clipNorm must be a finite positive number, got ${bad}`),
+        runRank({ schedule, rank: 0, comm, executor, policy: { clipGradNorm: bad } }),
+        new RegExp(`clipGradNorm must be a finite positive number, got ${bad}`),
       );
     }
     await assert.rejects(
-      runRank({ schedule, rank: 0, comm, executor, clipNorm: 1 }),
-      /clipNorm needs an executor with redoStep, got undefined/,
+      runRank({ schedule, rank: 0, comm, executor, policy: { clipGradNorm: 1 } }),
+      /clipGradNorm needs an executor with redoStep, got undefined/,
     );
   } finally {
     comm.close();
@@ -258,8 +261,32 @@ Deno.test("clipNorm is checked: a bad limit and an executor without redoStep are
       schedule,
       createExecutor: affine,
       executorOptions: { weights: [1], lr: LR },
-      clipNorm: "1" as unknown as number,
+      policy: { clipGradNorm: "1" as unknown as number },
     }),
-    /clipNorm must be a finite positive number, got 1/,
+    /clipGradNorm must be a finite positive number, got 1/,
   );
+});
+
+Deno.test("runPipelineInProcess carries the run policy: clipGradNorm clips as the rank group does", async () => {
+  const schedule = generateSchedule("1f1b", { ranks: 2, microBatches: 4 });
+  const init = initFor(2);
+  const want = referenceTraining(init, LR, batches.slice(0, 1), new Set(), 1);
+  assert.ok(want.norms[0] > 1, `clipping is active: ${want.norms}`);
+  // runPipelineInProcess has no payloads: each executor starts with the first batch.
+  const withBatch = (i: RankExecutorInit) => {
+    const ex = affine(i);
+    ex.beginIteration?.(0, batches[0]);
+    return ex;
+  };
+  const r = await runPipelineInProcess(schedule, {
+    createExecutor: withBatch,
+    executorOptions: { weights: init, lr: LR },
+    policy: { clipGradNorm: 1 },
+  });
+  // A dropped limit runs unclipped: no norm at all.
+  assert.equal(r.gradNorms.length, 1, "one global norm: the run clipped by post-validation");
+  near([r.gradNorms[0].norm], [want.norms[0]], "norm");
+  assert.equal(r.gradNorms[0].clipped, true);
+  const losses = r.reports[1].map((x) => (x as { loss: number }).loss);
+  near(losses, want.losses, "loss");
 });

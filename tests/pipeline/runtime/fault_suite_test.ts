@@ -11,14 +11,12 @@
 // in a subprocess group everything ends at once.
 
 import assert from "node:assert/strict";
+import { liveCount as liveWorkers } from "../../../src/pipeline/runtime/_worker_registry.ts";
 import { generateSchedule } from "../../../src/pipeline/schedule/generate.ts";
-import {
-  liveWorkerCount,
-  WorkerRankGroup,
-} from "../../../src/pipeline/runtime/worker_rank_group.ts";
+import { WorkerRankGroup } from "../../../src/pipeline/runtime/worker_rank_group.ts";
 import { SubprocessRankGroup } from "../../../src/pipeline/runtime/subprocess_rank_group.ts";
 import { InProcessRankGroup } from "../../../src/pipeline/runtime/in_process_rank_group.ts";
-import { PipelineWorkerError } from "../../../src/pipeline/runtime/pipeline_worker_error.ts";
+import { PipelineRankError } from "../../../src/pipeline/runtime/pipeline_rank_error.ts";
 import type { RankGroup } from "../../../src/pipeline/runtime/rank_group.ts";
 import type { FaultKind } from "../../../src/pipeline/runtime/fault_injection.ts";
 import {
@@ -28,7 +26,7 @@ import {
 
 const SCRIPT = new URL("./_fault_script.ts", import.meta.url).pathname;
 const schedule = generateSchedule("zb-h1", { ranks: 2, microBatches: 2 });
-const timeouts = { heartbeatIntervalMs: 100, heartbeatTimeoutMs: 600, stallTimeoutMs: 1500 };
+const timeouts = { heartbeatMs: 600, stallTimeoutMs: 1500 };
 const executor = { module: SYNTHETIC_EXECUTOR_URL, options: { ms: 1 } };
 // Rank 1 holds stage 1: its F, I, W and its optimizer step.
 const PLACES = ["1F0", "1I1", "1W0", "step 1"] as const;
@@ -65,7 +63,7 @@ const BOUND: Record<string, number> = {
   "throw": 5000,
   "async-throw": 5000,
   "exit": 6000,
-  "block": timeouts.heartbeatTimeoutMs + 3000,
+  "block": timeouts.heartbeatMs + 3000,
   "loop": timeouts.stallTimeoutMs + 3000,
 };
 
@@ -93,7 +91,7 @@ async function runFault(group: RankGroup, fault: FaultKind, at: string): Promise
   const t = performance.now();
   const error = await group.run().then(() => null, (e) => e as Error);
   const ms = performance.now() - t;
-  assert.ok(error instanceof PipelineWorkerError, `${fault} at ${at}: ${error}`);
+  assert.ok(error instanceof PipelineRankError, `${fault} at ${at}: ${error}`);
   assert.match(error.message, expected(fault, at), `${fault} at ${at}`);
   assert.ok(ms < BOUND[fault], `${fault} at ${at}: rejected after ${Math.round(ms)} ms`);
   await group.dispose();
@@ -106,10 +104,10 @@ Deno.test("faults in this thread: throw and async throw at F, I, W and the step 
         schedule,
         createExecutor: createSyntheticExecutor,
         executorOptions: { ms: 1 },
-        fault: { at, fault },
+        policy: { faultInjection: { at, fault } },
       });
       const error = await group.run().then(() => null, (e) => e as Error);
-      assert.ok(error instanceof PipelineWorkerError, `${fault} at ${at}: ${error}`);
+      assert.ok(error instanceof PipelineRankError, `${fault} at ${at}: ${error}`);
       // In one thread an unhandled rejection surfaces after whichever action started last.
       const what = at.startsWith("step") ? "the optimizer step of stage 1" : at;
       assert.match(
@@ -128,11 +126,11 @@ Deno.test("faults in workers: throw, async throw and exit at F, I, W and the ste
       const group = await WorkerRankGroup.create({
         schedule,
         executor,
-        fault: { at, fault },
-        ...timeouts,
+        heartbeatIntervalMs: 100,
+        policy: { faultInjection: { at, fault }, ...timeouts },
       });
       await runFault(group, fault, at);
-      assert.equal(liveWorkerCount(), 0);
+      assert.equal(liveWorkers(), 0);
     }
   }
   assert.ok(threads() <= before, `threads: ${threads()} now, ${before} before`);
@@ -145,8 +143,8 @@ Deno.test("faults in a subprocess: every fault at F, I, W and the step ends the 
       const group = await SubprocessRankGroup.create({
         schedule,
         executor,
-        fault: { at, fault },
-        ...timeouts,
+        heartbeatIntervalMs: 100,
+        policy: { faultInjection: { at, fault }, ...timeouts },
       });
       await runFault(group, fault, at);
     }));

@@ -3,12 +3,10 @@
 // the order of events through shared memory, not by a clock.
 
 import assert from "node:assert/strict";
+import { liveCount as liveWorkers } from "../../../src/pipeline/runtime/_worker_registry.ts";
 import { generateSchedule } from "../../../src/pipeline/schedule/generate.ts";
 import type { Schedule } from "../../../src/pipeline/schedule/schedule.ts";
-import {
-  liveWorkerCount,
-  WorkerRankGroup,
-} from "../../../src/pipeline/runtime/worker_rank_group.ts";
+import { WorkerRankGroup } from "../../../src/pipeline/runtime/worker_rank_group.ts";
 import { runRank } from "../../../src/pipeline/runtime/rank_interpreter.ts";
 import { InProcessBackend } from "../../../src/pipeline/comm/in_process.ts";
 import type { CommBackend } from "../../../src/pipeline/comm/backend.ts";
@@ -41,7 +39,7 @@ for (const name of ["gpipe", "1f1b"]) {
       } finally {
         await pool.dispose();
       }
-      assert.equal(liveWorkerCount(), 0, "every worker ended");
+      assert.equal(liveWorkers(), 0, "every worker ended");
       const r = outcomes(shared, m);
       assert.equal(r.missed, 0, `outputs held back past the next action: ${JSON.stringify(r)}`);
       // Every action that followed an output waited on it (2m activations and gradients in all).

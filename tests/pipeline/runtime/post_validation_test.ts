@@ -5,12 +5,10 @@
 // in f64, one stage after another.
 
 import assert from "node:assert/strict";
+import { liveCount as liveWorkers } from "../../../src/pipeline/runtime/_worker_registry.ts";
 import { generateSchedule, SCHEDULE_NAMES } from "../../../src/pipeline/schedule/generate.ts";
 import { InProcessRankGroup } from "../../../src/pipeline/runtime/in_process_rank_group.ts";
-import {
-  liveWorkerCount,
-  WorkerRankGroup,
-} from "../../../src/pipeline/runtime/worker_rank_group.ts";
+import { WorkerRankGroup } from "../../../src/pipeline/runtime/worker_rank_group.ts";
 import type { RankGroup } from "../../../src/pipeline/runtime/rank_group.ts";
 import {
   type AffineCalls,
@@ -62,7 +60,7 @@ Deno.test("post-validation (in-process): a NaN at any stage skips that step ever
         schedule,
         createExecutor: affine,
         executorOptions: options,
-        validateSteps: "skip",
+        policy: { nonFinite: "skip" },
       });
       try {
         const got = await train(group, 3);
@@ -85,7 +83,7 @@ Deno.test("post-validation (in-process): all finite trains as plain SGD; a bad l
       schedule,
       createExecutor: affine,
       executorOptions: { weights: init, lr: LR, ...(poison ? { poison } : {}) },
-      validateSteps: "skip",
+      policy: { nonFinite: "skip" },
     });
     try {
       const got = await train(group, 3);
@@ -102,14 +100,14 @@ Deno.test("post-validation (in-process): all finite trains as plain SGD; a bad l
   }
 });
 
-Deno.test('post-validation (in-process): "stop" rolls the bad step back and ends the run there', async () => {
+Deno.test('post-validation (in-process): "throw" rolls the bad step back and ends the run there', async () => {
   const schedule = generateSchedule("1f1b", { ranks: 3, microBatches: 4 });
   const init = [0.9, 1.1, 0.8];
   const group = await InProcessRankGroup.create<AffineCalls>({
     schedule,
     createExecutor: affine,
     executorOptions: { weights: init, lr: LR, poison: { iteration: 1, stage: 0 } },
-    validateSteps: "stop",
+    policy: { nonFinite: "throw" },
   });
   try {
     const got = await train(group, 4);
@@ -133,7 +131,7 @@ Deno.test("post-validation (workers): a NaN at a middle stage is rolled back, th
         module: AFFINE,
         options: { weights: init, lr: LR, poison: { iteration: 1, stage: 1 } },
       },
-      validateSteps: "skip",
+      policy: { nonFinite: "skip" },
     });
     try {
       const got = await train(group, 4);
@@ -144,6 +142,6 @@ Deno.test("post-validation (workers): a NaN at a middle stage is rolled back, th
     } finally {
       await group.dispose();
     }
-    assert.equal(liveWorkerCount(), 0);
+    assert.equal(liveWorkers(), 0);
   }
 });

@@ -4,7 +4,7 @@ import type { Schedule } from "../../../src/pipeline/schedule/schedule.ts";
 import { runRank } from "../../../src/pipeline/runtime/rank_interpreter.ts";
 import { runPipelineInProcess } from "../../../src/pipeline/runtime/in_process_rank_group.ts";
 import { createSyntheticExecutor } from "../../../src/pipeline/testing/synthetic_executor.ts";
-import { PipelineWorkerError } from "../../../src/pipeline/runtime/pipeline_worker_error.ts";
+import { PipelineRankError } from "../../../src/pipeline/runtime/pipeline_rank_error.ts";
 import { ScheduleDeadlockError } from "../../../src/pipeline/analysis/validate.ts";
 import type {
   RankExecutor,
@@ -117,11 +117,11 @@ Deno.test("runPipelineInProcess: an executor error names rank, action and iterat
     runPipelineInProcess(schedule, {
       createExecutor: createSyntheticExecutor,
       executorOptions: { ms: 0 },
-      fault: { failAt: "1F2", iteration: 1 },
+      policy: { faultInjection: { failAt: "1F2", iteration: 1 } },
       iterations: 2,
     }),
     (e: Error) =>
-      e instanceof PipelineWorkerError && e.rank === 1 &&
+      e instanceof PipelineRankError && e.rank === 1 &&
       e.message === "rank 1 failed in 1F2 (stage 1, microBatch 2, iteration 1): " +
           "injected failure at 1F2",
   );
@@ -186,7 +186,7 @@ Deno.test("runRank: a rejected deviceDone fails the run naming rank and action",
   };
   await assert.rejects(
     runRank({ schedule, rank: 0, comm, executor }),
-    (e: Error) => e instanceof PipelineWorkerError && e.rank === 0 && /device lost/.test(e.message),
+    (e: Error) => e instanceof PipelineRankError && e.rank === 0 && /device lost/.test(e.message),
   );
   comm.close();
 });
@@ -309,9 +309,9 @@ Deno.test("runPipelineInProcess: a failed run still disposes every executor and 
         return ex;
       },
       executorOptions: { ms: 0 },
-      fault: { failAt: "2F1" },
+      policy: { faultInjection: { failAt: "2F1" } },
     }),
-    (e: Error) => e instanceof PipelineWorkerError && e.rank === 2,
+    (e: Error) => e instanceof PipelineRankError && e.rank === 2,
   );
   assert.deepEqual(disposed.sort(), [0, 1, 2]);
 });

@@ -70,7 +70,7 @@ Deno.test("a subprocess group's host killed during a run: the script gets an err
   const r = await killDuringRun((_, host) => Deno.kill(host, "SIGKILL"));
   assert.equal(r.status.code, 0, r.err);
   const end = JSON.parse(r.out.trim().split("\n").at(-1)!);
-  assert.equal(end.name, "PipelineWorkerError");
+  assert.equal(end.name, "PipelineRankError");
   assert.equal(
     end.error,
     "rank 0 exited: the ranks' host process (ranks 0-1) exited with code 137 (SIGKILL)",

@@ -34,7 +34,7 @@ try {
     assert.ok(
       out.startsWith(
         `true the worker ranks load their modules from ${root}, which this script may not read: ` +
-          `run with --allow-read=${root} (or run every rank in this thread with workers: false) ` +
+          `run with --allow-read=${root} (or run every rank in this thread with rankGroup: "in-process") ` +
           "[Requires read access to",
       ),
       out,

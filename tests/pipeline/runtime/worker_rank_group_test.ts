@@ -1,13 +1,13 @@
 import assert from "node:assert/strict";
+import { liveCount as liveWorkers } from "../../../src/pipeline/runtime/_worker_registry.ts";
 import { generateSchedule, SCHEDULE_NAMES } from "../../../src/pipeline/schedule/generate.ts";
 import { simulate } from "../../../src/pipeline/analysis/simulate.ts";
 import { ScheduleDeadlockError } from "../../../src/pipeline/analysis/validate.ts";
 import {
-  liveWorkerCount,
   WorkerRankGroup,
   type WorkerRankGroupOptions,
 } from "../../../src/pipeline/runtime/worker_rank_group.ts";
-import { PipelineWorkerError } from "../../../src/pipeline/runtime/pipeline_worker_error.ts";
+import { PipelineRankError } from "../../../src/pipeline/runtime/pipeline_rank_error.ts";
 import {
   SYNTHETIC_EXECUTOR_URL as SYNTH,
   syntheticCosts,
@@ -29,7 +29,7 @@ async function withPool<T, C extends CallMap = NoCalls>(
     return await body(pool);
   } finally {
     await pool.dispose();
-    assert.equal(liveWorkerCount(), 0, "every worker ended");
+    assert.equal(liveWorkers(), 0, "every worker ended");
   }
 }
 
@@ -37,15 +37,15 @@ async function withPool<T, C extends CallMap = NoCalls>(
 async function failure(
   options: WorkerRankGroupOptions,
   iterations = 1,
-): Promise<{ error: PipelineWorkerError; ms: number }> {
+): Promise<{ error: PipelineRankError; ms: number }> {
   const pool = await WorkerRankGroup.create(options);
   const t = performance.now();
   try {
     await pool.run({ iterations });
   } catch (error) {
     const ms = performance.now() - t;
-    assert.ok(error instanceof PipelineWorkerError, `got ${error}`);
-    assert.equal(liveWorkerCount(), 0, "the failure terminated every worker");
+    assert.ok(error instanceof PipelineRankError, `got ${error}`);
+    assert.equal(liveWorkers(), 0, "the failure terminated every worker");
     assert.equal(pool.closed, true);
     await assert.rejects(pool.run(), /the rank group failed and is closed/);
     await pool.dispose();
@@ -61,7 +61,7 @@ Deno.test("worker group: 1F1B at P = 2..4 runs every rank's list in order with d
     await withPool(
       { schedule, executor: { module: SYNTH, options: { ms: 2, sleep: "block" } } },
       async (pool) => {
-        assert.equal(liveWorkerCount(), p);
+        assert.equal(liveWorkers(), p);
         const r = await pool.run();
         assertFollowsSchedule(schedule, r.events, 1, 0, false, SLACK);
         const c = syntheticCosts(2);
@@ -179,7 +179,7 @@ Deno.test("worker group: a worker that throws rejects the step naming rank, stag
   const { error, ms } = await failure({
     schedule,
     executor: { module: SYNTH, options: { ms: 2 } },
-    fault: { failAt: "2F5" },
+    policy: { faultInjection: { failAt: "2F5" } },
   });
   assert.ok(ms < 10_000, `rejected after ${ms} ms`);
   assert.equal(error.rank, 2);
@@ -198,7 +198,7 @@ Deno.test("worker group: a failure in a later iteration names that iteration", a
   const { error } = await failure({
     schedule,
     executor: { module: SYNTH, options: { ms: 1 } },
-    fault: { failAt: "0W1", iteration: 2 },
+    policy: { faultInjection: { failAt: "0W1", iteration: 2 } },
   }, 3);
   assert.match(error.message, /^rank 0 failed in 0W1 \(stage 0, microBatch 1, iteration 2\)/);
 });
@@ -208,9 +208,8 @@ Deno.test("worker group: a worker that blocks its thread is caught by the heartb
   const { error, ms } = await failure({
     schedule,
     executor: { module: SYNTH, options: { ms: 2 } },
-    fault: { hangAt: "1B3", hang: "block" },
     heartbeatIntervalMs: 100,
-    heartbeatTimeoutMs: 1000,
+    policy: { faultInjection: { hangAt: "1B3", hang: "block" }, heartbeatMs: 1000 },
   });
   assert.ok(ms < 10_000, `rejected after ${ms} ms`);
   assert.equal(error.kind, "hang");
@@ -227,7 +226,7 @@ Deno.test("worker group: an action computing synchronously past the heartbeat ti
     schedule,
     executor: { module: SPIN, options: { ms: 1, spinAt: "1F0", spinMs } },
     heartbeatIntervalMs: 100,
-    heartbeatTimeoutMs: 500,
+    policy: { heartbeatMs: 500 },
   }, async (pool) => {
     const r = await pool.run();
     assertFollowsSchedule(schedule, r.events, 1, 0, false, SLACK);
@@ -247,8 +246,7 @@ Deno.test("worker group: a worker awaiting forever is caught by the stall timeou
   const { error, ms } = await failure({
     schedule,
     executor: { module: SYNTH, options: { ms: 2 } },
-    fault: { hangAt: "1B3", hang: "await" },
-    stallTimeoutMs: 1000,
+    policy: { faultInjection: { hangAt: "1B3", hang: "await" }, stallTimeoutMs: 1000 },
   });
   assert.ok(ms < 10_000, `rejected after ${ms} ms`);
   assert.equal(error.kind, "stall");
@@ -260,18 +258,18 @@ Deno.test("worker group: an executor that cannot be built fails create, leaving 
   await assert.rejects(
     WorkerRankGroup.create({ schedule, executor: { module: SYNTH, options: { ms: -1 } } }),
     (e: Error) =>
-      e instanceof PipelineWorkerError && e.kind === "startup" &&
+      e instanceof PipelineRankError && e.kind === "startup" &&
       /synthetic ms must be a finite number >= 0 ms, got -1/.test(e.message),
   );
-  assert.equal(liveWorkerCount(), 0);
+  assert.equal(liveWorkers(), 0);
   await assert.rejects(
     WorkerRankGroup.create({
       schedule,
       executor: { module: new URL("./_no_such_module.ts", import.meta.url) },
     }),
-    (e: Error) => e instanceof PipelineWorkerError && /_no_such_module/.test(e.message),
+    (e: Error) => e instanceof PipelineRankError && /_no_such_module/.test(e.message),
   );
-  assert.equal(liveWorkerCount(), 0);
+  assert.equal(liveWorkers(), 0);
   const t = performance.now();
   await assert.rejects(
     WorkerRankGroup.create({
@@ -280,11 +278,11 @@ Deno.test("worker group: an executor that cannot be built fails create, leaving 
       startupTimeoutMs: 800,
     }),
     (e: Error) =>
-      e instanceof PipelineWorkerError && e.kind === "startup" &&
+      e instanceof PipelineRankError && e.kind === "startup" &&
       /0 of 2 workers ready \(2 met\) after 800 ms/.test(e.message),
   );
   assert.ok(performance.now() - t < 5000);
-  assert.equal(liveWorkerCount(), 0);
+  assert.equal(liveWorkers(), 0);
 });
 
 Deno.test("worker group: bad schedules and options are refused before any worker starts", async () => {
@@ -295,19 +293,19 @@ Deno.test("worker group: bad schedules and options are refused before any worker
   );
   const schedule = generateSchedule("1f1b", { ranks: 2, microBatches: 2 });
   await assert.rejects(
-    WorkerRankGroup.create({ schedule, executor: { module: SYNTH }, heartbeatTimeoutMs: 0 }),
-    /heartbeatTimeoutMs must be a positive finite number of ms, got 0/,
+    WorkerRankGroup.create({ schedule, executor: { module: SYNTH }, policy: { heartbeatMs: 0 } }),
+    /heartbeatMs must be a finite number of ms > 0, got 0/,
   );
   await assert.rejects(
     WorkerRankGroup.create({
       schedule,
       executor: { module: SYNTH },
       heartbeatIntervalMs: 500,
-      heartbeatTimeoutMs: 400,
+      policy: { heartbeatMs: 400 },
     }),
-    /heartbeatTimeoutMs \(400\) must exceed heartbeatIntervalMs \(500\)/,
+    /heartbeatMs \(400\) must exceed heartbeatIntervalMs \(500\)/,
   );
-  assert.equal(liveWorkerCount(), 0);
+  assert.equal(liveWorkers(), 0);
   await withPool({ schedule, executor: { module: SYNTH, options: { ms: 0 } } }, async (pool) => {
     await assert.rejects(
       pool.run({ iterations: 0 }),

@@ -35,7 +35,7 @@ export interface CurveWriterOptions {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { CurveWriter } from "@conveyor/core";
+ * import { CurveWriter } from "@conveyor/core/callbacks";
  * const dir = await Deno.makeTempDir();
  * const curves = new CurveWriter(`${dir}/loss.svg`, { title: "run 1" });
  * curves.onTrainBegin({ firstStep: 0, localRank: null });

@@ -30,7 +30,7 @@ export interface EarlyStoppingOptions {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { EarlyStopping } from "@conveyor/core";
+ * import { EarlyStopping } from "@conveyor/core/callbacks";
  * const early = new EarlyStopping({ patience: 2 });
  * const losses = [3, 2, 2.5, 2.1]; // validation losses after steps 10, 20, 30, 40
  * const stops = losses.map((loss, i) => early.update(loss, 10 * i + 9));

@@ -51,7 +51,7 @@ export interface MetricsLine {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { METRICS_CSV_HEADER } from "@conveyor/core";
+ * import { METRICS_CSV_HEADER } from "@conveyor/core/callbacks";
  * assert.equal(METRICS_CSV_HEADER.split(",")[1], "loss");
  * ```
  */
@@ -71,7 +71,7 @@ export const METRICS_CSV_HEADER =
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { MetricsLogger } from "@conveyor/core";
+ * import { MetricsLogger } from "@conveyor/core/callbacks";
  * const dir = await Deno.makeTempDir();
  * const log = new MetricsLogger(`${dir}/m.csv`);
  * log.onTrainBegin({ firstStep: 0, localRank: null });

@@ -44,7 +44,7 @@ export interface ModelCheckpointOptions {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { ModelCheckpoint } from "@conveyor/core";
+ * import { ModelCheckpoint } from "@conveyor/core/callbacks";
  * const saved: string[] = [];
  * const model = { saveCheckpoint: async (p: string) => void saved.push(p) };
  * const every2 = new ModelCheckpoint(model, { path: "ckpt-{step}.safetensors", every: 2 });

@@ -67,7 +67,7 @@ function duration(ms: number): string {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { ProgressBar } from "@conveyor/core";
+ * import { ProgressBar } from "@conveyor/core/callbacks";
  * let out = "";
  * const bar = new ProgressBar({ total: 4, every: 2, tty: false, write: (t) => void (out += t) });
  * for (let i = 1; i <= 4; i++) bar.update(i, `loss ${(1 / i).toFixed(2)}`);

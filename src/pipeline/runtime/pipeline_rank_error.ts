@@ -11,24 +11,6 @@ import { type Action, formatAction } from "../schedule/action.ts";
 /** Why a rank brought the run down. */
 export type PipelineFailureKind = "error" | "hang" | "stall" | "startup" | "exit";
 
-/** What {@linkcode PipelineWorkerError} is built from. */
-export interface PipelineFailure {
-  /** The rank that failed. */
-  readonly rank: number;
-  /** What happened. */
-  readonly kind: PipelineFailureKind;
-  /** The action it was running (or, with `between`, had last finished). */
-  readonly action?: Action;
-  /** Iteration of that action. */
-  readonly iteration?: number;
-  /** True when the rank was between actions: `action` is the last one it finished. */
-  readonly between?: boolean;
-  /** The underlying message (the worker's error, or what the watchdog saw). */
-  readonly detail: string;
-  /** The worker's stack, when there is one. */
-  readonly workerStack?: string;
-}
-
 const VERB: Readonly<Record<PipelineFailureKind, string>> = {
   error: "failed",
   hang: "hung",
@@ -38,14 +20,26 @@ const VERB: Readonly<Record<PipelineFailureKind, string>> = {
 };
 
 /**
- * A rank of a pipeline run failed (`kind` "error"), stopped sending
+ * What {@linkcode PipelineRankError} is built from: its fields, and the
+ * failed rank's stack where it ran in another thread or process.
+ */
+export type PipelineRankErrorInit =
+  & Pick<PipelineRankError, "rank" | "kind" | "action" | "iteration" | "between" | "detail">
+  & {
+    /** The rank's own stack (a worker's or another process's), when there is one. */
+    readonly workerStack?: string;
+  };
+
+/**
+ * A rank of a pipeline run (in this thread, a worker, a subprocess or an
+ * MPI process) failed (`kind` "error"), stopped sending
  * heartbeats ("hang"), made no progress ("stall"), could not start
  * ("startup") or went away ("exit").
  *
  * @example
  * ```ts
- * import { PipelineWorkerError } from "@conveyor/core";
- * const e = new PipelineWorkerError({
+ * import { PipelineRankError } from "@conveyor/core";
+ * const e = new PipelineRankError({
  *   rank: 2, kind: "error", action: { kind: "F", stage: 2, microBatch: 5 }, iteration: 0,
  *   detail: "boom",
  * });
@@ -53,7 +47,7 @@ const VERB: Readonly<Record<PipelineFailureKind, string>> = {
  * // "rank 2 failed in 2F5 (stage 2, microBatch 5, iteration 0): boom"
  * ```
  */
-export class PipelineWorkerError extends Error {
+export class PipelineRankError extends Error {
   /** The rank that failed. */
   readonly rank: number;
   /** What happened. */
@@ -68,7 +62,7 @@ export class PipelineWorkerError extends Error {
   readonly detail: string;
 
   /** Builds the error and its message from `failure`. */
-  constructor(failure: PipelineFailure) {
+  constructor(failure: PipelineRankErrorInit) {
     const a = failure.action;
     const where = a === undefined
       ? ""
@@ -78,7 +72,7 @@ export class PipelineWorkerError extends Error {
         failure.iteration === undefined ? "" : `, iteration ${failure.iteration}`
       })`;
     super(`rank ${failure.rank} ${VERB[failure.kind] ?? "failed"}${where}: ${failure.detail}`);
-    this.name = "PipelineWorkerError";
+    this.name = "PipelineRankError";
     this.rank = failure.rank;
     this.kind = failure.kind;
     this.detail = failure.detail;

@@ -1,4 +1,4 @@
-// MpiRankGroup's SPMD logic without MPI: one group per rank, each over its
+// SpmdRankGroup's SPMD logic without MPI: one group per rank, each over its
 // own InProcessBackend rank, created and driven concurrently exactly as P
 // processes running the same script would (the real mpirun jobs are in
 // tests/cli_mpi_test.ts).
@@ -8,9 +8,9 @@ import { generateSchedule } from "../../../src/pipeline/schedule/generate.ts";
 import type { Schedule } from "../../../src/pipeline/schedule/schedule.ts";
 import { InProcessBackend } from "../../../src/pipeline/comm/in_process.ts";
 import { CommAbortedError } from "../../../src/pipeline/comm/backend.ts";
-import { MpiRankGroup } from "../../../src/pipeline/runtime/mpi_rank_group.ts";
+import { SpmdRankGroup } from "../../../src/pipeline/runtime/spmd_rank_group.ts";
 import type { RankGroupRunOptions } from "../../../src/pipeline/runtime/rank_group.ts";
-import { PipelineWorkerError } from "../../../src/pipeline/runtime/pipeline_worker_error.ts";
+import { PipelineRankError } from "../../../src/pipeline/runtime/pipeline_rank_error.ts";
 import type {
   RankExecutor,
   RankExecutorInit,
@@ -51,11 +51,11 @@ function createExecutor(init: RankExecutorInit): RankExecutor<Calls> {
 async function spmd(
   schedule: Schedule | ((rank: number) => Schedule),
   executorOptions: (rank: number) => unknown = () => ({}),
-): Promise<{ groups: MpiRankGroup<Calls>[]; comms: InProcessBackend[] }> {
+): Promise<{ groups: SpmdRankGroup<Calls>[]; comms: InProcessBackend[] }> {
   const p = typeof schedule === "function" ? schedule(0).ranks : schedule.ranks;
   const comms = InProcessBackend.createGroup(p);
   const groups = await Promise.all(comms.map((comm) =>
-    MpiRankGroup.create<Calls>({
+    SpmdRankGroup.create<Calls>({
       schedule: typeof schedule === "function" ? schedule(comm.rank) : schedule,
       comm,
       createExecutor: createExecutor,
@@ -76,12 +76,12 @@ function reasons(rs: PromiseSettledResult<unknown>[]): Error[] {
   });
 }
 
-async function closeAll(groups: MpiRankGroup<Calls>[], comms: InProcessBackend[]): Promise<void> {
+async function closeAll(groups: SpmdRankGroup<Calls>[], comms: InProcessBackend[]): Promise<void> {
   await Promise.all(groups.map((g) => g.dispose()));
   for (const c of comms) c.close();
 }
 
-Deno.test("MpiRankGroup: every rank's run resolves with every rank's events and reports", async () => {
+Deno.test("SpmdRankGroup: every rank's run resolves with every rank's events and reports", async () => {
   const schedule = generateSchedule("zb-h1", { ranks: 3, microBatches: 4 });
   const { groups, comms } = await spmd(schedule);
   try {
@@ -114,7 +114,7 @@ Deno.test("MpiRankGroup: every rank's run resolves with every rank's events and 
   }
 });
 
-Deno.test("MpiRankGroup: payloads given on rank 0 only reach the other ranks; own payloads are kept", async () => {
+Deno.test("SpmdRankGroup: payloads given on rank 0 only reach the other ranks; own payloads are kept", async () => {
   const schedule = generateSchedule("1f1b", { ranks: 3, microBatches: 3 });
   const { groups, comms } = await spmd(schedule);
   try {
@@ -147,7 +147,7 @@ Deno.test("MpiRankGroup: payloads given on rank 0 only reach the other ranks; ow
   }
 });
 
-Deno.test("MpiRankGroup: call runs on the named rank with its arguments and resolves everywhere", async () => {
+Deno.test("SpmdRankGroup: call runs on the named rank with its arguments and resolves everywhere", async () => {
   const schedule = generateSchedule("gpipe", { ranks: 3, microBatches: 2 });
   const { groups, comms } = await spmd(schedule);
   try {
@@ -183,7 +183,7 @@ Deno.test("MpiRankGroup: call runs on the named rank with its arguments and reso
   }
 });
 
-Deno.test("MpiRankGroup: a rank running other iterations than rank 0 fails every rank, named", async () => {
+Deno.test("SpmdRankGroup: a rank running other iterations than rank 0 fails every rank, named", async () => {
   const schedule = generateSchedule("1f1b", { ranks: 2, microBatches: 2 });
   const { groups, comms } = await spmd(schedule);
   try {
@@ -198,20 +198,20 @@ Deno.test("MpiRankGroup: a rank running other iterations than rank 0 fails every
   }
 });
 
-Deno.test("MpiRankGroup: an action failing on one rank rejects every rank's run, naming it", async () => {
+Deno.test("SpmdRankGroup: an action failing on one rank rejects every rank's run, naming it", async () => {
   const schedule = generateSchedule("1f1b", { ranks: 3, microBatches: 3 });
   const comms = InProcessBackend.createGroup(3);
   const groups = await Promise.all(comms.map((comm) =>
-    MpiRankGroup.create<Calls>({
+    SpmdRankGroup.create<Calls>({
       schedule,
       comm,
       createExecutor,
-      fault: { failAt: "1B1" },
+      policy: { faultInjection: { failAt: "1B1" } },
     })
   ));
   try {
     const errs = reasons(await settleAll(groups.map((g) => g.run())));
-    assert.ok(errs[1] instanceof PipelineWorkerError, String(errs[1]));
+    assert.ok(errs[1] instanceof PipelineRankError, String(errs[1]));
     assert.match(errs[1].message, /^rank 1 failed in 1B1/);
     for (const q of [0, 2]) {
       assert.ok(errs[q] instanceof CommAbortedError, String(errs[q]));
@@ -223,11 +223,11 @@ Deno.test("MpiRankGroup: an action failing on one rank rejects every rank's run,
   }
 });
 
-Deno.test("MpiRankGroup: creation checks the transport size, every rank's build and schedule", async () => {
+Deno.test("SpmdRankGroup: creation checks the transport size, every rank's build and schedule", async () => {
   const two = generateSchedule("1f1b", { ranks: 2, microBatches: 2 });
   const [lone] = InProcessBackend.createGroup(1);
   await assert.rejects(
-    MpiRankGroup.create({ schedule: two, comm: lone, createExecutor }),
+    SpmdRankGroup.create({ schedule: two, comm: lone, createExecutor }),
     (e: Error) =>
       e instanceof RangeError &&
       /the schedule has 2 ranks but the transport has 1 .*mpirun -n 2/.test(e.message),
@@ -237,7 +237,7 @@ Deno.test("MpiRankGroup: creation checks the transport size, every rank's build 
   let comms = InProcessBackend.createGroup(2);
   let errs = reasons(
     await settleAll(comms.map((comm) =>
-      MpiRankGroup.create({
+      SpmdRankGroup.create({
         schedule: two,
         comm,
         createExecutor,
@@ -253,7 +253,7 @@ Deno.test("MpiRankGroup: creation checks the transport size, every rank's build 
   comms = InProcessBackend.createGroup(2);
   errs = reasons(
     await settleAll(comms.map((comm) =>
-      MpiRankGroup.create({
+      SpmdRankGroup.create({
         schedule: comm.rank === 1 ? generateSchedule("gpipe", { ranks: 2, microBatches: 2 }) : two,
         comm,
         createExecutor,
@@ -265,7 +265,7 @@ Deno.test("MpiRankGroup: creation checks the transport size, every rank's build 
   }
   for (const c of comms) c.close();
   await assert.rejects(
-    MpiRankGroup.create({ schedule: two, comm: null as never, createExecutor }),
+    SpmdRankGroup.create({ schedule: two, comm: null as never, createExecutor }),
     TypeError,
   );
 });

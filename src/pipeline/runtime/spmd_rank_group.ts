@@ -31,25 +31,19 @@
  */
 
 import type { Schedule } from "../schedule/schedule.ts";
-import { validateSchedule } from "../analysis/validate.ts";
+import { checkSchedule } from "./checked_schedule.ts";
 import { CommAbortedError, type CommBackend } from "../comm/backend.ts";
 import type { CallMap, NoCalls, RankExecutor, RankExecutorFactory } from "./rank_executor.ts";
 import type { RankGroupKind, RankGroupRunOptions, RankGroupRunResult } from "./rank_group.ts";
 import { runRank } from "./rank_interpreter.ts";
-import {
-  assembleRun,
-  type CheckedRun,
-  checkValidateSteps,
-  type RankShare,
-} from "./_run_results.ts";
-import { checkClipNorm } from "./_verdicts.ts";
+import { assembleRun, type CheckedRun, type RankShare } from "./_run_results.ts";
 import { executorInit, optionsFor } from "./_placement.ts";
 import { raiseAbort, RankGroupBase } from "./_rank_group_base.ts";
-import { type CheckedFault, checkFaultInjection, type FaultInjection } from "./fault_injection.ts";
+import { checkRunPolicy, type RunPolicy, type RunPolicyOptions } from "./run_policy.ts";
 import { allGather, broadcastValue, digest, recvValue, sendValue, settingText } from "./_spmd.ts";
 
-/** Options of {@linkcode MpiRankGroup.create}. */
-export interface MpiRankGroupOptions<C extends CallMap = NoCalls> {
+/** Options of {@linkcode SpmdRankGroup.create}. */
+export interface SpmdRankGroupOptions<C extends CallMap = NoCalls> {
   /** The schedule (validated here); its rank count must equal `comm.size`. */
   readonly schedule: Schedule;
   /**
@@ -77,12 +71,8 @@ export interface MpiRankGroupOptions<C extends CallMap = NoCalls> {
   readonly settings?: Readonly<Record<string, unknown>>;
   /** Close `comm` when the group is disposed (default false). */
   readonly closeComm?: boolean;
-  /** A fault to inject (tests), checked here. */
-  readonly fault?: FaultInjection;
-  /** Post-validation of optimizer steps (see `RankRunOptions.validateSteps`; default "off"). */
-  readonly validateSteps?: "off" | "skip" | "stop";
-  /** Global-norm clipping by post-validation (see `RankRunOptions.clipNorm`; absent: none). */
-  readonly clipNorm?: number;
+  /** The run's policy, checked here (see {@linkcode checkRunPolicy}; default none). */
+  readonly policy?: RunPolicyOptions;
 }
 
 // What every rank tells the others at creation.
@@ -140,11 +130,11 @@ function settingsDiffer(
  * ```ts
  * // Under mpirun each process runs this with `comm = await MpiBackend.init()`.
  * import assert from "node:assert/strict";
- * import { generateSchedule, InProcessBackend, MpiRankGroup } from "@conveyor/core/runtime";
+ * import { generateSchedule, InProcessBackend, SpmdRankGroup } from "@conveyor/core/runtime";
  * import { createSyntheticExecutor } from "@conveyor/core/testing";
  * const schedule = generateSchedule("1f1b", { ranks: 2, microBatches: 4 });
  * const groups = await Promise.all(InProcessBackend.createGroup(2).map((comm) =>
- *   MpiRankGroup.create({
+ *   SpmdRankGroup.create({
  *     schedule,
  *     comm,
  *     createExecutor: createSyntheticExecutor,
@@ -157,7 +147,7 @@ function settingsDiffer(
  * await Promise.all(groups.map((g) => g.dispose()));
  * ```
  */
-export class MpiRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<C> {
+export class SpmdRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<C> {
   /**
    * Validates the schedule against the transport, builds this rank's
    * executor and meets the other ranks: resolves on every rank once all
@@ -165,14 +155,13 @@ export class MpiRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<C> 
    * on every rank naming the ranks that failed or differ.
    */
   static async create<C extends CallMap = NoCalls>(
-    options: MpiRankGroupOptions<C>,
-  ): Promise<MpiRankGroup<C>> {
+    options: SpmdRankGroupOptions<C>,
+  ): Promise<SpmdRankGroup<C>> {
     if (options === null || typeof options !== "object") {
       throw new TypeError(
         `options must be an object { schedule, comm, createExecutor }, got ${options}`,
       );
     }
-    validateSchedule(options.schedule);
     const comm = options.comm;
     if (
       comm === null || typeof comm !== "object" || typeof comm.send !== "function" ||
@@ -180,7 +169,7 @@ export class MpiRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<C> 
     ) {
       throw new TypeError(`comm must be a CommBackend, got ${String(comm)}`);
     }
-    const schedule = options.schedule;
+    const schedule = checkSchedule(options.schedule);
     if (comm.size !== schedule.ranks) {
       throw new RangeError(
         `the schedule has ${schedule.ranks} ranks but the transport has ${comm.size} ` +
@@ -193,11 +182,7 @@ export class MpiRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<C> 
         `createExecutor must be a function, got ${typeof options.createExecutor}`,
       );
     }
-    const fault = options.fault === undefined
-      ? undefined
-      : checkFaultInjection(options.fault, "fault");
-    const validateSteps = checkValidateSteps(options.validateSteps);
-    const clipNorm = checkClipNorm(options.clipNorm);
+    const policy = checkRunPolicy(options.policy);
     const fingerprint = options.fingerprint ?? "";
     if (typeof fingerprint !== "string") {
       throw new TypeError(`fingerprint must be a string, got ${typeof fingerprint}`);
@@ -257,13 +242,11 @@ export class MpiRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<C> 
           }: every process must run the same script with the same arguments`,
         );
     }
-    return new MpiRankGroup<C>(schedule, comm, executor!, {
+    return new SpmdRankGroup<C>(schedule, comm, executor!, {
       group,
       abortFlag,
       controller,
-      fault,
-      validateSteps,
-      clipNorm,
+      policy,
       closeComm: options.closeComm === true,
       clockOffset: performance.timeOrigin - hellos[0].timeOrigin,
     });
@@ -278,9 +261,7 @@ export class MpiRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<C> 
   readonly #group: number;
   readonly #abortFlag: Int32Array;
   readonly #controller: AbortController;
-  readonly #fault: CheckedFault | undefined;
-  readonly #validateSteps: "off" | "skip" | "stop";
-  readonly #clipNorm: number | undefined;
+  readonly #policy: RunPolicy;
   readonly #closeComm: boolean;
   // performance.now() here + offset = rank 0's performance.now().
   readonly #clockOffset: number;
@@ -296,9 +277,7 @@ export class MpiRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<C> 
       group: number;
       abortFlag: Int32Array;
       controller: AbortController;
-      fault: CheckedFault | undefined;
-      validateSteps: "off" | "skip" | "stop";
-      clipNorm: number | undefined;
+      policy: RunPolicy;
       closeComm: boolean;
       clockOffset: number;
     },
@@ -310,9 +289,7 @@ export class MpiRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<C> 
     this.#group = o.group;
     this.#abortFlag = o.abortFlag;
     this.#controller = o.controller;
-    this.#fault = o.fault;
-    this.#validateSteps = o.validateSteps;
-    this.#clipNorm = o.clipNorm;
+    this.#policy = o.policy;
     this.#closeComm = o.closeComm;
     this.#clockOffset = o.clockOffset;
   }
@@ -361,10 +338,8 @@ export class MpiRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<C> 
         iterations: run.iterations,
         payloads,
         forwardOnly: run.forwardOnly,
-        fault: this.#fault,
         abortFlag: this.#abortFlag,
-        validateSteps: this.#validateSteps,
-        ...(this.#clipNorm === undefined ? {} : { clipNorm: this.#clipNorm }),
+        policy: this.#policy,
       });
       // Events on rank 0's clock (shifted here: device spans are dated in
       // this process's performance.now()).
