@@ -287,7 +287,7 @@ Deno.test("architecture: deno task check doc-lints every entry point on its own;
   const check: string = DENO_JSON.tasks.check;
   const test: string = DENO_JSON.tasks.test;
   const missing: string[] = [];
-  for (const [entry, file] of ENTRY_POINTS) {
+  for (const [, file] of ENTRY_POINTS) {
     if (!check.includes(`deno doc --lint ${file} `)) {
       missing.push(`check: deno doc --lint ${file}`);
     }
