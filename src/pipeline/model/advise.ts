@@ -115,7 +115,10 @@ export interface Advice {
   readonly candidates: readonly AdviceCandidate[];
   /** Combinations no schedule could be built for. */
   readonly skipped: readonly SkippedCandidate[];
-  /** The profiles (one per rank count and micro-batch size). */
+  /**
+   * The profiles: per rank count and micro-batch size, one copy alone, then
+   * (unless `concurrent` is false, or at 1 rank) P copies at once.
+   */
   readonly profiles: readonly AdviceProfile[];
   /** Wall time of the advice (verification included), ms. */
   readonly elapsedMs: number;
