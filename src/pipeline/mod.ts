@@ -69,9 +69,11 @@ export { activationPeaks, rankMemory } from "./advise/rank_memory.ts";
 export type {
   LayerTimes,
   PlannedCandidate,
+  PredictOptions,
   RuntimeOverheads,
   StageCostTable,
   StepPrediction,
+  TogetherTimes,
 } from "./advise/step_prediction.ts";
 export {
   layerLoads,
