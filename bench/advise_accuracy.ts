@@ -5,9 +5,9 @@
  * the CPU backend at P = 2 workers, `adviseSchedule` predicts every
  * schedule, then each is trained for real with its predicted partition and
  * the table sets predicted beside measured: ms per step (steady state),
- * bubble, and peak activation bytes per rank. A second prediction profiled
- * with one copy alone (`concurrent: false`, no contention) shows what the
- * contention model buys.
+ * bubble, and peak activation bytes per rank. Two more predictions show
+ * what the contention model buys: one profiled with one copy alone
+ * (`concurrent: false`), one with the together costs throughout.
  *
  * The measurement is interleaved: every schedule's pipeline is built and
  * warmed up first, then `--rounds` rounds each train every schedule for
@@ -50,7 +50,7 @@ import { PipelineParallelModel } from "../src/pipeline/model/pipeline_parallel_m
 import { FixedPartition } from "../src/pipeline/partition/partition.ts";
 import { summarizeTimeline } from "../src/pipeline/analysis/timeline_summary.ts";
 import { type AdviceCandidate, formatBytes } from "../src/pipeline/advise/advice_table.ts";
-import { stageCosts } from "../src/pipeline/advise/step_prediction.ts";
+import { predictStep, stageCosts } from "../src/pipeline/advise/step_prediction.ts";
 import type { PassProfile } from "../src/pipeline/partition/layer_passes.ts";
 import { REAL_COMPUTE, realBatches } from "./_real_compute.ts";
 
@@ -64,6 +64,8 @@ export interface AccuracyRow {
   readonly predictedMs: number;
   /** Predicted from a profile of one copy alone. */
   readonly predictedAloneMs: number;
+  /** Predicted with the together costs throughout (no contention model), same partition. */
+  readonly predictedTogetherMs: number;
   /** Median of every steady-state period over the rounds. */
   readonly measuredMs: number;
   /** Each round's median period, in round order. */
@@ -71,6 +73,7 @@ export interface AccuracyRow {
   /** measured / predicted − 1. */
   readonly error: number;
   readonly aloneError: number;
+  readonly togetherError: number;
   readonly predictedBubble: number;
   readonly measuredBubble: number;
   readonly predictedActivationBytes: readonly number[];
@@ -296,6 +299,15 @@ export async function measureModel(
       const pred = c.memory.map((m) => m.activations);
       const meas = measured[i].activationBytes;
       const ms = median(measured[i].periods);
+      const overheads = together.profiles[0].overheads;
+      const togetherMs = predictStep(
+        c.generated!,
+        stageCosts(togetherProfile.layers, c.boundaries, {
+          lossMs: togetherProfile.loss?.median ?? 0,
+          actionMs: overheads.actionMs,
+        }),
+        overheads,
+      ).stepMs;
       return {
         model: name,
         schedule: c.schedule,
@@ -304,6 +316,8 @@ export async function measureModel(
         boundaries: c.boundaries,
         predictedMs: c.predictedMs,
         predictedAloneMs: a.predictedMs,
+        predictedTogetherMs: togetherMs,
+        togetherError: ms / togetherMs - 1,
         measuredMs: ms,
         measuredRoundsMs: measured[i].rounds,
         error: ms / c.predictedMs - 1,
@@ -343,13 +357,15 @@ export function accuracyTable(rows: readonly AccuracyRow[]): string {
     "error",
     "predicted alone",
     "error alone",
+    "predicted together",
+    "error together",
     "bubble pred / meas",
     "activations pred / meas per rank",
     "bytes error",
   ];
   const lines = [
     `| ${head.join(" | ")} |`,
-    `| ${head.map((_, i) => (i < 2 || i === 8 ? ":---" : "---:")).join(" | ")} |`,
+    `| ${head.map((_, i) => (i < 2 || i === 10 ? ":---" : "---:")).join(" | ")} |`,
   ];
   for (const r of rows) {
     lines.push(
@@ -364,6 +380,8 @@ export function accuracyTable(rows: readonly AccuracyRow[]): string {
           pct(r.error),
           r.predictedAloneMs.toFixed(0),
           pct(r.aloneError),
+          r.predictedTogetherMs.toFixed(0),
+          pct(r.togetherError),
           `${(100 * r.predictedBubble).toFixed(1)}% / ${(100 * r.measuredBubble).toFixed(1)}%`,
           r.predictedActivationBytes.map((p, i) =>
             `${formatBytes(p)} / ${formatBytes(r.measuredActivationBytes[i])}`

@@ -20,6 +20,8 @@ const row = (schedule: string, predictedMs: number, rounds: number[]): AccuracyR
     boundaries: [0, 1, 2],
     predictedMs,
     predictedAloneMs: predictedMs,
+    predictedTogetherMs: predictedMs,
+    togetherError: measuredMs / predictedMs - 1,
     measuredMs,
     measuredRoundsMs: rounds,
     error: measuredMs / predictedMs - 1,
