@@ -100,9 +100,11 @@ export { activationPeaks, rankMemory } from "./src/pipeline/advise/rank_memory.t
 export type {
   LayerTimes,
   PlannedCandidate,
+  PredictOptions,
   RuntimeOverheads,
   StageCostTable,
   StepPrediction,
+  TogetherTimes,
 } from "./src/pipeline/advise/step_prediction.ts";
 export {
   layerLoads,

@@ -103,18 +103,20 @@ for (const name of SCHEDULE_NAMES) {
   });
 }
 
-const profile = advice.profiles[0];
+// The alone profile, and the one with every rank computing (the contention model's).
+const [alone, together] = advice.profiles;
 Deno.bench({ name: "plan and simulate every schedule", group: "advisor arithmetic" }, () => {
   for (const name of SCHEDULE_NAMES) {
     const plan = planCandidate(
       name,
       RANKS,
       M,
-      profile.profile.layers,
-      profile.overheads,
-      profile.profile.loss?.median ?? 0,
+      alone.profile.layers,
+      alone.overheads,
+      alone.profile.loss?.median ?? 0,
+      { layers: together.profile.layers, lossMs: together.profile.loss?.median ?? 0 },
     );
-    predictStep(plan.schedule, plan.costs, profile.overheads);
+    predictStep(plan.schedule, plan.costs, alone.overheads, { together: plan.together });
   }
 });
 

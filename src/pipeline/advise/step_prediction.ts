@@ -13,6 +13,7 @@ import type { ActionCosts } from "../schedule/costs.ts";
 import { generateSchedule, type ScheduleName } from "../schedule/generate.ts";
 import { simulate } from "../analysis/simulate.ts";
 import { summarizeTimeline } from "../analysis/timeline_summary.ts";
+import { simulateContention } from "./_contention.ts";
 import {
   FixedPartition,
   LoadBalancedPartition,
@@ -169,6 +170,16 @@ export interface PlannedCandidate {
   readonly partition: PartitionResult;
   /** Each chunk's costs. */
   readonly costs: StageCostTable;
+  /** Each chunk's costs while every rank computes (with `together` layers given). */
+  readonly together?: StageCostTable;
+}
+
+/** Layer times measured while every rank computed at once, and the loss's, for {@linkcode planCandidate}. */
+export interface TogetherTimes {
+  /** Per layer, as `layers`. */
+  readonly layers: readonly LayerTimes[];
+  /** The loss, ms (default 0). */
+  readonly lossMs?: number;
 }
 
 /**
@@ -178,9 +189,12 @@ export interface PlannedCandidate {
  * when that predicts a shorter step) and costs each chunk
  * ({@linkcode stageCosts}). `zb-auto` searches with
  * the model's costs per full stage (a rank's share) and the hand-over
- * delay. Throws the generator's RangeError for a combination the schedule
- * does not support, and a RangeError when there are fewer layers than
- * chunks.
+ * delay. With `together` (the layers timed while every rank computed at
+ * once) the loads and zb-auto's search take those times, the candidate
+ * carries their chunk costs too, and the step is predicted with contention
+ * ({@linkcode PredictOptions}). Throws the generator's RangeError for a
+ * combination the schedule does not support, and a RangeError when there
+ * are fewer layers than chunks.
  *
  * @example
  * ```ts
@@ -200,19 +214,28 @@ export function planCandidate(
   layers: readonly LayerTimes[],
   overheads: RuntimeOverheads,
   lossMs = 0,
+  together?: TogetherTimes,
 ): PlannedCandidate {
-  const loads = layerLoads(layers, microBatches, lossMs);
+  layerLoads(layers, microBatches, lossMs); // checks the alone times
+  if (together !== undefined && together?.layers?.length !== layers.length) {
+    throw new RangeError(
+      `together.layers must hold one time per layer (${layers.length}), got ${together?.layers?.length}`,
+    );
+  }
+  const busyLayers = together?.layers ?? layers;
+  const busyLossMs = together === undefined ? lossMs : (together.lossMs ?? 0);
+  const loads = layerLoads(busyLayers, microBatches, busyLossMs);
   checkMs("overheads.actionMs", overheads?.actionMs);
   checkMs("overheads.handOverMs", overheads?.handOverMs);
   let schedule: Schedule;
   if (name === "zb-auto") {
     // Per full stage: the model's total per kind over the ranks.
     const total = (k: "F" | "I" | "W") =>
-      layers.reduce((a, l) => a + l[k].median, 0) / ranks + overheads.actionMs;
+      busyLayers.reduce((a, l) => a + l[k].median, 0) / ranks + overheads.actionMs;
     schedule = generateSchedule(name, {
       ranks,
       microBatches,
-      costs: { F: total("F") + lossMs / ranks, I: total("I"), W: total("W") },
+      costs: { F: total("F") + busyLossMs / ranks, I: total("I"), W: total("W") },
       comm: overheads.handOverMs,
     });
   } else {
@@ -225,10 +248,14 @@ export function planCandidate(
     );
   }
   const minMax = new LoadBalancedPartition().partition(loads, chunks);
+  const actionMs = overheads.actionMs;
   const plan = (partition: PartitionResult): PlannedCandidate => ({
     schedule,
     partition,
-    costs: stageCosts(layers, partition.boundaries, { lossMs, actionMs: overheads.actionMs }),
+    costs: stageCosts(layers, partition.boundaries, { lossMs, actionMs }),
+    ...(together === undefined ? {} : {
+      together: stageCosts(together.layers, partition.boundaries, { lossMs: busyLossMs, actionMs }),
+    }),
   });
   const best = plan(minMax);
   if (schedule.stagesPerRank === 1) return best;
@@ -236,7 +263,8 @@ export function planCandidate(
   const balanced = rankBalancedBoundaries(loads, schedule.stageToRank);
   if (balanced === null || balanced.join() === minMax.boundaries.join()) return best;
   const other = plan(new FixedPartition(balanced).partition(loads, chunks));
-  const time = (c: PlannedCandidate) => predictStep(c.schedule, c.costs, overheads).stepMs;
+  const time = (c: PlannedCandidate) =>
+    predictStep(c.schedule, c.costs, overheads, c.together ? { together: c.together } : {}).stepMs;
   return time(other) < time(best) ? other : best;
 }
 
@@ -321,6 +349,20 @@ export interface StepPrediction {
   readonly costs: ActionCosts;
 }
 
+/** Options of {@linkcode predictStep}. */
+export interface PredictOptions {
+  /** Steps simulated back to back (integer ≥ 2, default 8). */
+  readonly iterations?: number;
+  /**
+   * Each chunk's costs while every rank computes at once (as `costs`, from
+   * a profile of P copies computing together). With it the step is
+   * simulated with contention: an action runs at its `costs` rate while no
+   * other rank computes, at this rate while all do, linearly in between, so
+   * only the overlapped part of each action is slowed.
+   */
+  readonly together?: StageCostTable;
+}
+
 /**
  * Simulates `iterations` back-to-back steps (default 8) of `schedule` with
  * `costs` and the hand-over delay, and returns the median period from the
@@ -329,6 +371,15 @@ export interface StepPrediction {
  * after its last backward, is spread over its m backward actions (its W
  * where the schedule splits I and W, else its B): the rank's busy time is
  * exact, the order within the step approximate.
+ *
+ * With `together` (see {@linkcode PredictOptions}) each action is a fixed
+ * amount of work done at the rate its costs give for the number of ranks
+ * computing at each instant: `costs` (alone) when it is the only one,
+ * `together` when all P are, `alone + (together − alone)(n − 1)/(P − 1)`
+ * with n of them. Time is stepped from event to event (an action starts or
+ * ends, a hand-over arrives), so the timeline is consistent: an action
+ * overlapped for a share f of its work takes `(1 − f) · alone + f ·
+ * together` at P = 2. The returned `costs` are then the alone ones.
  *
  * @example
  * ```ts
@@ -342,22 +393,35 @@ export interface StepPrediction {
  * assert.equal(p.firstStepMs, 15);
  * assert.equal(p.stepMs, 15);
  * assert.ok(Math.abs(p.bubble - 0.2) < 1e-12); // 1 − 12 / 15
+ * // Twice as slow while both ranks compute: only the overlapped actions stretch.
+ * const both = { F: [2, 2], I: [2, 2], W: [2, 2], B: [4, 4], step: [0, 0] };
+ * const q = predictStep(s, c, { actionMs: 0, handOverMs: 0 }, { together: both });
+ * assert.ok(q.stepMs > 15 && q.stepMs < 30);
  * ```
  */
 export function predictStep(
   schedule: Schedule,
   costs: StageCostTable,
   overheads: RuntimeOverheads,
-  iterations = 8,
+  options: number | PredictOptions = 8,
 ): StepPrediction {
   const comm = checkMs("overheads.handOverMs", overheads?.handOverMs);
+  const o: PredictOptions = typeof options === "number" ? { iterations: options } : options;
+  if (o === null || typeof o !== "object") {
+    throw new TypeError(`options must be an iteration count or an object, got ${String(o)}`);
+  }
+  const iterations = o.iterations ?? 8;
   if (!Number.isInteger(iterations) || iterations < 2) {
     throw new RangeError(`iterations must be an integer >= 2, got ${iterations}`);
   }
   const S = schedule.stageToRank.length;
-  for (const k of ["F", "I", "W", "B", "step"] as const) {
-    if (!Array.isArray(costs?.[k]) || costs[k].length !== S) {
-      throw new RangeError(`costs.${k} must hold one cost per stage (${S})`);
+  for (const [name, table] of [["costs", costs], ["together", o.together]] as const) {
+    if (name === "together" && table === undefined) continue;
+    for (const k of ["F", "I", "W", "B", "step"] as const) {
+      if (!Array.isArray(table?.[k]) || table[k].length !== S) {
+        throw new RangeError(`${name}.${k} must hold one cost per stage (${S})`);
+      }
+      table[k].forEach((v, s) => checkMs(`${name}.${k}[${s}]`, v));
     }
   }
   const split = new Array<boolean>(S).fill(false);
@@ -365,12 +429,20 @@ export function predictStep(
     for (const a of list) if (a.kind === "W") split[a.stage] = true;
   }
   const m = schedule.microBatches;
-  const W = costs.W.map((w, s) => w + (split[s] ? costs.step[s] / m : 0));
-  const B = costs.B.map((b, s) => b + (split[s] ? 0 : costs.step[s] / m));
-  const simCosts: ActionCosts = { F: [...costs.F], I: [...costs.I], W, B };
-  const sim = simulate(schedule, { costs: simCosts, comm, iterations });
-  const sum = summarizeTimeline(sim.events, schedule.ranks, { steadyFrom: 1 });
-  const first = sim.events.filter((e) => e.iteration === 0).reduce((a, e) => Math.max(a, e.end), 0);
+  const spread = (c: StageCostTable) => ({
+    F: [...c.F],
+    I: [...c.I],
+    W: c.W.map((w, s) => w + (split[s] ? c.step[s] / m : 0)),
+    B: c.B.map((b, s) => b + (split[s] ? 0 : c.step[s] / m)),
+  });
+  const simCosts = spread(costs);
+  // The plain simulator checks the schedule (structure, deadlock) in any case.
+  const sim = simulate(schedule, { costs: simCosts as ActionCosts, comm, iterations });
+  const events = o.together === undefined
+    ? sim.events
+    : simulateContention(schedule, simCosts, spread(o.together), comm, iterations);
+  const sum = summarizeTimeline(events, schedule.ranks, { steadyFrom: 1 });
+  const first = events.filter((e) => e.iteration === 0).reduce((a, e) => Math.max(a, e.end), 0);
   return {
     stepMs: sum.period ?? sim.makespan,
     bubble: sum.steadyStateBubble ?? sim.bubbleFraction,

@@ -2,7 +2,7 @@
  * "Which schedule for my model?": {@linkcode adviseSchedule} measures the
  * user's own model (every layer's F, I and W, its optimizer step, each
  * chunk's activation bytes, the runtime's hand-over and per-action costs)
- * in workers computing at once as a pipeline's ranks do, predicts every
+ * in workers, alone and computing at once as a pipeline's ranks do, predicts every
  * candidate schedule's step time and bytes per rank, ranks them, and can
  * train the best few for real to set the measurement beside the prediction.
  *
@@ -63,10 +63,13 @@ export interface AdviseOptions {
    */
   readonly profileMs?: number;
   /**
-   * Profile with P copies of the model computing at once, one per worker
-   * (default true): each pass then runs as slowly as it will beside the
-   * other ranks (they share the cores' memory bandwidth and caches). With
-   * false one worker profiles alone.
+   * Profile also with P copies of the model computing at once, one per
+   * worker (default true): each pass is timed alone and beside the other
+   * ranks (they share the cores' memory bandwidth and caches), and the step
+   * is simulated with contention: each action runs at its alone rate while
+   * no other rank computes and at its together rate while all do, so only
+   * the overlapped part of it is slowed. With false one worker profiles
+   * alone and the simulation takes those times throughout.
    */
   readonly concurrent?: boolean;
   /** As `PipelineParallelModel`'s `nonFinite` (default `"skip"`): its check copies and times. */
@@ -113,7 +116,10 @@ export interface Advice {
   readonly candidates: readonly AdviceCandidate[];
   /** Combinations no schedule could be built for. */
   readonly skipped: readonly SkippedCandidate[];
-  /** The profiles (one per rank count and micro-batch size). */
+  /**
+   * The profiles: per rank count and micro-batch size, one copy alone, then
+   * (unless `concurrent` is false, or at 1 rank) P copies at once.
+   */
   readonly profiles: readonly AdviceProfile[];
   /** Wall time of the advice (verification included), ms. */
   readonly elapsedMs: number;
@@ -304,10 +310,12 @@ function checkAdvise(model: Sequential, sample: TrainingBatch, o: AdviseOptions)
  * step check's copies); returns them ranked, fitting `memoryLimit` first,
  * then fastest first. Everything is checked before any work.
  *
- * How: for each rank count P, P workers each rebuild the model and profile
- * every layer at once (F, I, W, the loss, each layer's optimizer step;
- * `repeats` sweeps after `warmup`), so that the passes are timed under the
- * load of P ranks computing together; the hand-over delay and the
+ * How: for each rank count P, P workers each rebuild the model; one of
+ * them profiles every layer alone (F, I, W, the loss, each layer's
+ * optimizer step; `repeats` sweeps after `warmup`), then all P at once, so
+ * that the passes are timed alone and under the load of P ranks computing
+ * together (the step is simulated with contention between them: only the
+ * overlapped part of an action is slowed); the hand-over delay and the
  * runtime's cost per action are measured between them. Each candidate's
  * layers are cut by the exact min-max partition of their measured loads,
  * each chunk's activation bytes for one micro-batch are measured
@@ -380,29 +388,43 @@ export async function adviseSchedule(
       executor: { module: ADVISE_EXECUTOR_URL, options: rankOptions },
     });
     try {
-      const copies = o.concurrent ? P : 1;
+      const together = o.concurrent && P > 1;
       const overheads = await measureOverheads(group, handOverFloats);
-      const byRows = new Map<number, PassProfile>();
+      const byRows = new Map<number, { alone: PassProfile; together?: PassProfile }>();
       for (const rows of new Set(o.microBatches.map(rowsFor))) {
-        progress(`profiling ${L} layers, ${rows}-row micro-batches, ${copies} at once`);
-        const profile = await profileOnRanks(
-          group,
-          copies,
-          rows,
-          o.repeats,
-          o.warmup,
-          o.profileMs,
-        );
-        byRows.set(rows, profile);
-        profiles.push({ ranks: P, concurrency: copies, profile, overheads });
+        const profileWith = async (copies: number) => {
+          progress(`profiling ${L} layers, ${rows}-row micro-batches, ${copies} at once`);
+          const profile = await profileOnRanks(
+            group,
+            copies,
+            rows,
+            o.repeats,
+            o.warmup,
+            o.profileMs,
+          );
+          profiles.push({ ranks: P, concurrency: copies, profile, overheads });
+          return profile;
+        };
+        const alone = await profileWith(1);
+        byRows.set(rows, together ? { alone, together: await profileWith(P) } : { alone });
       }
       const memo = new Map<string, StageMemory[]>();
       for (const m of o.microBatches) {
-        const profile = byRows.get(rowsFor(m))!;
+        const { alone: profile, together: busy } = byRows.get(rowsFor(m))!;
         for (const name of o.schedules) {
           let plan;
           try {
-            plan = planCandidate(name, P, m, profile.layers, overheads, profile.loss?.median ?? 0);
+            plan = planCandidate(
+              name,
+              P,
+              m,
+              profile.layers,
+              overheads,
+              profile.loss?.median ?? 0,
+              busy === undefined
+                ? undefined
+                : { layers: busy.layers, lossMs: busy.loss?.median ?? 0 },
+            );
           } catch (e) {
             if (!(e instanceof RangeError || e instanceof TypeError)) throw e;
             skipped.push({ schedule: name, ranks: P, microBatches: m, reason: e.message });
@@ -418,7 +440,12 @@ export async function adviseSchedule(
           const memory = rankMemory(plan.schedule, b, profile.layers, chunks, {
             stepCheck: o.nonFinite !== "off",
           });
-          const step = predictStep(plan.schedule, plan.costs, overheads);
+          const step = predictStep(
+            plan.schedule,
+            plan.costs,
+            overheads,
+            plan.together === undefined ? {} : { together: plan.together },
+          );
           const peakBytes = memory.map((r) => r.total);
           const c: AdviceCandidate = {
             schedule: name,

@@ -7,6 +7,7 @@ import { PipelineParallelModel } from "../../../src/pipeline/model/pipeline_para
 import { FixedPartition } from "../../../src/pipeline/partition/partition.ts";
 import { generateSchedule } from "../../../src/pipeline/schedule/generate.ts";
 import { liveCount as liveWorkers } from "../../../src/pipeline/runtime/_worker_registry.ts";
+import { planCandidate, predictStep } from "../../../src/pipeline/advise/step_prediction.ts";
 import { CpuBackend } from "../../../src/tensor/cpu/backend.ts";
 
 const W = 32;
@@ -160,6 +161,41 @@ Deno.test("adviseSchedule: ranked, fitting first; impossible combinations are sk
     assert.equal(v.candidates.length, 1);
     assert.equal(v.skipped.length, 1);
     assert.match(v.skipped[0].reason, /8 chunks, more than the model's 7 layers/);
+  } finally {
+    net.dispose();
+  }
+});
+
+Deno.test("adviseSchedule: profiles alone and together; each prediction is the contention simulation of both", async () => {
+  const be = new CpuBackend();
+  const net = mlp(be);
+  try {
+    const advice = await adviseSchedule(net, sample, {
+      loss: "mse",
+      schedules: ["gpipe", "1f1b", "zb-h1"],
+      ranks: 2,
+      microBatches: 4,
+      ...QUICK,
+    });
+    assert.deepEqual(advice.profiles.map((p) => [p.ranks, p.concurrency]), [[2, 1], [2, 2]]);
+    const [alone, together] = advice.profiles;
+    for (const c of advice.candidates) {
+      const plan = planCandidate(
+        c.schedule as "gpipe",
+        2,
+        4,
+        alone.profile.layers,
+        alone.overheads,
+        alone.profile.loss?.median ?? 0,
+        { layers: together.profile.layers, lossMs: together.profile.loss?.median ?? 0 },
+      );
+      assert.deepEqual(c.boundaries, plan.partition.boundaries);
+      const step = predictStep(plan.schedule, plan.costs, alone.overheads, {
+        together: plan.together,
+      });
+      assert.equal(c.predictedMs, step.stepMs, c.schedule);
+      assert.equal(c.bubble, step.bubble, c.schedule);
+    }
   } finally {
     net.dispose();
   }
