@@ -188,3 +188,9 @@ export type {
 } from "./src/tensor/backend.ts";
 export type { BackendKind } from "./src/tensor/create_backend.ts";
 export { Tensor } from "./src/tensor/tensor.ts";
+export { ringAllReduceTime } from "./src/pipeline/analysis/all_reduce.ts";
+export type {
+  AllReduceLink,
+  AllReduceSpan,
+  DataParallelOptions,
+} from "./src/pipeline/analysis/all_reduce.ts";

@@ -11,8 +11,8 @@
  * import { EarlyStopping, ProgressBar } from "@conveyor/core/callbacks";
  * const stop = new EarlyStopping({ metric: "loss", patience: 2 });
  * const bar = new ProgressBar({ total: 10, every: 5 });
- * assert.equal(typeof stop.onStep, "function");
- * assert.equal(typeof bar.onStep, "function");
+ * assert.equal(typeof stop.onStepEnd, "function");
+ * assert.equal(typeof bar.onStepEnd, "function");
  * ```
  *
  * @module

@@ -33,3 +33,5 @@ export { TINY_CORPUS } from "./src/nn/data/tiny_corpus.ts";
 // The main entry point's types that this one's API names.
 export { Rng, type RngState } from "./src/tensor/random.ts";
 export type { Shape } from "./src/tensor/backend.ts";
+export { shardBatch } from "./src/pipeline/model/data_shards.ts";
+export type { TrainingBatch } from "./src/pipeline/model/batch.ts";

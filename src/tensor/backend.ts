@@ -90,7 +90,7 @@ export interface SGDParams {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { CpuBackend, type LayerNormStats, ops } from "@conveyor/core";
+ * import { CpuBackend, type LayerNormStats, ops } from "@conveyor/core/tensor";
  * const be = new CpuBackend();
  * const x = be.fromData(new Float32Array([1, 3]), [1, 2]);
  * const stats: LayerNormStats = ops.layerNorm(x, ops.ones(be, [2]), be.zeros([2]));

@@ -57,7 +57,7 @@ function checkLink(link: AllReduceLink): void {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { ringAllReduceTime } from "@conveyor/core";
+ * import { ringAllReduceTime } from "@conveyor/core/analysis";
  * // 4 replicas, 1 MB over 0.01 ms latency and 1 GB/s (10⁶ bytes per ms):
  * // 2·3/4 · 1 ms + 6 · 0.01 ms = 1.56 ms.
  * const t = ringAllReduceTime({ latencyMs: 0.01, bytesPerMs: 1e6 }, 1e6, 4);

@@ -42,7 +42,7 @@ function describeData(x: unknown): string {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { shardBatch } from "@conveyor/core";
+ * import { shardBatch } from "@conveyor/core/data";
  * const batch = {
  *   inputs: new Float32Array([0, 1, 2, 3, 4, 5, 6, 7]),
  *   shape: [4, 2],
