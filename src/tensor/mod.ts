@@ -4,22 +4,7 @@
  * @module
  */
 
-export type {
-  AdamWParams,
-  Backend,
-  BackendName,
-  BinaryOp,
-  CrossEntropyResult,
-  InvalidIndex,
-  LayerNormResult,
-  LayerNormStats,
-  MemoryStats,
-  RmsNormResult,
-  SGDParams,
-  Shape,
-  UnaryGradOp,
-  UnaryOp,
-} from "./backend.ts";
+export type * from "./backend.ts";
 export { checkShape, shapeSize, Tensor } from "./tensor.ts";
 export * as ops from "./ops.ts";
 export type { DropoutOpOptions, MatmulOptions, SoftmaxOptions } from "./ops.ts";

@@ -5,22 +5,7 @@
  * @module
  */
 
-import type {
-  AdamWParams,
-  Backend,
-  BackendName,
-  BinaryOp,
-  CrossEntropyResult,
-  InvalidIndex,
-  LayerNormResult,
-  LayerNormStats,
-  MemoryStats,
-  RmsNormResult,
-  SGDParams,
-  Shape,
-  UnaryGradOp,
-  UnaryOp,
-} from "../backend.ts";
+import type * as B from "../backend.ts";
 import { MemoryTracker } from "../_memory.ts";
 import { rowCount } from "../_rows.ts";
 import { checkFromData, checkZeros, firstInvalidIndex } from "../_validate.ts";
@@ -70,26 +55,26 @@ function closedError(): TypeError {
  * console.log(await c.toArray()); // Float32Array [7, 10, 15, 22]
  * ```
  */
-export class CpuBackend implements Backend {
+export class CpuBackend implements B.Backend {
   /** Always `"cpu"`. */
-  readonly name: BackendName = "cpu";
+  readonly name: B.BackendName = "cpu";
   /** Human-readable description. */
   readonly description: string = "CPU reference (Float32Array)";
   readonly #memory = new MemoryTracker();
   #closed = false;
 
   /** Memory accounting of tensors created on this backend. */
-  get memory(): MemoryStats {
+  get memory(): B.MemoryStats {
     return this.#memory;
   }
 
-  #wrap(shape: Shape, buf: Float32Array): Tensor {
+  #wrap(shape: B.Shape, buf: Float32Array): Tensor {
     if (this.#closed) throw closedError();
     this.#memory.alloc(buf.byteLength);
     return createTensor(this, shape, buf, buf.byteLength);
   }
 
-  #alloc(shape: Shape): [Tensor, Float32Array] {
+  #alloc(shape: B.Shape): [Tensor, Float32Array] {
     const buf = new Float32Array(shapeSize(shape));
     return [this.#wrap(shape, buf), buf];
   }
@@ -97,25 +82,25 @@ export class CpuBackend implements Backend {
   // ---- storage -----------------------------------------------------------
 
   /** Creates a tensor holding a copy of `data`. */
-  fromData(data: Float32Array, shape: Shape): Tensor {
+  fromData(data: Float32Array, shape: B.Shape): Tensor {
     checkFromData(data, shape);
     return this.#wrap(shape, new Float32Array(data));
   }
 
   /** Creates a tensor of zeros. */
-  zeros(shape: Shape): Tensor {
+  zeros(shape: B.Shape): Tensor {
     checkZeros(shape);
     return this.#alloc(shape)[0];
   }
 
   /** Creates a tensor with every element `value`. */
-  full(shape: Shape, value: number): Tensor {
+  full(shape: B.Shape, value: number): Tensor {
     checkZeros(shape);
     return this.#wrap(shape, new Float32Array(shapeSize(shape)).fill(value));
   }
 
   /** The first entry of `ids` that is not an integer in [0, n), or null. */
-  invalidIndex(ids: Tensor, n: number): InvalidIndex | null {
+  invalidIndex(ids: Tensor, n: number): B.InvalidIndex | null {
     return firstInvalidIndex(data(ids), n);
   }
 
@@ -219,35 +204,35 @@ export class CpuBackend implements Backend {
   }
 
   /** Elementwise unary op (`_elementwise_ops.ts`); NaN kept. */
-  unary(op: UnaryOp, x: Tensor): Tensor {
+  unary(op: B.UnaryOp, x: Tensor): Tensor {
     const [out, O] = this.#alloc(x.shape);
     unaryInto(op, data(x), O);
     return out;
   }
 
   /** Unary input gradient from `v` (x or y) and `dy`. */
-  unaryBackward(op: UnaryGradOp, v: Tensor, dy: Tensor): Tensor {
+  unaryBackward(op: B.UnaryGradOp, v: Tensor, dy: Tensor): Tensor {
     const [out, O] = this.#alloc(v.shape);
     unaryBackwardInto(op, data(v), data(dy), O);
     return out;
   }
 
   /** `a (op) b` broadcast to `out`. */
-  binary(op: BinaryOp, a: Tensor, b: Tensor, out: Shape): Tensor {
+  binary(op: B.BinaryOp, a: Tensor, b: Tensor, out: B.Shape): Tensor {
     const [t, O] = this.#alloc(out);
     binaryInto(op, data(a), a.shape, data(b), b.shape, out, O);
     return t;
   }
 
   /** `cond ≠ 0 ? a : b` broadcast to `out`. */
-  where(cond: Tensor, a: Tensor, b: Tensor, out: Shape): Tensor {
+  where(cond: Tensor, a: Tensor, b: Tensor, out: B.Shape): Tensor {
     const [t, O] = this.#alloc(out);
     whereInto(data(cond), cond.shape, data(a), a.shape, data(b), b.shape, out, O);
     return t;
   }
 
   /** Sum over the axes where `shape` has extent 1. */
-  sumToShape(x: Tensor, shape: Shape): Tensor {
+  sumToShape(x: Tensor, shape: B.Shape): Tensor {
     const [t, O] = this.#alloc(shape);
     sumToShapeInto(data(x), x.shape, shape, O);
     return t;
@@ -307,7 +292,7 @@ export class CpuBackend implements Backend {
   }
 
   /** Layer norm forward. */
-  layerNorm(x: Tensor, gamma: Tensor, beta: Tensor, eps: number): LayerNormResult {
+  layerNorm(x: Tensor, gamma: Tensor, beta: Tensor, eps: number): B.LayerNormResult {
     const n = x.cols, rows = rowCount(x);
     const [y, Y] = this.#alloc(x.shape);
     const [mean, Mn] = this.#alloc([rows]);
@@ -334,7 +319,7 @@ export class CpuBackend implements Backend {
   }
 
   /** Layer norm input gradient. */
-  layerNormBackwardInput(dy: Tensor, x: Tensor, stats: LayerNormStats, gamma: Tensor): Tensor {
+  layerNormBackwardInput(dy: Tensor, x: Tensor, stats: B.LayerNormStats, gamma: Tensor): Tensor {
     const n = x.cols, rows = rowCount(x);
     const [out, O] = this.#alloc(x.shape);
     const X = data(x), G = data(dy), Mn = data(stats.mean), Rs = data(stats.rstd);
@@ -361,7 +346,7 @@ export class CpuBackend implements Backend {
   layerNormBackwardWeight(
     dy: Tensor,
     x: Tensor,
-    stats: LayerNormStats,
+    stats: B.LayerNormStats,
   ): { dgamma: Tensor; dbeta: Tensor } {
     const n = x.cols, rows = rowCount(x);
     const X = data(x), G = data(dy), Mn = data(stats.mean), Rs = data(stats.rstd);
@@ -381,7 +366,7 @@ export class CpuBackend implements Backend {
   }
 
   /** RMS norm forward. */
-  rmsNorm(x: Tensor, weight: Tensor, eps: number): RmsNormResult {
+  rmsNorm(x: Tensor, weight: Tensor, eps: number): B.RmsNormResult {
     const n = x.cols, rows = rowCount(x);
     const [y, Y] = this.#alloc(x.shape);
     const [rstd, Rs] = this.#alloc([rows]);
@@ -437,7 +422,7 @@ export class CpuBackend implements Backend {
   }
 
   /** Softmax cross-entropy forward. */
-  crossEntropy(logits: Tensor, targets: Tensor): CrossEntropyResult {
+  crossEntropy(logits: Tensor, targets: Tensor): B.CrossEntropyResult {
     const n = logits.cols, rows = rowCount(logits);
     const T = data(targets);
     const X = data(logits);
@@ -493,7 +478,7 @@ export class CpuBackend implements Backend {
   }
 
   /** AdamW with bias correction and decoupled weight decay. */
-  adamwInPlace(param: Tensor, grad: Tensor, m: Tensor, v: Tensor, hp: AdamWParams): void {
+  adamwInPlace(param: Tensor, grad: Tensor, m: Tensor, v: Tensor, hp: B.AdamWParams): void {
     const P = data(param), G = data(grad), Mm = data(m), Vv = data(v);
     const { lr, beta1, beta2, eps, weightDecay, step } = hp;
     const bc1 = 1 - Math.pow(beta1, step), bc2 = 1 - Math.pow(beta2, step);
@@ -509,7 +494,7 @@ export class CpuBackend implements Backend {
   }
 
   /** SGD with optional momentum buffer and L2 weight decay. */
-  sgdInPlace(param: Tensor, grad: Tensor, buf: Tensor | null, hp: SGDParams): void {
+  sgdInPlace(param: Tensor, grad: Tensor, buf: Tensor | null, hp: B.SGDParams): void {
     const P = data(param), G = data(grad);
     const { lr, momentum, weightDecay } = hp;
     if (buf === null) {

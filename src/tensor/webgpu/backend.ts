@@ -21,22 +21,7 @@
  * @module
  */
 
-import type {
-  AdamWParams,
-  Backend,
-  BackendName,
-  BinaryOp,
-  CrossEntropyResult,
-  InvalidIndex,
-  LayerNormResult,
-  LayerNormStats,
-  MemoryStats,
-  RmsNormResult,
-  SGDParams,
-  Shape,
-  UnaryGradOp,
-  UnaryOp,
-} from "../backend.ts";
+import type * as B from "../backend.ts";
 import { checkFromData, checkZeros } from "../_validate.ts";
 import type { Tensor } from "../tensor.ts";
 import { buf, DeviceCore } from "./_device.ts";
@@ -138,9 +123,9 @@ export interface WebGPUBackendOptions {
  * console.log(await ops.matmul(a, a).toArray()); // Float32Array [7, 10, 15, 22]
  * ```
  */
-export class WebGPUBackend implements Backend {
+export class WebGPUBackend implements B.Backend {
   /** Always `"webgpu"`. */
-  readonly name: BackendName = "webgpu";
+  readonly name: B.BackendName = "webgpu";
   /** The adapter's description. */
   readonly description: string;
   /** The device all tensors of this backend live on. */
@@ -214,7 +199,7 @@ export class WebGPUBackend implements Backend {
   // ---- introspection --------------------------------------------------------
 
   /** Memory accounting of tensors created on this backend. */
-  get memory(): MemoryStats {
+  get memory(): B.MemoryStats {
     return this.#core.memory;
   }
 
@@ -259,14 +244,14 @@ export class WebGPUBackend implements Backend {
   // ---- storage ---------------------------------------------------------------
 
   /** Creates a tensor holding a copy of `data`. */
-  fromData(data: Float32Array, shape: Shape): Tensor {
+  fromData(data: Float32Array, shape: B.Shape): Tensor {
     this.#core.live();
     checkFromData(data, shape);
     return this.#core.upload(data, shape);
   }
 
   /** Creates a tensor of zeros. */
-  zeros(shape: Shape): Tensor {
+  zeros(shape: B.Shape): Tensor {
     this.#core.live();
     checkZeros(shape);
     const t = this.#core.newTensor(shape);
@@ -275,7 +260,7 @@ export class WebGPUBackend implements Backend {
   }
 
   /** A tensor with every element `value` (one fill). */
-  full(shape: Shape, value: number): Tensor {
+  full(shape: B.Shape, value: number): Tensor {
     this.#core.live();
     checkZeros(shape);
     return ew.full(this.#core, shape, value);
@@ -285,7 +270,7 @@ export class WebGPUBackend implements Backend {
    * The first entry of `ids` that is not an integer in [0, n), or null; or
    * undefined when `ids` has no host record to check (see `_index_check.ts`).
    */
-  invalidIndex(ids: Tensor, n: number): InvalidIndex | null | undefined {
+  invalidIndex(ids: Tensor, n: number): B.InvalidIndex | null | undefined {
     return invalidIndex(this.#c(), ids, n);
   }
 
@@ -376,12 +361,12 @@ export class WebGPUBackend implements Backend {
   }
 
   /** `a (op) b` broadcast to `out`. */
-  binary(op: BinaryOp, a: Tensor, b: Tensor, out: Shape): Tensor {
+  binary(op: B.BinaryOp, a: Tensor, b: Tensor, out: B.Shape): Tensor {
     return ew.binary(this.#c(), op, a, b, out);
   }
 
   /** `cond ≠ 0 ? a : b` broadcast to `out`. */
-  where(cond: Tensor, a: Tensor, b: Tensor, out: Shape): Tensor {
+  where(cond: Tensor, a: Tensor, b: Tensor, out: B.Shape): Tensor {
     return ew.where(this.#c(), cond, a, b, out);
   }
 
@@ -428,12 +413,12 @@ export class WebGPUBackend implements Backend {
   // ---- kernels: unary ops (_unary.ts) ------------------------------------------
 
   /** Elementwise unary op; NaN kept. */
-  unary(op: UnaryOp, x: Tensor): Tensor {
+  unary(op: B.UnaryOp, x: Tensor): Tensor {
     return unary(this.#c(), op, x);
   }
 
   /** Unary input gradient from `v` (x or y) and `dy`. */
-  unaryBackward(op: UnaryGradOp, v: Tensor, dy: Tensor): Tensor {
+  unaryBackward(op: B.UnaryGradOp, v: Tensor, dy: Tensor): Tensor {
     return unaryBackward(this.#c(), op, v, dy);
   }
 
@@ -450,12 +435,12 @@ export class WebGPUBackend implements Backend {
   }
 
   /** Layer norm forward. */
-  layerNorm(x: Tensor, gamma: Tensor, beta: Tensor, eps: number): LayerNormResult {
+  layerNorm(x: Tensor, gamma: Tensor, beta: Tensor, eps: number): B.LayerNormResult {
     return rows.layerNorm(this.#c(), x, gamma, beta, eps);
   }
 
   /** Layer norm input gradient. */
-  layerNormBackwardInput(dy: Tensor, x: Tensor, stats: LayerNormStats, gamma: Tensor): Tensor {
+  layerNormBackwardInput(dy: Tensor, x: Tensor, stats: B.LayerNormStats, gamma: Tensor): Tensor {
     return rows.layerNormBackwardInput(this.#c(), dy, x, stats, gamma);
   }
 
@@ -463,13 +448,13 @@ export class WebGPUBackend implements Backend {
   layerNormBackwardWeight(
     dy: Tensor,
     x: Tensor,
-    stats: LayerNormStats,
+    stats: B.LayerNormStats,
   ): { dgamma: Tensor; dbeta: Tensor } {
     return rows.layerNormBackwardWeight(this.#c(), dy, x, stats);
   }
 
   /** RMS norm forward. */
-  rmsNorm(x: Tensor, weight: Tensor, eps: number): RmsNormResult {
+  rmsNorm(x: Tensor, weight: Tensor, eps: number): B.RmsNormResult {
     return rows.rmsNorm(this.#c(), x, weight, eps);
   }
 
@@ -489,7 +474,7 @@ export class WebGPUBackend implements Backend {
   }
 
   /** Sum over the axes where `shape` has extent 1. */
-  sumToShape(x: Tensor, shape: Shape): Tensor {
+  sumToShape(x: Tensor, shape: B.Shape): Tensor {
     return sumToShape(this.#c(), x, shape);
   }
 
@@ -511,7 +496,7 @@ export class WebGPUBackend implements Backend {
   // ---- kernels: losses, embedding, optimizers ----------------------------------------
 
   /** Softmax cross-entropy forward. */
-  crossEntropy(logits: Tensor, targets: Tensor): CrossEntropyResult {
+  crossEntropy(logits: Tensor, targets: Tensor): B.CrossEntropyResult {
     return losses.crossEntropy(this.#c(), logits, targets);
   }
 
@@ -531,12 +516,12 @@ export class WebGPUBackend implements Backend {
   }
 
   /** AdamW with bias correction and decoupled weight decay. */
-  adamwInPlace(param: Tensor, grad: Tensor, m: Tensor, v: Tensor, hp: AdamWParams): void {
+  adamwInPlace(param: Tensor, grad: Tensor, m: Tensor, v: Tensor, hp: B.AdamWParams): void {
     opt.adamwInPlace(this.#c(), param, grad, m, v, hp);
   }
 
   /** SGD with optional momentum buffer and L2 weight decay, in one pass. */
-  sgdInPlace(param: Tensor, grad: Tensor, buffer: Tensor | null, hp: SGDParams): void {
+  sgdInPlace(param: Tensor, grad: Tensor, buffer: Tensor | null, hp: B.SGDParams): void {
     opt.sgdInPlace(this.#c(), param, grad, buffer, hp);
   }
 
