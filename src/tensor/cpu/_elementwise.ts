@@ -77,18 +77,25 @@ function forEachRun(
   }
 }
 
+/** An operand of a broadcasting op: its values and the shape they have. */
+export interface Operand {
+  /** The values, row-major. */
+  readonly data: Float32Array;
+  /** Their shape, broadcast to the output's. */
+  readonly shape: Shape;
+}
+
 /** `O = A (op) B` with `A`, `B` broadcast to `out`. */
 export function binaryInto(
   op: BinaryOp,
-  A: Float32Array,
-  aShape: Shape,
-  B: Float32Array,
-  bShape: Shape,
+  a: Operand,
+  b: Operand,
   out: Shape,
   O: Float32Array,
 ): void {
   const f = BINARY_OPS[op].cpu;
-  forEachRun(out, [aShape, bShape], (o, [ia, ib], len, [sa, sb]) => {
+  const A = a.data, B = b.data;
+  forEachRun(out, [a.shape, b.shape], (o, [ia, ib], len, [sa, sb]) => {
     for (let j = 0; j < len; j++, ia += sa, ib += sb) {
       const a = A[ia], b = B[ib];
       O[o + j] = a !== a || b !== b ? a + b : f(a, b);
@@ -97,17 +104,9 @@ export function binaryInto(
 }
 
 /** `O = C ≠ 0 ? A : B` broadcast to `out` (a NaN condition counts as true). */
-export function whereInto(
-  C: Float32Array,
-  cShape: Shape,
-  A: Float32Array,
-  aShape: Shape,
-  B: Float32Array,
-  bShape: Shape,
-  out: Shape,
-  O: Float32Array,
-): void {
-  forEachRun(out, [cShape, aShape, bShape], (o, [ic, ia, ib], len, [sc, sa, sb]) => {
+export function whereInto(c: Operand, a: Operand, b: Operand, out: Shape, O: Float32Array): void {
+  const C = c.data, A = a.data, B = b.data;
+  forEachRun(out, [c.shape, a.shape, b.shape], (o, [ic, ia, ib], len, [sc, sa, sb]) => {
     for (let j = 0; j < len; j++, ic += sc, ia += sa, ib += sb) {
       O[o + j] = C[ic] !== 0 ? A[ia] : B[ib];
     }

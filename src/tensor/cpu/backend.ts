@@ -14,6 +14,7 @@ import { dropoutBase, dropoutKey, dropoutScale, dropoutThreshold } from "../_dro
 import {
   binaryInto,
   dropoutInto,
+  type Operand,
   sumToShapeInto,
   unaryBackwardInto,
   unaryInto,
@@ -32,6 +33,11 @@ import {
 function data(t: Tensor): Float32Array {
   if (t.backend.closed) throw closedError();
   return tensorStorage(t) as Float32Array;
+}
+
+/** A CPU tensor as an operand of the broadcasting loops. */
+function operand(t: Tensor): Operand {
+  return { data: data(t), shape: t.shape };
 }
 
 function closedError(): TypeError {
@@ -220,14 +226,14 @@ export class CpuBackend implements B.Backend {
   /** `a (op) b` broadcast to `out`. */
   binary(op: B.BinaryOp, a: Tensor, b: Tensor, out: B.Shape): Tensor {
     const [t, O] = this.#alloc(out);
-    binaryInto(op, data(a), a.shape, data(b), b.shape, out, O);
+    binaryInto(op, operand(a), operand(b), out, O);
     return t;
   }
 
   /** `cond ≠ 0 ? a : b` broadcast to `out`. */
   where(cond: Tensor, a: Tensor, b: Tensor, out: B.Shape): Tensor {
     const [t, O] = this.#alloc(out);
-    whereInto(data(cond), cond.shape, data(a), a.shape, data(b), b.shape, out, O);
+    whereInto(operand(cond), operand(a), operand(b), out, O);
     return t;
   }
 

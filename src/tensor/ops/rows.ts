@@ -239,12 +239,7 @@ export function rmsNorm(x: Tensor, weight: Tensor, eps: number = 2 ** -23): RmsN
  * assert.deepEqual([...await dx.toArray()], [0, 0]);
  * ```
  */
-export function rmsNormBackwardInput(
-  dy: Tensor,
-  x: Tensor,
-  rstd: Tensor,
-  weight: Tensor,
-): Tensor {
+export function rmsNormBackwardInput(dy: Tensor, x: Tensor, rstd: Tensor, weight: Tensor): Tensor {
   const op = "rmsNormBackwardInput";
   const be = checkTensors(op, { dy, x, rstd, weight });
   checkNonEmptyRows(op, "x", x);

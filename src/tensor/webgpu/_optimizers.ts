@@ -17,9 +17,8 @@ export function adamwInPlace(
   grad: Tensor,
   m: Tensor,
   v: Tensor,
-  hp: AdamWParams,
+  { lr, beta1, beta2, eps, weightDecay, step }: AdamWParams,
 ): void {
-  const { lr, beta1, beta2, eps, weightDecay, step } = hp;
   core.vec4(
     KERNELS.adamw,
     {},
