@@ -212,12 +212,8 @@ export interface Layer {
   ): InputGrad<O>;
   /** W: adds the parameter gradients of the pass under `key`, then frees its state. */
   backwardWeight(key?: StateKey): void;
-  /** B, the full backward: I then W, with the options of {@linkcode Layer.backwardInput}. */
-  backward<O extends BackwardOptions | undefined = undefined>(
-    dy: Tensor,
-    key?: StateKey,
-    opts?: O,
-  ): InputGrad<O>;
+  /** B, the full backward: I then W, with the signature of {@linkcode Layer.backwardInput}. */
+  backward: Layer["backwardInput"];
   /** Frees whatever is kept under `key` (no-op when nothing is). */
   dropState(key?: StateKey): void;
   /** Keys that currently hold state (for leak checks and the pipeline runtime). */

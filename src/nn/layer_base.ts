@@ -9,7 +9,16 @@
 import type { Backend, Shape, Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
 import { keep } from "../tensor/tidy.ts";
-import { checkKey, fmtKey, fmtShape, forwardContext, needInputGrad, sameShape } from "./_util.ts";
+import {
+  checkKey,
+  fmtKey,
+  fmtShape,
+  forwardContext,
+  inputGradResult,
+  inputThenWeight,
+  needInputGrad,
+  sameShape,
+} from "./_util.ts";
 import {
   type BackwardOptions,
   DEFAULT_KEY,
@@ -235,10 +244,6 @@ export abstract class LayerBase<S extends object = Record<string, Tensor>> imple
     key: StateKey = DEFAULT_KEY,
     opts?: O,
   ): InputGrad<O> {
-    return this.#backwardInput(dy, key, opts) as InputGrad<O>;
-  }
-
-  #backwardInput(dy: Tensor, key: StateKey, opts: BackwardOptions | undefined): Tensor | null {
     this.#checkAlive();
     this.#checkTensor("dy", dy);
     const need = needInputGrad(this.kind, opts);
@@ -261,12 +266,7 @@ export abstract class LayerBase<S extends object = Record<string, Tensor>> imple
     const dx = this.backwardInputImpl(dy, rec.state, key, need);
     keepState(rec.state); // what W needs survives a tidy() around I
     rec.phase = "input";
-    if (!need) {
-      dx?.dispose();
-      return null;
-    }
-    if (dx === null) throw new Error(`${this.kind}: backwardInputImpl returned no dx`);
-    return dx;
+    return inputGradResult(need, dx, `${this.kind}: backwardInputImpl`) as InputGrad<O>;
   }
 
   /** W: adds the parameter gradients, then frees the state of `key`. */
@@ -289,9 +289,7 @@ export abstract class LayerBase<S extends object = Record<string, Tensor>> imple
     key: StateKey = DEFAULT_KEY,
     opts?: O,
   ): InputGrad<O> {
-    const dx = this.backwardInput(dy, key, opts);
-    this.backwardWeight(key);
-    return dx;
+    return inputThenWeight(this, dy, key, opts);
   }
 
   /** Frees whatever is kept under `key`, in this layer and its sublayers. */

@@ -6,7 +6,16 @@
  */
 
 import type { Shape, Tensor } from "../tensor/mod.ts";
-import { checkKey, fmtKey, fmtShape, forwardContext, needInputGrad, subOptions } from "./_util.ts";
+import {
+  checkKey,
+  fmtKey,
+  fmtShape,
+  forwardContext,
+  inputGradResult,
+  inputThenWeight,
+  needInputGrad,
+  subOptions,
+} from "./_util.ts";
 import {
   type BackwardOptions,
   DEFAULT_KEY,
@@ -210,10 +219,6 @@ export class Sequential implements Layer {
     key: StateKey = DEFAULT_KEY,
     opts?: O,
   ): InputGrad<O> {
-    return this.#backwardInput(dy, key, opts) as InputGrad<O>;
-  }
-
-  #backwardInput(dy: Tensor, key: StateKey, opts: BackwardOptions | undefined): Tensor | null {
     const need = needInputGrad(this.kind, opts);
     let g = dy;
     for (let i = this.layers.length - 1; i >= 1; i--) {
@@ -223,12 +228,8 @@ export class Sequential implements Layer {
     }
     const dx = this.layers[0].backwardInput(g, key, { needInputGrad: need });
     if (g !== dy) g.dispose();
-    if (!need) {
-      dx?.dispose(); // a layer that cannot skip dx computed it anyway
-      return null;
-    }
-    if (dx === null) throw new Error(`Sequential: layer ${this.names[0]} returned no dx`);
-    return dx;
+    // A layer that cannot skip dx computed it anyway: it is disposed.
+    return inputGradResult(need, dx, `Sequential: layer ${this.names[0]}`) as InputGrad<O>;
   }
 
   backwardWeight(key: StateKey = DEFAULT_KEY): void {
@@ -241,9 +242,7 @@ export class Sequential implements Layer {
     key: StateKey = DEFAULT_KEY,
     opts?: O,
   ): InputGrad<O> {
-    const dx = this.backwardInput(dy, key, opts);
-    this.backwardWeight(key);
-    return dx;
+    return inputThenWeight(this, dy, key, opts);
   }
 
   dropState(key: StateKey = DEFAULT_KEY): void {
