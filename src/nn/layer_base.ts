@@ -9,16 +9,8 @@
 import type { Backend, Shape, Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
 import { keep } from "../tensor/tidy.ts";
-import {
-  checkKey,
-  fmtKey,
-  fmtShape,
-  forwardContext,
-  inputGradResult,
-  inputThenWeight,
-  needInputGrad,
-  sameShape,
-} from "./_util.ts";
+import { checkKey, fmtKey, fmtShape, forwardContext, needInputGrad, sameShape } from "./_util.ts";
+import { inputGradResult, inputThenWeight } from "./_backward.ts";
 import {
   type BackwardOptions,
   DEFAULT_KEY,

@@ -6,16 +6,8 @@
  */
 
 import type { Shape, Tensor } from "../tensor/mod.ts";
-import {
-  checkKey,
-  fmtKey,
-  fmtShape,
-  forwardContext,
-  inputGradResult,
-  inputThenWeight,
-  needInputGrad,
-  subOptions,
-} from "./_util.ts";
+import { checkKey, fmtKey, fmtShape, forwardContext, needInputGrad, subOptions } from "./_util.ts";
+import { inputGradResult, inputThenWeight } from "./_backward.ts";
 import {
   type BackwardOptions,
   DEFAULT_KEY,
