@@ -665,7 +665,7 @@ Deno.test("every option is checked before any worker starts", async () => {
     [
       "too few layers",
       { model: small, schedule: "zb-v", ranks: 4 },
-      /cannot cut 4 layers into 8 chunks/,
+      /cannot cut 4 layers into 8 stages/,
     ],
     [
       "no spec",
