@@ -20,6 +20,8 @@ import type {
 import type { RankGroup } from "../../../src/pipeline/runtime/rank_group.ts";
 import type { ModelStageCalls } from "../../../src/pipeline/model/stage_calls.ts";
 import { callReplicasAgreeing } from "../../../src/pipeline/model/_every_rank.ts";
+import { PipelineRankError } from "../../../src/pipeline/runtime/pipeline_rank_error.ts";
+import { withFaultInjection } from "../../../src/pipeline/runtime/fault_injection.ts";
 import { liveCount as liveWorkers } from "../../../src/pipeline/runtime/_worker_registry.ts";
 import { cpu, cpuModel, gpt, referenceTraining, tokenBatches } from "./_reference_training.ts";
 import { maxRelative, paramError, tensorsOf } from "./_compare.ts";
@@ -218,3 +220,50 @@ Deno.test("replicas that disagree are refused when saving, naming the replica an
     /replica 1's pipeline rank 1 \(rank 3\) holds other training state/,
   );
 });
+
+for (
+  const [d, p, names] of [
+    [2, 1, ["1f1b", "zb-h1"]],
+    [2, 2, ["gpipe", "interleaved-1f1b", "zb-v"]],
+    [4, 1, ["zb-h2"]],
+  ] as const
+) {
+  Deno.test(`workers, (D, P) = (${d}, ${p}): ${names.join(", ")} equal single-device SGD (tiny GPT, rel ${TOL}); replicas identical; every worker ends`, async () => {
+    for (const name of names) {
+      await expectSingleDevice(
+        { schedule: name, ranks: p, dataParallel: d, rankGroup: "workers" },
+        gptBatches,
+        gptRef,
+        `workers ${name} at (${d}, ${p})`,
+      );
+      assert.equal(liveWorkers(), 0, "every worker ended");
+    }
+  });
+}
+
+for (const rankGroup of ["in-process", "workers"] as const) {
+  Deno.test(`${rankGroup}, (D, P) = (2, 2): a failing rank ends the step naming replica, rank and action; the model closes`, async () => {
+    const fault = rankGroup === "workers"
+      ? { at: "1W1", fault: "exit" as const }
+      : { failAt: "1W1" };
+    const m = await cpuModel(withFaultInjection({
+      schedule: "zb-h1",
+      microBatches: M,
+      optimizer: SGD,
+      dataParallel: 2,
+      rankGroup,
+    }, fault));
+    try {
+      const error = await m.step(gptBatches[0]).then(() => null, (e) => e);
+      assert.ok(error instanceof PipelineRankError, `got ${error}`);
+      // Pipeline rank 1 of replica 0 or 1: global rank 1 or 3.
+      assert.ok(error.rank === 1 || error.rank === 3, error.message);
+      assert.match(error.message, new RegExp(`replica ${(error.rank - 1) / 2}, pipeline rank 1`));
+      assert.match(error.message, /1W1/);
+      assert.equal(m.closed, true);
+    } finally {
+      await m.dispose();
+    }
+    assert.equal(liveWorkers(), 0);
+  });
+}
