@@ -183,11 +183,11 @@ export interface GradientSyncOptions {
  * import { InProcessBackend } from "@conveyor/core/runtime";
  * import { GradientSync } from "./gradient_sync.ts";
  * const comms = InProcessBackend.createGroup(2); // D = 2, P = 1
- * const grads = [[new Float32Array([1, 2])], [new Float32Array([3, 6])]];
+ * const grads: Float32Array[][] = [[new Float32Array([1, 2])], [new Float32Array([3, 6])]];
  * await Promise.all(comms.map((comm, k) =>
  *   new GradientSync({ comm, replicas: 2, pipelineRanks: 1 }).reduce(0, 0, 0, {
  *     gradients: () => grads[k],
- *     setGradients: (_s: number, g: Float32Array[]) => void (grads[k] = g),
+ *     setGradients: (_s: number, g: readonly Float32Array[]) => void (grads[k] = [...g]),
  *   })
  * ));
  * console.log(grads[0][0], grads[1][0]); // Float32Array(2) [ 2, 4 ] Float32Array(2) [ 2, 4 ]
