@@ -121,6 +121,13 @@ export type {
 } from "./src/pipeline/runtime/rank_interpreter.ts";
 export type { GradNorm, RolledBack } from "./src/pipeline/runtime/step_validation.ts";
 export { runRank } from "./src/pipeline/runtime/rank_interpreter.ts";
+export type { GradientSyncOptions, GridPlace } from "./src/pipeline/runtime/gradient_sync.ts";
+export {
+  DEFAULT_BUCKET_BYTES,
+  GradientSync,
+  gridPlace,
+  ReplicaComm,
+} from "./src/pipeline/runtime/gradient_sync.ts";
 export type {
   RankGroup,
   RankGroupKind,

@@ -590,3 +590,38 @@ Deno.test("cli train --resume of a crafted checkpoint header listing 100001 tens
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("cli train --data-parallel 2 (D·P = 4 workers) equals single-device training; an uneven batch is refused first", async () => {
+  const r = await cli(
+    "train",
+    "--schedule",
+    "zb-h1",
+    "--ranks",
+    "2",
+    "--microbatches",
+    "2",
+    "--data-parallel",
+    "2",
+    ...COMMON,
+  );
+  assert.equal(r.code, 0, r.err);
+  assert.equal(liveWorkers(), 0, "every worker ended");
+  // Default batch max(8, M·D) = 8: shards of 4 sequences.
+  assertAgrees(parseJsonLines(r.out), await singleDevice(3, 4, 8, 2));
+  const bad = await cli(
+    "train",
+    "--schedule",
+    "1f1b",
+    "--ranks",
+    "1",
+    "--microbatches",
+    "2",
+    "--data-parallel",
+    "2",
+    "--batch",
+    "7",
+    ...COMMON,
+  );
+  assert.equal(bad.code, 2, bad.err);
+  assert.match(bad.err, /--batch 7 cannot be cut into 2 equal shards/);
+});

@@ -84,6 +84,7 @@ const FLAGS = {
   backend: { type: "string" },
   json: { type: "boolean" },
   batch: { type: "string" },
+  "data-parallel": { type: "string" },
   "seq-len": { type: "string" },
   dim: { type: "string" },
   heads: { type: "string" },
@@ -155,7 +156,9 @@ ${shapeFlagsHelp()}
   --steps K              training steps (default 3)
   --seed S               seed of the weights and the batches (integer, default 1)
   --backend KIND         cpu | webgpu | auto (default auto)
-  --batch N              sequences per step (default max(8, M))
+  --batch N              sequences per step (default max(8, M·D))
+  --data-parallel D      D replicas of the pipeline (D·P ranks), each step's batch cut
+                         into D equal shards, gradients averaged (default 1)
   --seq-len N            characters per sequence (default 16)
   --dim N                model width (default 16)
   --heads N              attention heads, dividing --dim (default 2)
@@ -323,7 +326,14 @@ async function train(
   if (backend !== "cpu" && backend !== "webgpu" && backend !== "auto") {
     throw new UsageError(`--backend must be cpu, webgpu or auto, got ${JSON.stringify(backend)}`);
   }
-  const batch = positiveInt(values, "batch", false) ?? Math.max(8, spec.microBatches);
+  const replicas = positiveInt(values, "data-parallel", false) ?? 1;
+  const batch = positiveInt(values, "batch", false) ?? Math.max(8, spec.microBatches * replicas);
+  if (replicas > 1 && (batch % replicas !== 0 || batch / replicas < spec.microBatches)) {
+    throw new UsageError(
+      `--batch ${batch} cannot be cut into ${replicas} equal shards (--data-parallel ` +
+        `${replicas}) of at least --microbatches ${spec.microBatches} sequences`,
+    );
+  }
   const seqLen = positiveInt(values, "seq-len", false) ?? 16;
   const dim = positiveInt(values, "dim", false) ?? 16;
   const heads = positiveInt(values, "heads", false) ?? 2;
@@ -398,6 +408,7 @@ async function train(
       loss: "cross-entropy",
       backend,
       rankGroup: comm,
+      ...(replicas === 1 ? {} : { dataParallel: replicas }),
       ...(resumeBytes === undefined ? {} : { resume: resumeBytes }),
       // Under MPI every process checks these against rank 0's (besides the model's own).
       ...(comm === "mpi"
@@ -451,7 +462,8 @@ async function train(
           `pipeline: ${schedule.name}, ${schedule.ranks} rank${
             schedule.ranks === 1 ? "" : "s"
           } × ` +
-          `${schedule.stagesPerRank} chunk${schedule.stagesPerRank === 1 ? "" : "s"}, ` +
+          `${schedule.stagesPerRank} chunk${schedule.stagesPerRank === 1 ? "" : "s"}` +
+          `${replicas === 1 ? "" : ` × ${replicas} data-parallel replicas`}, ` +
           `${schedule.microBatches} micro-batches of a ${batch} × ${seqLen} batch, ` +
           `backend ${backend}, ${model.rankGroup === "mpi" ? "MPI processes" : model.rankGroup}\n` +
           `chunks (layers): ${

@@ -15,3 +15,30 @@ export function callEveryRank<K extends keyof ModelStageCalls & string>(
 ): Promise<ModelStageCalls[K]["result"][]> {
   return Promise.all(Array.from({ length: group.ranks }, (_, r) => group.call(r, method, args)));
 }
+
+/**
+ * Sends `method` (a save) to every rank and resolves with pipeline ranks
+ * 0 … P−1's files (replica 0's), after checking that every replica's rank
+ * p gave the same bytes as replica 0's (data parallelism: the replicas
+ * never diverge; an Error naming the replica and rank otherwise).
+ */
+export async function callReplicasAgreeing(
+  group: RankGroup<ModelStageCalls>,
+  method: "save" | "saveState",
+): Promise<Uint8Array[]> {
+  const all = await callEveryRank(group, method, null);
+  const P = group.ranks / (group.replicas ?? 1);
+  for (let g = P; g < all.length; g++) {
+    const a = all[g], b = all[g % P];
+    let same = a.length === b.length;
+    for (let i = 0; same && i < a.length; i++) same = a[i] === b[i];
+    if (!same) {
+      throw new Error(
+        `replica ${Math.floor(g / P)}'s pipeline rank ${g % P} (rank ${g}) holds other ${
+          method === "save" ? "weights" : "training state"
+        } than replica 0's: the replicas diverged`,
+      );
+    }
+  }
+  return all.slice(0, P);
+}

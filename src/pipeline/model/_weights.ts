@@ -16,14 +16,14 @@ import type { RankGroup } from "../runtime/rank_group.ts";
 import type { ModelStageCalls } from "./stage_calls.ts";
 import type { ModelParameter } from "./checkpoint_file.ts";
 import type { ParameterStats } from "./results.ts";
-import { callEveryRank } from "./_every_rank.ts";
+import { callReplicasAgreeing } from "./_every_rank.ts";
 
 /** Every rank's parameters by name. */
 export async function gatherWeights(
   group: RankGroup<ModelStageCalls>,
 ): Promise<Map<string, Float32Array>> {
   const out = new Map<string, Float32Array>();
-  for (const bytes of await callEveryRank(group, "save", null)) {
+  for (const bytes of await callReplicasAgreeing(group, "save")) {
     for (const [name, e] of parseSafetensors(bytes).tensors) out.set(name, e.data);
   }
   return out;

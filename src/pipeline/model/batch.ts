@@ -69,15 +69,26 @@ export function checkFinite(data: Float32Array, what: string): void {
   }
 }
 
+/** Where a batch sits in a larger one (a data-parallel shard): see {@linkcode splitBatch}. */
+export interface ShardPlace {
+  /** The batch's first row in the whole batch (default 0). */
+  readonly firstRow?: number;
+  /** Rows of the loss's mean (default: this batch's own). */
+  readonly totalRows?: number;
+}
+
 /**
  * Checks `b` (`where` names it in errors) and splits it into each rank's
- * payload for one iteration, training step `step`.
+ * payload for one iteration, training step `step`. `place`: where `b`
+ * sits in a larger batch (its first row, for per-row randomness; the rows
+ * of the loss's mean).
  */
 export function splitBatch(
   layout: BatchLayout,
   b: TrainingBatch,
   where: string,
   step?: number,
+  place?: ShardPlace,
 ): ModelStagePayload[] {
   if (b === null || typeof b !== "object") {
     throw new TypeError(`${where} must be an object { inputs, shape, targets }, got ${b}`);
@@ -138,7 +149,7 @@ export function splitBatch(
   } else {
     rows = evenRows(B, m);
   }
-  return payloads(layout, shape, shapes, rows, b.inputs, b.targets, targetShape, step);
+  return payloads(layout, shape, shapes, rows, b.inputs, b.targets, targetShape, step, place);
 }
 
 /**
@@ -151,8 +162,9 @@ export function predictionPayloads(
   shapes: Shape[],
   rows: number[],
   inputs: Float32Array,
+  place?: ShardPlace,
 ): ModelStagePayload[] {
-  return payloads(layout, shape, shapes, rows, inputs, null, []);
+  return payloads(layout, shape, shapes, rows, inputs, null, [], undefined, place);
 }
 
 function payloads(
@@ -164,6 +176,7 @@ function payloads(
   targets: Float32Array | null,
   targetShape: Shape,
   step?: number,
+  place?: ShardPlace,
 ): ModelStagePayload[] {
   const out = shapes[shapes.length - 1];
   const b0 = layout.boundaries;
@@ -183,8 +196,9 @@ function payloads(
   }
   const common = {
     ...(step === undefined ? {} : { step }),
+    ...(place?.firstRow === undefined || place.firstRow === 0 ? {} : { firstRow: place.firstRow }),
     rows,
-    totalRows: prod(out.slice(0, -1)),
+    totalRows: place?.totalRows ?? prod(out.slice(0, -1)),
     inputTails,
     targetTail: targetShape.slice(1),
   };

@@ -71,6 +71,11 @@ export async function buildRanks(
       policy: o.policy,
     });
   } else if (o.rankGroup !== "in-process") {
+    if (o.dataParallel > 1 && o.rankGroup === "subprocess") {
+      throw new TypeError(
+        `dataParallel ${o.dataParallel} needs rankGroup "in-process" or "workers"`,
+      );
+    }
     const create = o.rankGroup === "subprocess"
       ? SubprocessRankGroup.create<ModelStageCalls>
       : WorkerRankGroup.create<ModelStageCalls>;
@@ -78,6 +83,7 @@ export async function buildRanks(
       schedule: plan.schedule,
       executor: { module: MODEL_RANK_EXECUTOR_URL, options: stageOptions },
       policy: o.policy,
+      ...(o.dataParallel === 1 ? {} : { dataParallel: o.dataParallel }),
     });
   } else {
     group = await InProcessRankGroup.create<ModelStageCalls>({
@@ -85,10 +91,18 @@ export async function buildRanks(
       createExecutor: createModelRankExecutor,
       executorOptions: stageOptions,
       policy: o.policy,
+      ...(o.dataParallel === 1 ? {} : { dataParallel: o.dataParallel }),
     });
   }
   try {
-    await Promise.all(plan.weights.map((bytes, r) => group.call(r, "load", { bytes })));
+    // Every replica's rank p loads pipeline rank p's weights.
+    const P = plan.weights.length;
+    await Promise.all(
+      Array.from(
+        { length: group.ranks },
+        (_, r) => group.call(r, "load", { bytes: plan.weights[r % P] }),
+      ),
+    );
     if (resume !== undefined) await callEveryRank(group, "loadState", { bytes: resume });
   } catch (e) {
     await group.dispose().catch(() => {});

@@ -22,7 +22,7 @@ import {
 } from "../../nn/training_checkpoint.ts";
 import type { RankGroup } from "../runtime/rank_group.ts";
 import type { ModelStageCalls } from "./stage_calls.ts";
-import { callEveryRank } from "./_every_rank.ts";
+import { callReplicasAgreeing } from "./_every_rank.ts";
 import { filePath } from "./_file_path.ts";
 import { describeValue } from "../../tensor/describe.ts";
 
@@ -125,7 +125,7 @@ export async function gatherCheckpoint(
   options: SaveCheckpointOptions | undefined,
   step: number,
 ): Promise<Uint8Array> {
-  const parts = await callEveryRank(ranks, "saveState", null);
+  const parts = await callReplicasAgreeing(ranks, "saveState");
   const tensors = new Map<string, Float32Array>();
   let applied: number | undefined, override: string | undefined;
   parts.forEach((bytes, r) => {

@@ -71,6 +71,7 @@ import { loadStageState, saveStageState, type StageState } from "./_stage_state.
 import { evaluateMicroBatch } from "./_evaluation.ts";
 import { ActionSpan } from "./_action_span.ts";
 import { ActivationPeak } from "./_activation_peak.ts";
+import { readGradients, writeGradients } from "./_stage_gradients.ts";
 
 /** The model's executor of one rank (exported for in-process pipelines; workers use the factory). */
 export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
@@ -180,7 +181,7 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
       // A forward-only run (prediction) keeps nothing for a backward.
       // Training forwards carry the step and the micro-batch's first row in
       // the full batch, so per-row randomness matches single-device training.
-      let rowOffset = 0;
+      let rowOffset = plan.firstRow ?? 0;
       for (let j = 0; j < mb; j++) rowOffset += plan.rows[j];
       y = this.#chunk(s).forward(
         x,
@@ -253,6 +254,16 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
   /** The device span of the last action or step (WebGPU; undefined on the CPU). */
   deviceDone(): Promise<void | DeviceSpan> | undefined {
     return this.#span.done();
+  }
+
+  /** `stage`'s accumulated gradients, per parameter (data parallelism; see `RankExecutor`). */
+  gradients(stage: number): Promise<Float32Array[]> {
+    return readGradients(this.#chunk(stage).parameters());
+  }
+
+  /** Replaces `stage`'s accumulated gradients (the replicas' average; see `RankExecutor`). */
+  setGradients(stage: number, grads: readonly Float32Array[]): void {
+    writeGradients(this.backend, stage, this.#chunk(stage).parameters(), grads);
   }
 
   step(stage: number, _iteration: number): StepResultOf {

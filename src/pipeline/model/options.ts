@@ -33,6 +33,17 @@ export interface PipelineParallelModelOptions {
   readonly ranks?: number;
   /** Micro-batches per step m (with a schedule name; must match a given schedule). */
   readonly microBatches?: number;
+  /**
+   * Data parallelism: D copies (replicas) of the pipeline, D·P ranks in all
+   * (default 1). Each step's batch is cut into D equal shards along dim 0
+   * (a batch whose rows are not a multiple of D is refused), replica k
+   * trains on rows `[k·R, (k+1)·R)`, and each stage's gradients are
+   * averaged across its D replicas (in replica order: every replica keeps
+   * the same bits) right after its last backward of the step, before it
+   * steps. Training equals training on the whole batch. With
+   * `rankGroup` `"in-process"` or `"workers"`.
+   */
+  readonly dataParallel?: number;
   /** Chunks per rank V (with a schedule name; default the schedule's own). */
   readonly stagesPerRank?: number;
   /** How the layers are cut into p·V chunks (default `LoadBalancedPartition` on `partitionCosts`). */
@@ -133,6 +144,8 @@ export interface CheckedModelOptions {
   readonly loss: PipelineLoss;
   readonly backend: BackendKind;
   readonly rankGroup: "workers" | "subprocess" | "in-process" | "mpi";
+  /** Replicas D (1: one pipeline). */
+  readonly dataParallel: number;
   readonly comm?: CommBackend;
   readonly sameOnEveryRank: Readonly<Record<string, string | number | boolean>>;
   readonly checkpoint?: ActivationCheckpointOptions;
@@ -148,6 +161,7 @@ const OPTION_NAMES = [
   "schedule",
   "ranks",
   "microBatches",
+  "dataParallel",
   "stagesPerRank",
   "partition",
   "partitionCosts",
@@ -249,6 +263,21 @@ export function checkModelOptions(o: PipelineParallelModelOptions): CheckedModel
     );
   }
   const rankGroup = o.rankGroup ?? "workers";
+  const dataParallel = o.dataParallel ?? 1;
+  if (typeof dataParallel !== "number" || !Number.isInteger(dataParallel) || dataParallel < 1) {
+    throw new RangeError(
+      `dataParallel must be a positive integer (the pipeline's replicas D), got ${
+        describeValue(o.dataParallel)
+      }`,
+    );
+  }
+  if (dataParallel > 1 && rankGroup !== "in-process" && rankGroup !== "workers") {
+    throw new TypeError(
+      `dataParallel ${dataParallel} needs rankGroup "in-process" or "workers", not ${
+        JSON.stringify(rankGroup)
+      }`,
+    );
+  }
   const workers = rankGroup === "workers" || rankGroup === "subprocess";
   const comm = checkComm(o.comm, rankGroup);
   const checkpoint = o.checkpoint === undefined ? undefined : checkpointOptions(o.checkpoint);
@@ -307,6 +336,7 @@ export function checkModelOptions(o: PipelineParallelModelOptions): CheckedModel
     loss: o.loss,
     backend,
     rankGroup,
+    dataParallel,
     ...(comm === undefined ? {} : { comm }),
     sameOnEveryRank: { ...same },
     ...(checkpoint === undefined ? {} : { checkpoint }),

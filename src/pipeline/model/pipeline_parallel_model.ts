@@ -15,7 +15,7 @@ import type { PartitionResult } from "../partition/partition.ts";
 import { pickTrace, traceText, type WriteTraceOptions } from "./_trace_file.ts";
 import { checkOutputPath } from "./output_path.ts";
 import type { RankGroup, RankGroupKind } from "../runtime/rank_group.ts";
-import type { ModelStageReport, PipelineLoss } from "./model_rank_executor.ts";
+import type { PipelineLoss } from "./model_rank_executor.ts";
 import type { ModelStageCalls, RankInfo } from "./stage_calls.ts";
 import { checkModelOptions, type PipelineParallelModelOptions } from "./options.ts";
 import type { NonFinitePolicy, RunPolicy } from "../runtime/run_policy.ts";
@@ -29,7 +29,6 @@ import {
   evenRows,
   predictionPayloads,
   prod,
-  splitBatch,
   type TrainingBatch,
 } from "./batch.ts";
 import type {
@@ -58,6 +57,13 @@ import { ModelLock } from "./_model_lock.ts";
 import { TrainGuard } from "./_train_guard.ts";
 import { callEveryRank } from "./_every_rank.ts";
 import { gatherWeights, weightsFile, weightStats } from "./_weights.ts";
+import {
+  averageReplicaLosses,
+  evaluationPayloads,
+  replicaPredictionPayloads,
+  replicaReports,
+  shardPayloads,
+} from "./_replica_batches.ts";
 
 // The types of the model's methods, for those who import this module alone.
 export type {
@@ -156,6 +162,7 @@ export class PipelineParallelModel {
   readonly #resumedFrom: TrainingCheckpointInfo | null;
   readonly #layout: BatchLayout;
   readonly #ranks: RankGroup<ModelStageCalls>;
+  readonly #replicas: number;
   readonly #params: readonly { readonly name: string; readonly shape: readonly number[] }[];
   readonly #lock: ModelLock;
   #nextStep = 0;
@@ -183,6 +190,7 @@ export class PipelineParallelModel {
     this.schedule = schedule;
     this.partition = partition;
     this.#ranks = ranks;
+    this.#replicas = ranks.replicas ?? 1;
     this.#lock = new ModelLock(() => ranks.dispose());
     this.#params = params;
     this.#layout = { model: o.model, loss: o.loss, schedule, boundaries: partition.boundaries };
@@ -203,6 +211,11 @@ export class PipelineParallelModel {
   /** Pipeline ranks p. */
   get ranks(): number {
     return this.schedule.ranks;
+  }
+
+  /** Replicas D of the pipeline (data parallelism; 1: one pipeline of p ranks). */
+  get dataParallel(): number {
+    return this.#replicas;
   }
 
   /** Micro-batches per step m. */
@@ -274,8 +287,9 @@ export class PipelineParallelModel {
           split: (b, where, i) =>
             b === null || b === undefined
               ? nullBatch(this.#ranks.kind, this.#ranks.localRank, where)
-              : splitBatch(this.#layout, b, where, base + i),
-          checkValidation: (b, where) => void splitBatch(this.#layout, b, where),
+              : shardPayloads(this.#layout, b, where, base + i, this.#replicas),
+          checkValidation: (b, where) =>
+            void evaluationPayloads(this.#layout, b, where, this.#replicas),
           evaluate: (b) => this.evaluate(b),
           // Calls made while a hook runs are the caller's own, between windows.
           hook: (step, fn) => this.#guard.hook(step, fn),
@@ -286,9 +300,14 @@ export class PipelineParallelModel {
           firstStep: base,
           localRank: this.#ranks.localRank ?? null,
           run: async (plans) => {
-            const run = await this.#lock.exclusive(
-              () => this.#ranks.run({ iterations: plans.length, ...payloadOf(plans) }),
-              true,
+            const run = averageReplicaLosses(
+              await this.#lock.exclusive(
+                () => this.#ranks.run({ iterations: plans.length, ...payloadOf(plans) }),
+                true,
+              ),
+              this.ranks,
+              this.#replicas,
+              this.#lastRank(),
             );
             const first = this.#nextStep;
             // A run stopped at a non-finite step ("throw") did the steps up to it.
@@ -296,7 +315,7 @@ export class PipelineParallelModel {
             return { run, first };
           },
           nonFinite: this.#nonFinite,
-          ranks: this.ranks,
+          ranks: this.#ranks.ranks,
           lastRank: this.#lastRank(),
         },
         batches,
@@ -317,19 +336,23 @@ export class PipelineParallelModel {
   async evaluate(batch: TrainingBatch): Promise<EvaluateResult> {
     this.#lock.check();
     this.#guard.standsAt("evaluate", this.#nextStep);
-    const plan = splitBatch(this.#layout, batch, "batch");
+    const plan = evaluationPayloads(this.#layout, batch, "batch", this.#replicas);
     const r = await this.#lock.exclusive(
       () => this.#ranks.run({ forwardOnly: true, payload: (rank) => plan[rank] }),
       true,
     );
-    const report = r.reports[this.#lastRank()][0] as ModelStageReport;
+    // Each replica's loss is its share of the whole batch's mean: they add up.
+    const reports = replicaReports(r, this.ranks, this.#replicas, this.#lastRank());
+    let loss = 0, correct = 0;
+    for (const x of reports) {
+      loss += x.loss as number;
+      correct += x.correct ?? 0;
+    }
     const rows = plan[0].totalRows;
     return {
-      loss: report.loss as number,
+      loss,
       rows,
-      ...(report.correct === undefined
-        ? {}
-        : { correct: report.correct, accuracy: report.correct / rows }),
+      ...(reports[0].correct === undefined ? {} : { correct, accuracy: correct / rows }),
     };
   }
 
@@ -359,7 +382,7 @@ export class PipelineParallelModel {
     this.#lock.check();
     this.#guard.standsAt("predict", this.#nextStep);
     const { shape, shapes, outShape } = checkPredictInput(this.#layout, input);
-    if (shape[0] < this.microBatches) {
+    if (shape[0] < this.microBatches * this.#replicas) {
       return await this.#lock.exclusive(async () => {
         let cur: Prediction = { data: input.inputs, shape };
         for (let s = 0; s < this.schedule.stageToRank.length; s++) {
@@ -372,15 +395,23 @@ export class PipelineParallelModel {
         return cur;
       });
     }
-    const rows = evenRows(shape[0], this.microBatches);
-    const plan = predictionPayloads(this.#layout, shape, shapes, rows, input.inputs);
+    const plan = this.#replicas === 1
+      ? predictionPayloads(
+        this.#layout,
+        shape,
+        shapes,
+        evenRows(shape[0], this.microBatches),
+        input.inputs,
+      )
+      : replicaPredictionPayloads(this.#layout, shape, input.inputs, this.#replicas);
     const r = await this.#lock.exclusive(
       () => this.#ranks.run({ forwardOnly: true, payload: (rank) => plan[rank] }),
       true,
     );
     this.#lastEvents = r.events;
     this.#lastSteps = [];
-    const outputs = (r.reports[this.#lastRank()][0] as ModelStageReport).outputs ?? [];
+    const outputs = replicaReports(r, this.ranks, this.#replicas, this.#lastRank())
+      .flatMap((x) => x.outputs ?? []);
     return { data: concatOutputs(outputs, prod(outShape)), shape: outShape };
   }
 

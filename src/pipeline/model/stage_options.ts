@@ -57,6 +57,12 @@ export interface ModelStagePayload {
    * forward context (Dropout's mask). Absent in forward-only runs.
    */
   readonly step?: number;
+  /**
+   * Row of the whole batch where this payload's rows begin (default 0): a
+   * data-parallel shard's first row, so that per-row randomness (Dropout)
+   * matches training on the whole batch.
+   */
+  readonly firstRow?: number;
   /** Rows (dim 0) of each micro-batch. */
   readonly rows: readonly number[];
   /** Rows of the whole batch's prediction (product of all dims but the last): the loss's N. */

@@ -64,6 +64,8 @@ export type ToWorker =
     readonly connectTimeoutMs: number;
     /** The run's policy, checked again by the worker. */
     readonly policy: RunPolicy;
+    /** Replicas D: this worker's `rank` is global (`k·P + p`) over D·P ranks. */
+    readonly replicas: number;
   }
   | {
     readonly type: "run";

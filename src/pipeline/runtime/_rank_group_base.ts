@@ -37,15 +37,22 @@ export abstract class RankGroupBase<C extends CallMap = NoCalls> implements Rank
   readonly #disposedMessage: string;
   #nextIteration = 0;
 
-  /** The group of `schedule`; a run or call on it once disposed throws `disposedMessage`. */
-  constructor(schedule: Schedule, disposedMessage = "the rank group was disposed") {
+  /** Replicas D of the pipeline (data parallelism; 1: one pipeline). */
+  readonly replicas: number;
+
+  /**
+   * The group of `schedule` (`replicas` copies of it); a run or call on it
+   * once disposed throws `disposedMessage`.
+   */
+  constructor(schedule: Schedule, disposedMessage = "the rank group was disposed", replicas = 1) {
     this.schedule = schedule;
     this.#disposedMessage = disposedMessage;
+    this.replicas = replicas;
   }
 
-  /** Number of ranks. */
+  /** Number of ranks: D·P (global rank `k·P + p` is pipeline rank p of replica k). */
   get ranks(): number {
-    return this.schedule.ranks;
+    return this.schedule.ranks * this.replicas;
   }
 
   /** Whether the group was disposed or brought down by a failure. */

@@ -34,8 +34,12 @@ export class Watchdog {
   #lastProgress = -1;
   #lastProgressAt = 0;
 
-  constructor(schedule: Schedule, board: Int32Array, limits: WatchdogLimits) {
-    const p = schedule.ranks;
+  readonly #replicas: number;
+
+  /** Watches the D·P ranks of `replicas` copies (default 1) of `schedule`'s pipeline. */
+  constructor(schedule: Schedule, board: Int32Array, limits: WatchdogLimits, replicas = 1) {
+    const p = schedule.ranks * replicas;
+    this.#replicas = replicas;
     this.#schedule = schedule;
     this.#board = board;
     this.#limits = limits;
@@ -128,7 +132,11 @@ export class Watchdog {
     const state = this.#slot(rank, STATE);
     const index = this.#slot(rank, INDEX);
     const iteration = this.#slot(rank, ITERATION);
-    const action = this.#schedule.actions[rank]?.[index];
+    const P = this.#schedule.ranks;
+    const action = this.#schedule.actions[rank % P]?.[index];
+    if (this.#replicas > 1) {
+      detail = `replica ${Math.floor(rank / P)}, pipeline rank ${rank % P}: ${detail}`;
+    }
     if (
       action === undefined || (state !== STATE_CODES.compute && state !== STATE_CODES.recv &&
         state !== STATE_CODES.step)
@@ -176,7 +184,7 @@ export class Watchdog {
     if (culprit < 0) {
       culprit = Math.max(0, waiting[0] ?? 0);
       const list = waiting.map((r) => {
-        const a = this.#schedule.actions[r][this.#slot(r, INDEX)];
+        const a = this.#schedule.actions[r % this.#schedule.ranks][this.#slot(r, INDEX)];
         return a === undefined ? `rank ${r}` : `rank ${r} (${formatAction(a)})`;
       });
       detail += `; every busy rank waits for input: ${list.join(", ")}`;

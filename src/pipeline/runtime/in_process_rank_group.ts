@@ -18,6 +18,14 @@ import { executorInit, optionsFor } from "./_placement.ts";
 import { raiseAbort, RankGroupBase } from "./_rank_group_base.ts";
 import { PipelineRankError } from "./pipeline_rank_error.ts";
 import { checkRunPolicy, type RunPolicy, type RunPolicyOptions } from "./run_policy.ts";
+import type { CommBackend } from "../comm/backend.ts";
+import type { RankRunResult } from "./rank_interpreter.ts";
+import { checkReplicas, GradientSync, gridPlace, inGrid, ReplicaComm } from "./gradient_sync.ts";
+
+// A replica's share with its events on global rank `rank`.
+function inGridRun(r: RankRunResult, rank: number): RankRunResult {
+  return { ...r, events: r.events.map((e) => ({ ...e, rank })) };
+}
 
 /** Options of {@linkcode InProcessRankGroup.create}. */
 export interface InProcessRankGroupOptions<C extends CallMap = NoCalls> {
@@ -32,6 +40,14 @@ export interface InProcessRankGroupOptions<C extends CallMap = NoCalls> {
   readonly executorOptions?: unknown;
   /** The run's policy, checked here (see {@linkcode checkRunPolicy}; default none). */
   readonly policy?: RunPolicyOptions;
+  /**
+   * Replicas D of the pipeline (data parallelism; default 1): D·P ranks,
+   * global rank `k·P + p` running pipeline rank p of replica k, each
+   * stage's gradients averaged across its D replicas right before its
+   * optimizer step (the executors need `gradients` and `setGradients`).
+   * Payloads, reports, events and calls then use global ranks.
+   */
+  readonly dataParallel?: number;
 }
 
 /**
@@ -72,18 +88,23 @@ export class InProcessRankGroup<C extends CallMap = NoCalls> extends RankGroupBa
         `createExecutor must be a function, got ${typeof options.createExecutor}`,
       );
     }
+    const d = checkReplicas(options.dataParallel ?? 1);
     const p = schedule.ranks;
-    const comms = InProcessBackend.createGroup(p);
+    const comms = InProcessBackend.createGroup(d * p);
+    // Each replica's pipeline sees its own ranks 0 … P−1.
+    const views: CommBackend[] = comms.map((c) =>
+      d === 1 ? c : new ReplicaComm(c, gridPlace(c.rank, p).replica, p)
+    );
     const abortFlag = new Int32Array(new SharedArrayBuffer(4));
     const controller = new AbortController();
     // Settle every rank's creation, so that none is left undisposed when another fails.
     const created = await Promise.allSettled(
-      comms.map(async (comm) =>
-        await options.createExecutor(executorInit(schedule, comm.rank, {
+      comms.map(async (comm, g) =>
+        await options.createExecutor(executorInit(schedule, g % p, {
           options: structuredClone(optionsFor(options.executorOptions, comm.rank)),
           abortFlag,
           signal: controller.signal,
-          comm,
+          comm: views[g],
         }))
       ),
     );
@@ -94,12 +115,23 @@ export class InProcessRankGroup<C extends CallMap = NoCalls> extends RankGroupBa
       for (const c of comms) c.close();
       throw rejected.reason;
     }
-    return new InProcessRankGroup(schedule, comms, executors, abortFlag, controller, policy);
+    return new InProcessRankGroup(
+      schedule,
+      comms,
+      views,
+      executors,
+      abortFlag,
+      controller,
+      policy,
+      d,
+    );
   }
 
   /** Every rank runs in this thread. */
   readonly kind: RankGroupKind = "in-process";
   readonly #comms: InProcessBackend[];
+  readonly #views: CommBackend[];
+  readonly #syncs: (GradientSync | undefined)[];
   readonly #executors: RankExecutor<C>[];
   readonly #abortFlag: Int32Array;
   readonly #controller: AbortController;
@@ -109,14 +141,22 @@ export class InProcessRankGroup<C extends CallMap = NoCalls> extends RankGroupBa
   private constructor(
     schedule: Schedule,
     comms: InProcessBackend[],
+    views: CommBackend[],
     executors: RankExecutor<C>[],
     abortFlag: Int32Array,
     controller: AbortController,
     policy: RunPolicy,
+    replicas: number,
   ) {
-    super(schedule);
+    super(schedule, undefined, replicas);
     this.#policy = policy;
     this.#comms = comms;
+    this.#views = views;
+    this.#syncs = comms.map((comm) =>
+      replicas === 1
+        ? undefined
+        : new GradientSync({ comm, replicas, pipelineRanks: schedule.ranks })
+    );
     this.#executors = executors;
     this.#abortFlag = abortFlag;
     this.#controller = controller;
@@ -136,7 +176,8 @@ export class InProcessRankGroup<C extends CallMap = NoCalls> extends RankGroupBa
     const onRejection = (e: PromiseRejectionEvent) => {
       e.preventDefault();
       const reason = e.reason instanceof Error ? e.reason.message : String(e.reason);
-      const action = last === null ? undefined : this.schedule.actions[last.rank][last.index];
+      const P = this.schedule.ranks;
+      const action = last === null ? undefined : this.schedule.actions[last.rank % P][last.index];
       const err = new PipelineRankError({
         rank: last?.rank ?? 0,
         kind: "error",
@@ -152,11 +193,13 @@ export class InProcessRankGroup<C extends CallMap = NoCalls> extends RankGroupBa
     };
     globalThis.addEventListener("unhandledrejection", onRejection);
     try {
+      const P = this.schedule.ranks;
       const shares = await Promise.all(this.#comms.map((comm, rank) =>
         runRank({
           schedule: this.schedule,
-          rank,
-          comm,
+          rank: rank % P,
+          comm: this.#views[rank],
+          ...(this.#syncs[rank] === undefined ? {} : { gradientSync: this.#syncs[rank] }),
           executor: this.#executors[rank],
           firstIteration: first,
           iterations: run.iterations,
@@ -167,7 +210,8 @@ export class InProcessRankGroup<C extends CallMap = NoCalls> extends RankGroupBa
           onState: (state, index, iteration) => {
             if (state === "compute" || state === "step") last = { rank, index, iteration };
           },
-        }).catch((e) => {
+        }).then((r) => this.replicas === 1 ? r : inGridRun(r, rank), (e) => {
+          if (this.replicas > 1) e = inGrid(e, Math.floor(rank / P), P);
           if (firstError === null) {
             firstError = e;
             raiseAbort(this.#abortFlag, this.#controller, comm, e);
@@ -256,6 +300,7 @@ export async function runPipelineInProcess<C extends CallMap = NoCalls>(
     createExecutor: options.createExecutor,
     executorOptions: options.executorOptions,
     ...(options.policy === undefined ? {} : { policy: options.policy }),
+    ...(options.dataParallel === undefined ? {} : { dataParallel: options.dataParallel }),
   });
   let result: InProcessRunResult;
   try {

@@ -199,6 +199,20 @@ export interface RankExecutor<C extends CallMap = NoCalls> {
     iteration: number,
   ): StepResultOf | Promise<StepResultOf>;
   /**
+   * Data parallelism: `stage`'s accumulated gradients of the iteration, one
+   * array per parameter in the stage's parameter order (copies: the runtime
+   * may keep them). Called right before the stage's optimizer step, once
+   * its last backward is done; {@linkcode RankExecutor.setGradients} then
+   * gives the average across the replicas back.
+   */
+  gradients?(stage: number): Float32Array[] | Promise<Float32Array[]>;
+  /**
+   * Data parallelism: replaces `stage`'s accumulated gradients with `grads`
+   * (the replicas' average, same order and sizes as `gradients` gave),
+   * before the stage's optimizer step.
+   */
+  setGradients?(stage: number, grads: readonly Float32Array[]): void | Promise<void>;
+  /**
    * Undoes the step of `stage` in `iteration` exactly: parameters and
    * optimizer state as they were before it (a stage that did not step
    * leaves them as they are). Called when some stage's check failed.

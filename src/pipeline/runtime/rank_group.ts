@@ -76,8 +76,14 @@ export interface RankGroup<C extends CallMap = NoCalls> {
   readonly kind: RankGroupKind;
   /** The schedule every run follows. */
   readonly schedule: Schedule;
-  /** Number of ranks. */
+  /**
+   * Number of ranks: P, or D·P with data parallelism (global rank
+   * `k·P + p` runs pipeline rank p of replica k; runs' payloads, reports
+   * and events and `call` use global ranks).
+   */
   readonly ranks: number;
+  /** Replicas D of the pipeline (data parallelism; absent or 1: one pipeline). */
+  readonly replicas?: number;
   /**
    * The one rank this process runs, where the group holds only one (SPMD:
    * `"mpi"`); absent where every rank is run from here.

@@ -23,6 +23,7 @@ import { createEventLoopTurn } from "./_event_loop_turn.ts";
 import { applyFault, checkFaultInjection } from "./fault_injection.ts";
 import { checkRunPolicy, type RunPolicyOptions } from "./run_policy.ts";
 import { PipelineRankError } from "./pipeline_rank_error.ts";
+import type { GradientSync } from "./gradient_sync.ts";
 
 /** What a rank is doing, as reported to `onState`. */
 export type RankState = "idle" | "recv" | "compute" | "step" | "done";
@@ -73,6 +74,12 @@ export interface RankRunOptions {
    * ignored). `faultInjection` is applied before an action's compute.
    */
   readonly policy?: RunPolicyOptions;
+  /**
+   * Data parallelism: the average of this rank's stages' gradients across
+   * the replicas, run right before each stage's optimizer step (absent: one
+   * replica). `comm` is then this replica's view of the global transport.
+   */
+  readonly gradientSync?: GradientSync;
   /** Told when the rank changes state; `index` is the action's position in the rank's list. */
   readonly onState?: (state: RankState, index: number, iteration: number) => void;
 }
@@ -231,6 +238,7 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
       if (!forwardOnly && lastBackward.get(s) === i) {
         if (validation?.mustSettleBefore(it)) await validation.beforeFirstStep(it);
         inStep = true;
+        await options.gradientSync?.reduce(s, it, validation?.attempt(it) ?? 0, executor);
         onState("step", i, it);
         const out = await run(a, it, false, () => executor.step(s, it));
         validation?.afterStep(s, it, out as StepResultOf, (cause) => {

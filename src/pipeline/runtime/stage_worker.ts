@@ -21,6 +21,8 @@ import type { CallMap, RankExecutor, RankExecutorFactory } from "./rank_executor
 import { runRank } from "./rank_interpreter.ts";
 import { executorInit } from "./_placement.ts";
 import { checkRunPolicy, type RunPolicy } from "./run_policy.ts";
+import type { CommBackend } from "../comm/backend.ts";
+import { GradientSync, gridPlace, inGrid, ReplicaComm } from "./gradient_sync.ts";
 import {
   ABORT_INDEX,
   type ErrorReport,
@@ -41,6 +43,12 @@ const scope = globalThis as unknown as WorkerScope;
 let rank = -1;
 let schedule: Schedule | null = null;
 let comm: WorkerBackend | null = null;
+// This replica's pipeline (rank `pipelineRank`, the view of `comm`) and the
+// gradient average across replicas (data parallelism; null with one replica).
+let pipelineRank = -1;
+let replica = 0;
+let view: CommBackend | null = null;
+let sync: GradientSync | null = null;
 let executor: RankExecutor<CallMap> | null = null;
 let board: Int32Array | null = null;
 let policy: RunPolicy = checkRunPolicy(undefined);
@@ -107,9 +115,11 @@ async function handle(msg: ToWorker): Promise<void> {
         // Event times on the main thread's performance.now() scale.
         const offset = performance.timeOrigin - msg.timeOrigin;
         clock = () => performance.now() + offset;
+        const P = schedule.ranks;
+        ({ replica, pipelineRank } = gridPlace(rank, P));
         comm = await WorkerBackend.connect({
           rank,
-          size: schedule.ranks,
+          size: P * msg.replicas,
           runId: msg.runId,
           ports: msg.ports,
           heartbeatIntervalMs: msg.heartbeatIntervalMs,
@@ -121,11 +131,15 @@ async function handle(msg: ToWorker): Promise<void> {
             `executor module ${msg.executor.module} must export a function createRankExecutor`,
           );
         }
-        executor = await factory(executorInit(schedule, rank, {
+        view = msg.replicas === 1 ? comm : new ReplicaComm(comm, replica, P);
+        sync = msg.replicas === 1
+          ? null
+          : new GradientSync({ comm, replicas: msg.replicas, pipelineRanks: P });
+        executor = await factory(executorInit(schedule, pipelineRank, {
           options: msg.executor.options,
           abortFlag: board.subarray(ABORT_INDEX, ABORT_INDEX + 1),
           signal: controller.signal,
-          comm,
+          comm: view,
         }));
         scope.postMessage({ type: "ready", thread: osThreadId() });
       } catch (e) {
@@ -138,8 +152,9 @@ async function handle(msg: ToWorker): Promise<void> {
         rejected = false;
         const r = await runRank({
           schedule: schedule!,
-          rank,
-          comm: comm!,
+          rank: pipelineRank,
+          comm: view!,
+          ...(sync === null ? {} : { gradientSync: sync }),
           executor: executor!,
           firstIteration: msg.firstIteration,
           iterations: msg.iterations,
@@ -156,12 +171,13 @@ async function handle(msg: ToWorker): Promise<void> {
         scope.postMessage({
           type: "done",
           id: msg.id,
-          events: r.events,
+          events: sync === null ? r.events : r.events.map((e) => ({ ...e, rank })),
           reports: r.reports,
           rolledBack: r.rolledBack,
           gradNorms: r.gradNorms,
         });
-      } catch (e) {
+      } catch (err) {
+        const e = sync === null ? err : inGrid(err, replica, schedule!.ranks);
         controller.abort(e);
         // An abort means another rank (or the pool) failed first and has reported it.
         if (e instanceof CommAbortedError || comm === null) return;
@@ -206,7 +222,7 @@ globalThis.addEventListener("unhandledrejection", (e: PromiseRejectionEvent) => 
   rejected = true;
   const reason = e.reason instanceof Error ? e.reason.message : String(e.reason);
   const action = current !== null && schedule !== null
-    ? schedule.actions[rank]?.[current.index]
+    ? schedule.actions[pipelineRank]?.[current.index]
     : undefined;
   const err = new PipelineRankError({
     rank,

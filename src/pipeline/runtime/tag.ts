@@ -147,3 +147,28 @@ export function stateKey(iteration: number, microBatch: number): string {
 export function isStateKeyOf(key: string, iteration: number): boolean {
   return key.startsWith(`i${iteration}m`);
 }
+
+/**
+ * The tag of one bucket of `stage`'s gradients in `iteration` (attempt
+ * `attempt`), sent by a replica to the other replicas of the stage for
+ * their average (data parallelism). Distinct from the tensor and verdict
+ * tags.
+ *
+ * @example
+ * ```ts
+ * import { reduceTag } from "./tag.ts";
+ * console.log(reduceTag(3, 0, 1, 2)); // "reduce/i3/s1/b2"
+ * ```
+ */
+export function reduceTag(
+  iteration: number,
+  attempt: number,
+  stage: number,
+  bucket: number,
+): string {
+  const it = checkIndex(iteration, "iteration");
+  const at = checkIndex(attempt, "attempt");
+  return `reduce/${iterationPart(it, at)}/s${checkIndex(stage, "stage")}/b${
+    checkIndex(bucket, "bucket")
+  }`;
+}

@@ -7,6 +7,7 @@
 
 import type { Schedule } from "../schedule/schedule.ts";
 import { checkSchedule } from "./checked_schedule.ts";
+import { checkReplicas } from "./gradient_sync.ts";
 import { checkRunPolicy, type RunPolicy, type RunPolicyOptions } from "./run_policy.ts";
 
 /** Which executor the workers build. */
@@ -49,6 +50,14 @@ export interface WorkerRankGroupOptions {
    * e.g. a promise that never settles (default 60 000).
    */
   readonly policy?: RunPolicyOptions;
+  /**
+   * Replicas D of the pipeline (data parallelism; default 1): D·P workers,
+   * worker `k·P + p` running pipeline rank p of replica k, each stage's
+   * gradients averaged across its D replicas right before its optimizer
+   * step (the executors need `gradients` and `setGradients`). Payloads,
+   * reports, events and calls then use these global ranks.
+   */
+  readonly dataParallel?: number;
 }
 
 function positive(value: unknown, what: string, fallback: number): number {
@@ -71,6 +80,8 @@ export interface CheckedWorkerGroup {
   /** No action starting this long (ms) is a stall: the policy's `stallTimeoutMs` or its default. */
   readonly stalledAfterMs: number;
   readonly startupTimeoutMs: number;
+  /** Replicas D (1: one pipeline). */
+  readonly replicas: number;
 }
 
 /**
@@ -90,6 +101,7 @@ export function checkWorkerGroupOptions(options: WorkerRankGroupOptions): Checke
     );
   }
   const policy = checkRunPolicy(options.policy);
+  const replicas = checkReplicas(options.dataParallel ?? 1);
   const hb = policy.heartbeatMs;
   const t = {
     heartbeatIntervalMs: positive(
@@ -107,5 +119,5 @@ export function checkWorkerGroupOptions(options: WorkerRankGroupOptions): Checke
     );
   }
   // Checked last: the full check (a dry run) only once everything else passed.
-  return { schedule: checkSchedule(options.schedule), policy, ...t };
+  return { schedule: checkSchedule(options.schedule), policy, replicas, ...t };
 }

@@ -131,9 +131,10 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<
   #holds = 0;
 
   private constructor(options: WorkerRankGroupOptions, t: CheckedWorkerGroup) {
-    super(t.schedule, DISPOSED);
+    super(t.schedule, DISPOSED, t.replicas);
     const schedule = t.schedule;
-    const p = schedule.ranks;
+    // Every rank of every replica: D·P workers.
+    const p = schedule.ranks * t.replicas;
     const hbInterval = t.heartbeatIntervalMs;
     const heartbeatTimeoutMs = t.hungAfterMs;
     const stallTimeoutMs = t.stalledAfterMs;
@@ -146,7 +147,7 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<
       heartbeatTimeoutMs,
       stallTimeoutMs,
       watchMs,
-    });
+    }, t.replicas);
     this.#started = new Promise<void>((resolve, reject) => {
       this.#startResolve = resolve;
       this.#startReject = reject;
@@ -202,7 +203,7 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<
   ): void {
     const schedule = t.schedule;
     const ex = options.executor;
-    for (let r = 0; r < schedule.ranks; r++) {
+    for (let r = 0; r < this.ranks; r++) {
       const tracked = startWorker(WORKER_URL, `conveyor-rank-${r}`);
       this.#workers.push(tracked);
       tracked.worker.onmessage = (e: MessageEvent<FromWorker>) => this.#onMessage(r, e.data);
@@ -227,6 +228,7 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<
         heartbeatIntervalMs: t.heartbeatIntervalMs,
         connectTimeoutMs: t.startupTimeoutMs,
         policy: t.policy,
+        replicas: t.replicas,
       };
       tracked.worker.postMessage(init, mesh[r].filter((x): x is MessagePort => x !== null));
     }

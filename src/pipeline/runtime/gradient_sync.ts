@@ -1,0 +1,298 @@
+/**
+ * Data × pipeline parallelism at run time: D copies (replicas) of a
+ * P-rank pipeline on D·P ranks, global rank `k·P + p` running pipeline
+ * rank `p` of replica `k`. Each replica's pipeline talks through a
+ * {@linkcode ReplicaComm} (a view of the global transport that maps
+ * pipeline rank `p` to global rank `k·P + p`); the D ranks that hold
+ * pipeline rank `p` average the gradients of the stages that rank holds
+ * through a {@linkcode GradientSync}, which the interpreter calls right
+ * before each stage's optimizer step: no barrier across stages, and each
+ * stage's average starts as soon as its own last backward of the step is
+ * done.
+ *
+ * @module
+ */
+
+import type { CommBackend, ControlHandler, ControlMessage, SendOptions } from "../comm/backend.ts";
+import { BucketAverage, packBucket, planBuckets, unpackBucket } from "../comm/gradient_reduce.ts";
+import type { RankExecutor } from "./rank_executor.ts";
+import { reduceTag } from "./tag.ts";
+import { PipelineRankError } from "./pipeline_rank_error.ts";
+
+/** Default size of one gradient bucket: 1 MiB (262 144 f32 values). */
+export const DEFAULT_BUCKET_BYTES: number = 1 << 20;
+
+/** Where a global rank sits in the D × P grid. */
+export interface GridPlace {
+  /** Replica k, `0 … D−1`. */
+  readonly replica: number;
+  /** Pipeline rank p, `0 … P−1`. */
+  readonly pipelineRank: number;
+}
+
+/**
+ * The place of global rank `rank` in a grid of pipelines of `pipelineRanks`
+ * ranks: replica `floor(rank / P)`, pipeline rank `rank mod P`.
+ *
+ * @example
+ * ```ts
+ * import { gridPlace } from "./gradient_sync.ts";
+ * console.log(gridPlace(5, 2)); // { replica: 2, pipelineRank: 1 }
+ * ```
+ */
+export function gridPlace(rank: number, pipelineRanks: number): GridPlace {
+  return { replica: Math.floor(rank / pipelineRanks), pipelineRank: rank % pipelineRanks };
+}
+
+/** Throws a RangeError unless `d` is a positive integer (the replica count D). */
+export function checkReplicas(d: unknown, what = "dataParallel"): number {
+  if (typeof d !== "number" || !Number.isInteger(d) || d < 1) {
+    throw new RangeError(`${what} must be a positive integer (the replicas D), got ${String(d)}`);
+  }
+  return d;
+}
+
+/**
+ * One replica's view of a global transport: rank `p` and size `P` of its
+ * own pipeline, peer `q` sent to and received from global rank
+ * `replica·P + q`. Control messages, abort and discard act on the global
+ * transport (an abort ends every replica); `close` leaves it open (its
+ * owner closes it); `barrier` is refused (the runtime takes none).
+ *
+ * @example
+ * ```ts
+ * import { InProcessBackend } from "@conveyor/core/runtime";
+ * import { ReplicaComm } from "./gradient_sync.ts";
+ * const global = InProcessBackend.createGroup(4); // D = 2 replicas of P = 2
+ * const view = new ReplicaComm(global[3], 1, 2);
+ * console.log(view.rank, view.size); // 1 2
+ * await new ReplicaComm(global[2], 1, 2).send(1, "x", new Float32Array([7]));
+ * console.log(await view.recv(0, "x")); // Float32Array(1) [ 7 ]
+ * for (const c of global) c.close();
+ * ```
+ */
+export class ReplicaComm implements CommBackend {
+  /** The global transport. */
+  readonly global: CommBackend;
+  /** This replica. */
+  readonly replica: number;
+  /** Pipeline rank p. */
+  readonly rank: number;
+  /** Pipeline ranks P. */
+  readonly size: number;
+
+  /** The view of replica `replica` of pipelines of `pipelineRanks` ranks over `global`. */
+  constructor(global: CommBackend, replica: number, pipelineRanks: number) {
+    if (global.size % pipelineRanks !== 0 || global.size < pipelineRanks) {
+      throw new RangeError(
+        `a transport of ${global.size} ranks holds no whole number of ${pipelineRanks}-rank pipelines`,
+      );
+    }
+    const p = gridPlace(global.rank, pipelineRanks);
+    if (p.replica !== replica) {
+      throw new RangeError(
+        `global rank ${global.rank} is in replica ${p.replica}, not replica ${replica}`,
+      );
+    }
+    this.global = global;
+    this.replica = replica;
+    this.rank = p.pipelineRank;
+    this.size = pipelineRanks;
+  }
+
+  /** Whether the global transport was aborted. */
+  get aborted(): boolean {
+    return this.global.aborted;
+  }
+
+  #peer(peer: number): number {
+    if (!Number.isInteger(peer) || peer < 0 || peer >= this.size) {
+      throw new RangeError(`peer must be a pipeline rank in [0, ${this.size - 1}], got ${peer}`);
+    }
+    return this.replica * this.size + peer;
+  }
+
+  /** Sends to pipeline rank `peer` of this replica. */
+  send(
+    peer: number,
+    tag: string,
+    data: Float32Array | PromiseLike<Float32Array>,
+    options?: SendOptions,
+  ): Promise<void> {
+    return this.global.send(this.#peer(peer), tag, data, options);
+  }
+
+  /** Receives from pipeline rank `peer` of this replica. */
+  recv(peer: number, tag: string): Promise<Float32Array> {
+    return this.global.recv(this.#peer(peer), tag);
+  }
+
+  /** See {@linkcode CommBackend.discard} (on the global transport). */
+  discard(match: (tag: string) => boolean): number {
+    return this.global.discard(match);
+  }
+
+  /** Refused: a replica's pipeline takes no barrier of its own. */
+  barrier(): Promise<void> {
+    return Promise.reject(new Error("a replica's view of the transport has no barrier"));
+  }
+
+  /** See {@linkcode CommBackend.broadcastControl} (every global rank). */
+  broadcastControl(message: ControlMessage): void {
+    this.global.broadcastControl(message);
+  }
+
+  /** See {@linkcode CommBackend.onControl}. */
+  onControl(handler: ControlHandler): () => void {
+    return this.global.onControl(handler);
+  }
+
+  /** Aborts the global transport (every replica). */
+  abort(reason: string): void {
+    this.global.abort(reason);
+  }
+
+  /** Leaves the global transport open: its owner closes it. */
+  close(): void {}
+}
+
+/** Options of {@linkcode GradientSync}. */
+export interface GradientSyncOptions {
+  /** The global transport of the D·P ranks. */
+  readonly comm: CommBackend;
+  /** Replicas D. */
+  readonly replicas: number;
+  /** Pipeline ranks P. */
+  readonly pipelineRanks: number;
+  /** Bucket size in bytes (default {@linkcode DEFAULT_BUCKET_BYTES}). */
+  readonly bucketBytes?: number;
+}
+
+/**
+ * The gradient average of one global rank's stages across the D replicas:
+ * {@linkcode GradientSync.reduce} takes a stage's gradients from the
+ * executor, cuts them into buckets ({@linkcode planBuckets}), sends each
+ * bucket to the D−1 other ranks holding the same pipeline rank, averages
+ * the D buffers of each bucket in replica order ({@linkcode BucketAverage}:
+ * f64 sums, one rounding) and hands the average back to the executor.
+ * Every replica computes the same sums in the same order, so every
+ * replica's stage ends with the same bits.
+ *
+ * @example
+ * ```ts
+ * import { InProcessBackend } from "@conveyor/core/runtime";
+ * import { GradientSync } from "./gradient_sync.ts";
+ * const comms = InProcessBackend.createGroup(2); // D = 2, P = 1
+ * const grads: Float32Array[][] = [[new Float32Array([1, 2])], [new Float32Array([3, 6])]];
+ * await Promise.all(comms.map((comm, k) =>
+ *   new GradientSync({ comm, replicas: 2, pipelineRanks: 1 }).reduce(0, 0, 0, {
+ *     gradients: () => grads[k],
+ *     setGradients: (_s: number, g: readonly Float32Array[]) => void (grads[k] = [...g]),
+ *   })
+ * ));
+ * console.log(grads[0][0], grads[1][0]); // Float32Array(2) [ 2, 4 ] Float32Array(2) [ 2, 4 ]
+ * for (const c of comms) c.close();
+ * ```
+ */
+export class GradientSync {
+  /** This rank's replica k. */
+  readonly replica: number;
+  /** Replicas D. */
+  readonly replicas: number;
+  /** Global ranks of the D replicas of this pipeline rank, in replica order. */
+  readonly peers: readonly number[];
+  readonly #comm: CommBackend;
+  readonly #bucketBytes: number;
+  readonly #plans = new Map<number, ReturnType<typeof planBuckets>>();
+
+  /** The average of `options.comm`'s rank across its replicas. */
+  constructor(options: GradientSyncOptions) {
+    const { comm, pipelineRanks } = options;
+    const d = checkReplicas(options.replicas, "replicas");
+    if (comm.size !== d * pipelineRanks) {
+      throw new RangeError(
+        `the transport has ${comm.size} ranks, not D·P = ${d}·${pipelineRanks}`,
+      );
+    }
+    const place = gridPlace(comm.rank, pipelineRanks);
+    this.#comm = comm;
+    this.replica = place.replica;
+    this.replicas = d;
+    this.peers = Array.from({ length: d }, (_, k) => k * pipelineRanks + place.pipelineRank);
+    this.#bucketBytes = options.bucketBytes ?? DEFAULT_BUCKET_BYTES;
+  }
+
+  /**
+   * Averages `stage`'s gradients of `iteration` (attempt `attempt`) across
+   * the replicas and writes the average back through the executor. With one
+   * replica it does nothing.
+   */
+  async reduce(
+    stage: number,
+    iteration: number,
+    attempt: number,
+    executor: Pick<RankExecutor, "gradients" | "setGradients">,
+  ): Promise<void> {
+    if (this.replicas === 1) return;
+    if (typeof executor.gradients !== "function" || typeof executor.setGradients !== "function") {
+      throw new TypeError(
+        "data parallelism needs an executor with gradients(stage) and setGradients(stage, grads)",
+      );
+    }
+    const grads = await executor.gradients(stage);
+    let plan = this.#plans.get(stage);
+    if (plan === undefined) {
+      plan = planBuckets(grads.map((g) => g.length), this.#bucketBytes);
+      this.#plans.set(stage, plan);
+    }
+    const own = this.replica;
+    const sends: Promise<void>[] = [];
+    const averages = plan.map((bucket, b) => {
+      const mine = packBucket(bucket, grads);
+      const avg = new BucketAverage(this.replicas, bucket.length);
+      avg.add(own, mine);
+      const tag = reduceTag(iteration, attempt, stage, b);
+      for (let k = 0; k < this.replicas; k++) {
+        if (k !== own) sends.push(this.#comm.send(this.peers[k], tag, mine));
+      }
+      return { avg, tag };
+    });
+    const out = grads.map((g) => new Float32Array(g.length));
+    for (let b = 0; b < plan.length; b++) {
+      const { avg, tag } = averages[b];
+      for (let k = 0; k < this.replicas; k++) {
+        if (k !== own) avg.add(k, await this.#comm.recv(this.peers[k], tag));
+      }
+      unpackBucket(plan[b], avg.result(), out);
+    }
+    await Promise.all(sends);
+    await executor.setGradients(stage, out);
+  }
+}
+
+/**
+ * A failure of pipeline rank `p` of replica `k` named in the grid: a
+ * {@linkcode PipelineRankError} again, with global rank `k·P + p` and the
+ * replica and pipeline rank before its detail; anything else as it is.
+ *
+ * @example
+ * ```ts
+ * import { PipelineRankError } from "@conveyor/core/runtime";
+ * import { inGrid } from "./gradient_sync.ts";
+ * const e = inGrid(new PipelineRankError({ rank: 1, kind: "error", detail: "boom" }), 1, 2);
+ * console.log((e as Error).message); // "rank 3 failed: replica 1, pipeline rank 1: boom"
+ * ```
+ */
+export function inGrid(e: unknown, replica: number, pipelineRanks: number): unknown {
+  if (!(e instanceof PipelineRankError) || e.detail.startsWith("replica ")) return e;
+  const g = replica * pipelineRanks + e.rank;
+  const out = new PipelineRankError({
+    rank: g,
+    kind: e.kind,
+    ...(e.action === undefined ? {} : { action: e.action }),
+    ...(e.iteration === undefined ? {} : { iteration: e.iteration }),
+    ...(e.between === true ? { between: true } : {}),
+    detail: `replica ${replica}, pipeline rank ${e.rank}: ${e.detail}`,
+  });
+  return out;
+}
