@@ -113,6 +113,16 @@ export {
   rankBalancedBoundaries,
   stageCosts,
 } from "./src/pipeline/advise/step_prediction.ts";
+export type {
+  AdviceCalibration,
+  CalibratedKind,
+  CalibrationCheck,
+  CalibrationFit,
+  CalibrationRun,
+  CostFactors,
+  KindFactor,
+} from "./src/pipeline/advise/calibration.ts";
+export { fitCalibration } from "./src/pipeline/advise/calibration.ts";
 export type { AdviceCandidate, AdviceJson } from "./src/pipeline/advise/advice_table.ts";
 export {
   adviceJson,
