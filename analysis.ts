@@ -98,6 +98,7 @@ export { DEFAULT_EXPENSIVE_KINDS } from "./src/pipeline/checkpoint/checkpoint.ts
 export type { LayerBytes, RankMemory } from "./src/pipeline/advise/rank_memory.ts";
 export { activationPeaks, rankMemory } from "./src/pipeline/advise/rank_memory.ts";
 export type {
+  CostFactors,
   LayerTimes,
   PlannedCandidate,
   PredictOptions,
@@ -119,10 +120,10 @@ export type {
   CalibrationCheck,
   CalibrationFit,
   CalibrationRun,
-  CostFactors,
   KindFactor,
+  StepCheckRun,
 } from "./src/pipeline/advise/calibration.ts";
-export { fitCalibration } from "./src/pipeline/advise/calibration.ts";
+export { fitCalibration, fitStepOverhead } from "./src/pipeline/advise/calibration.ts";
 export type { AdviceCandidate, AdviceJson } from "./src/pipeline/advise/advice_table.ts";
 export {
   adviceJson,

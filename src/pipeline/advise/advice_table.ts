@@ -8,7 +8,7 @@
 
 import type { RankMemory } from "./rank_memory.ts";
 import type { Schedule } from "../schedule/schedule.ts";
-import type { CostFactors } from "./calibration.ts";
+import type { CostFactors } from "./step_prediction.ts";
 
 /** One candidate configuration, predicted (and, when verified, measured). */
 export interface AdviceCandidate {
@@ -45,6 +45,7 @@ export interface AdviceCandidate {
     readonly factors: CostFactors;
     readonly actionMs: number;
     readonly handOverMs: number;
+    readonly stepMs?: number;
   };
   /** Measured steady-state time per step (with `verify`), ms. */
   readonly measuredMs?: number;
@@ -197,12 +198,14 @@ export interface AdviceJson {
     readonly factors: CostFactors;
     readonly actionMs: number;
     readonly handOverMs: number;
+    readonly stepMs?: number;
   };
 }
 
-const pick = (c: { actionMs: number; handOverMs: number }) => ({
+const pick = (c: { actionMs: number; handOverMs: number; stepMs?: number }) => ({
   actionMs: c.actionMs,
   handOverMs: c.handOverMs,
+  ...(c.stepMs === undefined ? {} : { stepMs: c.stepMs }),
 });
 
 /**

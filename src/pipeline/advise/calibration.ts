@@ -12,7 +12,12 @@
  */
 
 import type { Schedule, TimedEvent } from "../schedule/schedule.ts";
-import type { RuntimeOverheads, StageCostTable } from "./step_prediction.ts";
+import {
+  type CostFactors,
+  predictStep,
+  type RuntimeOverheads,
+  type StageCostTable,
+} from "./step_prediction.ts";
 
 /** The action kinds calibrated. */
 export type CalibratedKind = "F" | "I" | "W" | "B";
@@ -37,18 +42,6 @@ export interface CalibrationRun {
   readonly profiled: StageCostTable;
   /** The run's events (one per action: rank, action, iteration, start and end in ms). */
   readonly events: readonly TimedEvent[];
-}
-
-/** The factors a prediction applies: `B` absent scales a B's I and W parts by `I` and `W`. */
-export interface CostFactors {
-  /** Forward (and the loss). */
-  readonly F: number;
-  /** Input gradient. */
-  readonly I: number;
-  /** Weight gradient. */
-  readonly W: number;
-  /** Full backward; absent: `I` on its I part and `W` on its W part. */
-  readonly B?: number;
 }
 
 /** What {@linkcode fitCalibration} finds. */
@@ -262,7 +255,10 @@ export interface CalibrationCheck {
   readonly uncalibratedMs: number;
 }
 
-/** A calibration as the advice reports it: the fit, where it was made, and its check. */
+/**
+ * A calibration as the advice reports it: the fit (its `overheads` with
+ * the `stepMs` of `fitStepOverhead`), where it was made, and its check.
+ */
 export interface AdviceCalibration extends CalibrationFit {
   /** Ranks of the candidates it serves. */
   readonly ranks: number;
@@ -272,4 +268,68 @@ export interface AdviceCalibration extends CalibrationFit {
   readonly runs: readonly CalibrationCheck[];
   /** Wall time of the runs, ms. */
   readonly elapsedMs: number;
+}
+
+/** A real run's schedule, its costs as predicted (calibrated) and its measured period. */
+export interface StepCheckRun {
+  /** The schedule that ran. */
+  readonly schedule: Schedule;
+  /** Its chunks' costs as the prediction takes them. */
+  readonly costs: StageCostTable;
+  /** Measured steady-state ms per step. */
+  readonly measuredMs: number;
+}
+
+/**
+ * The runtime's cost per training step and rank (`RuntimeOverheads.stepMs`)
+ * that makes the predictions of `runs` (with `overheads`) match their
+ * measured periods on average: what the actions' spans and the gaps between
+ * them leave out (the optimizer step's own turn, the step's bookkeeping
+ * between iterations). 0 where the predictions are already as long or
+ * longer. Found by bisection (the period grows with it).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { generateSchedule } from "@conveyor/core";
+ * import { fitStepOverhead } from "@conveyor/core/analysis";
+ * const schedule = generateSchedule("1f1b", { ranks: 2, microBatches: 4 });
+ * const costs = { F: [1, 1], I: [1, 1], W: [1, 1], B: [2, 2], step: [0, 0] };
+ * // 15 ms predicted without it (see predictStep): 3 ms more per step measured.
+ * const x = fitStepOverhead([{ schedule, costs, measuredMs: 18 }], { actionMs: 0, handOverMs: 0 });
+ * assert.ok(Math.abs(x - 3) < 1e-6);
+ * assert.equal(fitStepOverhead([{ schedule, costs, measuredMs: 12 }], { actionMs: 0, handOverMs: 0 }), 0);
+ * ```
+ */
+export function fitStepOverhead(
+  runs: readonly StepCheckRun[],
+  overheads: RuntimeOverheads,
+): number {
+  if (!Array.isArray(runs) || runs.length === 0) {
+    throw new RangeError(`runs must be a non-empty array, got ${runs}`);
+  }
+  (runs as readonly StepCheckRun[]).forEach((r, i) => {
+    if (!(r?.measuredMs >= 0) || !Number.isFinite(r.measuredMs)) {
+      throw new RangeError(
+        `runs[${i}].measuredMs must be a finite number >= 0, got ${r?.measuredMs}`,
+      );
+    }
+  });
+  const gap = (x: number) => {
+    let d = 0;
+    for (const r of runs as readonly StepCheckRun[]) {
+      d += predictStep(r.schedule, r.costs, { ...overheads, stepMs: x }).stepMs - r.measuredMs;
+    }
+    return d;
+  };
+  if (gap(0) >= 0) return 0;
+  let lo = 0;
+  let hi = Math.max(...(runs as readonly StepCheckRun[]).map((r) => r.measuredMs), 1e-6);
+  while (gap(hi) < 0) hi *= 2;
+  for (let k = 0; k < 50; k++) {
+    const mid = (lo + hi) / 2;
+    if (gap(mid) < 0) lo = mid;
+    else hi = mid;
+  }
+  return (lo + hi) / 2;
 }

@@ -14,7 +14,6 @@ import { generateSchedule, type ScheduleName } from "../schedule/generate.ts";
 import { simulate } from "../analysis/simulate.ts";
 import { summarizeTimeline } from "../analysis/timeline_summary.ts";
 import { simulateContention } from "./_contention.ts";
-import type { CostFactors } from "./calibration.ts";
 import {
   FixedPartition,
   LoadBalancedPartition,
@@ -39,6 +38,24 @@ export interface RuntimeOverheads {
   readonly actionMs: number;
   /** Delay of a result crossing to another rank. */
   readonly handOverMs: number;
+  /**
+   * Added once per training step on every rank, spread like the optimizer
+   * step over its stages' backward actions (default 0; a calibration's
+   * `fitStepOverhead`).
+   */
+  readonly stepMs?: number;
+}
+
+/** Factors on the profiled costs per kind: `B` absent scales a B's I and W parts by `I` and `W`. */
+export interface CostFactors {
+  /** Forward (and the loss). */
+  readonly F: number;
+  /** Input gradient. */
+  readonly I: number;
+  /** Weight gradient. */
+  readonly W: number;
+  /** Full backward; absent: `I` on its I part and `W` on its W part. */
+  readonly B?: number;
 }
 
 /** Each chunk's cost per action kind for one micro-batch, ms, and its optimizer step. */
@@ -486,11 +503,18 @@ export function predictStep(
     for (const a of list) if (a.kind === "W") split[a.stage] = true;
   }
   const m = schedule.microBatches;
+  // The runtime's cost per step and rank, shared among the rank's stages.
+  const perStep = overheads.stepMs === undefined
+    ? 0
+    : checkMs("overheads.stepMs", overheads.stepMs);
+  const held = schedule.stageToRank.map((r) => schedule.stageToRank.filter((x) => x === r).length);
+  const stepOf = (c: StageCostTable, s: number) =>
+    perStep > 0 ? c.step[s] + perStep / held[s] : c.step[s];
   const spread = (c: StageCostTable) => ({
     F: [...c.F],
     I: [...c.I],
-    W: c.W.map((w, s) => w + (split[s] ? c.step[s] / m : 0)),
-    B: c.B.map((b, s) => b + (split[s] ? 0 : c.step[s] / m)),
+    W: c.W.map((w, s) => w + (split[s] ? stepOf(c, s) / m : 0)),
+    B: c.B.map((b, s) => b + (split[s] ? 0 : stepOf(c, s) / m)),
   });
   const simCosts = spread(costs);
   // The plain simulator checks the schedule (structure, deadlock) in any case.

@@ -24,6 +24,7 @@ import {
   type CalibrationCheck,
   type CalibrationRun,
   fitCalibration,
+  fitStepOverhead,
 } from "../advise/calibration.ts";
 import type { TrainingBatch } from "./batch.ts";
 import type { PipelineLoss } from "./model_rank_executor.ts";
@@ -143,23 +144,29 @@ export async function calibrate(
   }
   if (runs.length === 0) return null;
   const fit = fitCalibration(runs, overheads);
+  const costs = measured.map((m) =>
+    stageCosts(profile.layers, m.boundaries, {
+      lossMs,
+      actionMs: fit.overheads.actionMs,
+      factors: fit.factors,
+    })
+  );
+  // What the spans and gaps leave out, per step: fitted to the runs' periods.
+  const stepMs = fitStepOverhead(
+    runs.map((run, i) => ({ schedule: run.schedule, costs: costs[i], measuredMs: measured[i].ms })),
+    fit.overheads,
+  );
+  const calibrated = { ...fit.overheads, stepMs };
   const checks: CalibrationCheck[] = runs.map((run, i) => ({
     schedule: measured[i].name,
     boundaries: measured[i].boundaries,
     measuredMs: measured[i].ms,
-    predictedMs: predictStep(
-      run.schedule,
-      stageCosts(profile.layers, measured[i].boundaries, {
-        lossMs,
-        actionMs: fit.overheads.actionMs,
-        factors: fit.factors,
-      }),
-      fit.overheads,
-    ).stepMs,
+    predictedMs: predictStep(run.schedule, costs[i], calibrated).stepMs,
     uncalibratedMs: measured[i].uncalibrated,
   }));
   return {
     ...fit,
+    overheads: calibrated,
     ranks,
     microBatches,
     runs: checks,
