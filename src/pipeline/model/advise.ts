@@ -238,7 +238,7 @@ function checkAdvise(model: Sequential, sample: TrainingBatch, o: AdviseOptions)
   }
   const calibrate = o.calibrate ?? true;
   if (typeof calibrate !== "boolean") {
-    throw new TypeError(`calibrate must be a boolean, got ${describeValue(calibrate)}`);
+    throw new TypeError(`calibrate must be a boolean, got ${quote(calibrate)}`);
   }
   const nonFinite = o.nonFinite ?? "skip";
   if (nonFinite !== "skip" && nonFinite !== "throw" && nonFinite !== "off") {
