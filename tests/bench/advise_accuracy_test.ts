@@ -19,6 +19,8 @@ const row = (schedule: string, predictedMs: number, rounds: number[]): AccuracyR
     microBatches: 8,
     boundaries: [0, 1, 2],
     predictedMs,
+    predictedUncalibratedMs: predictedMs,
+    uncalibratedError: measuredMs / predictedMs - 1,
     predictedAloneMs: predictedMs,
     predictedTogetherMs: predictedMs,
     togetherError: measuredMs / predictedMs - 1,
