@@ -193,9 +193,17 @@ export interface AdviceJson {
   readonly measuredActivationBytes?: readonly number[];
   /** The profile-only prediction, ms (when calibrated against a real run: the default). */
   readonly uncalibratedMs?: number;
-  /** The calibration's factors per kind and runtime costs (when calibrated). */
+  /**
+   * The calibration's measured / profiled factor per action kind (B absent:
+   * its I and W parts scaled by theirs) and runtime costs, ms (when calibrated).
+   */
   readonly calibration?: {
-    readonly factors: CostFactors;
+    readonly factors: {
+      readonly F: number;
+      readonly I: number;
+      readonly W: number;
+      readonly B?: number;
+    };
     readonly actionMs: number;
     readonly handOverMs: number;
     readonly stepMs?: number;
