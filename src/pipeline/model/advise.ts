@@ -77,12 +77,14 @@ export interface AdviseOptions {
   /**
    * Calibrate against a short real pipeline (default true): after the
    * profile, 1F1B (where a candidate runs full backwards) and ZB-H1 (where
-   * one splits I and W) train for real in workers, one warm-up step and
-   * `calibrateSteps` measured; each action kind's median ratio of measured
-   * to profiled time, and the runtime's cost per action and hand-over
-   * delay read off those runs, then predict every candidate (their spans
-   * carry what the profile cannot: the ranks' real contention, the
-   * executor's own work). With false: the profile-only prediction.
+   * one splits I and W) train for real in workers at each rank count and
+   * the first of `microBatches`, one warm-up step and `calibrateSteps`
+   * measured; each action kind's median ratio of measured to profiled
+   * time, and the runtime's costs read off those runs, then predict every
+   * candidate (their spans carry what the profile cannot: the ranks' real
+   * contention, the executor's own work); `calibrations` reports the fit,
+   * each candidate's `uncalibratedMs` the profile-only prediction, which
+   * is what `predictedMs` is with false.
    */
   readonly calibrate?: boolean;
   /** Measured steps of each calibration run (integer ≥ 2, default 3). */
