@@ -98,6 +98,7 @@ export { DEFAULT_EXPENSIVE_KINDS } from "./src/pipeline/checkpoint/checkpoint.ts
 export type { LayerBytes, RankMemory } from "./src/pipeline/advise/rank_memory.ts";
 export { activationPeaks, rankMemory } from "./src/pipeline/advise/rank_memory.ts";
 export type {
+  CostFactors,
   LayerTimes,
   PlannedCandidate,
   PredictOptions,
@@ -113,6 +114,16 @@ export {
   rankBalancedBoundaries,
   stageCosts,
 } from "./src/pipeline/advise/step_prediction.ts";
+export type {
+  AdviceCalibration,
+  CalibratedKind,
+  CalibrationCheck,
+  CalibrationFit,
+  CalibrationRun,
+  KindFactor,
+  StepCheckRun,
+} from "./src/pipeline/advise/calibration.ts";
+export { fitCalibration, fitStepOverhead } from "./src/pipeline/advise/calibration.ts";
 export type { AdviceCandidate, AdviceJson } from "./src/pipeline/advise/advice_table.ts";
 export {
   adviceJson,

@@ -5,9 +5,14 @@
  * the CPU backend at P = 2 workers, `adviseSchedule` predicts every
  * schedule, then each is trained for real with its predicted partition and
  * the table sets predicted beside measured: ms per step (steady state),
- * bubble, and peak activation bytes per rank. Two more predictions show
- * what the contention model buys: one profiled with one copy alone
- * (`concurrent: false`), one with the together costs throughout.
+ * bubble, and peak activation bytes per rank. The prediction is the
+ * advisor's default: calibrated against short real 1F1B and ZB-H1 runs
+ * (each action kind's measured / profiled ratio, the runtime's costs).
+ * Three more show what that buys: the profile-only prediction the advisor
+ * keeps beside it (`uncalibratedMs`: the contention simulation of the
+ * alone and together profiles), one profiled with one copy alone
+ * (`concurrent: false`, uncalibrated), one with the together costs
+ * throughout.
  *
  * The measurement is interleaved: every schedule's pipeline is built and
  * warmed up first, then `--rounds` rounds each train every schedule for
@@ -62,6 +67,8 @@ export interface AccuracyRow {
   readonly microBatches: number;
   readonly boundaries: readonly number[];
   readonly predictedMs: number;
+  /** The advisor's profile-only prediction (contention model, no calibration). */
+  readonly predictedUncalibratedMs: number;
   /** Predicted from a profile of one copy alone. */
   readonly predictedAloneMs: number;
   /** Predicted with the together costs throughout (no contention model), same partition. */
@@ -72,6 +79,7 @@ export interface AccuracyRow {
   readonly measuredRoundsMs: readonly number[];
   /** measured / predicted − 1. */
   readonly error: number;
+  readonly uncalibratedError: number;
   readonly aloneError: number;
   readonly togetherError: number;
   readonly predictedBubble: number;
@@ -100,6 +108,8 @@ export interface ModelRun {
   readonly adviseSeconds: number;
   /** The profile's spread of the sweeps (concurrent). */
   readonly spread: number;
+  /** The calibration the predictions took, in words. */
+  readonly calibration: string;
 }
 
 function tinyGpt(): { model: Sequential; sample: TrainingBatch } {
@@ -290,7 +300,11 @@ export async function measureModel(
       ...common,
       onProgress: progress,
     });
-    const alone = await adviseSchedule(model, sample, { ...common, concurrent: false });
+    const alone = await adviseSchedule(model, sample, {
+      ...common,
+      concurrent: false,
+      calibrate: false,
+    });
     const measured = await measureInterleaved(together, sample, model, o, progress);
     const aloneProfile = together.profiles[0].profile;
     const togetherProfile = together.profiles[together.profiles.length - 1].profile;
@@ -315,6 +329,8 @@ export async function measureModel(
         microBatches: c.microBatches,
         boundaries: c.boundaries,
         predictedMs: c.predictedMs,
+        predictedUncalibratedMs: c.uncalibratedMs ?? c.predictedMs,
+        uncalibratedError: ms / (c.uncalibratedMs ?? c.predictedMs) - 1,
         predictedAloneMs: a.predictedMs,
         predictedTogetherMs: togetherMs,
         togetherError: ms / togetherMs - 1,
@@ -339,6 +355,23 @@ export async function measureModel(
       pick: together.candidates[0].schedule,
       adviseSeconds: together.predictionMs / 1000,
       spread: together.profiles[together.profiles.length - 1].profile.spread,
+      calibration: together.calibrations.map((k) =>
+        `factors ${
+          Object.entries(k.kinds).map(([n, f]) =>
+            `${n} ×${f.factor.toFixed(3)} (spread ${(100 * f.spread).toFixed(0)}%, by stage ${
+              f.byStage.map((x) => x?.toFixed(2) ?? "-").join("/")
+            })`
+          ).join(", ")
+        }; ${(1000 * k.overheads.actionMs).toFixed(0)} µs per action, hand-over ${
+          (1000 * k.overheads.handOverMs).toFixed(0)
+        } µs, ${(k.overheads.stepMs ?? 0).toFixed(1)} ms per step; ${
+          k.runs.map((r) =>
+            `${r.schedule} measured ${r.measuredMs.toFixed(0)} predicted ${
+              r.predictedMs.toFixed(0)
+            } (uncalibrated ${r.uncalibratedMs.toFixed(0)})`
+          ).join(", ")
+        }; ${(k.elapsedMs / 1000).toFixed(1)} s`
+      ).join(" | "),
     };
   } finally {
     model.dispose();
@@ -355,6 +388,8 @@ export function accuracyTable(rows: readonly AccuracyRow[]): string {
     "predicted ms",
     "measured ms (rounds' range)",
     "error",
+    "uncalibrated",
+    "error uncal.",
     "predicted alone",
     "error alone",
     "predicted together",
@@ -365,7 +400,7 @@ export function accuracyTable(rows: readonly AccuracyRow[]): string {
   ];
   const lines = [
     `| ${head.join(" | ")} |`,
-    `| ${head.map((_, i) => (i < 2 || i === 10 ? ":---" : "---:")).join(" | ")} |`,
+    `| ${head.map((_, i) => (i < 2 || i === 12 ? ":---" : "---:")).join(" | ")} |`,
   ];
   for (const r of rows) {
     lines.push(
@@ -378,6 +413,8 @@ export function accuracyTable(rows: readonly AccuracyRow[]): string {
             Math.max(...r.measuredRoundsMs).toFixed(0)
           })`,
           pct(r.error),
+          r.predictedUncalibratedMs.toFixed(0),
+          pct(r.uncalibratedError),
           r.predictedAloneMs.toFixed(0),
           pct(r.aloneError),
           r.predictedTogetherMs.toFixed(0),
@@ -572,7 +609,9 @@ if (import.meta.main) {
     for (const r of runs) {
       console.log(
         `${pickLine(r)}; advice in ${r.adviseSeconds.toFixed(1)} s ` +
-          `(profile spread ${(100 * r.spread).toFixed(0)}%)`,
+          `(profile spread ${
+            (100 * r.spread).toFixed(0)
+          }%)\n${r.model} calibration: ${r.calibration}`,
       );
     }
     console.log(verdict);

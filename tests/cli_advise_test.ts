@@ -38,6 +38,14 @@ Deno.test("cli advise --json: one line per candidate, best first, with the contr
     );
     assert.equal(row.fits, true);
     assert.ok(!("measuredMs" in row));
+    // Calibrated by default: the profile-only prediction and the fit beside it.
+    assert.ok(typeof row.uncalibratedMs === "number" && row.uncalibratedMs > 0);
+    const cal = row.calibration as Record<string, unknown>;
+    const f = cal.factors as Record<string, number>;
+    for (const k of ["F", "I", "W", "B"]) assert.ok(f[k] > 0, `factor ${k}: ${f[k]}`);
+    for (const k of ["actionMs", "handOverMs", "stepMs"]) {
+      assert.ok((cal[k] as number) >= 0, `${k}: ${cal[k]}`);
+    }
   }
   const ms = rows.map((x) => x.predictedMs as number);
   assert.deepEqual(ms, [...ms].sort((a, b) => a - b), "best first");
@@ -62,6 +70,11 @@ Deno.test("cli advise: a Markdown table that renders (header separator, same col
   assert.equal(text[text.indexOf(table[0]) - 1], "");
   assert.match(r.out, /tiny GPT: 2 blocks, dim 16/);
   assert.match(r.out, /median of \d+ sweeps, interquartile spread \d+%/);
+  // Samples: 4 micro-batches × 2 stages × 3 measured steps per run; F from both runs.
+  assert.match(
+    r.out,
+    /calibration at P = 2, m = 4 \(real runs, [\d.]+ s\): measured \/ profiled F ×[\d.]+ \(spread \d+%, 48\), I ×[\d.]+ \(spread \d+%, 24\), .*; 1f1b measured [\d.]+ ms, predicted [\d.]+ \(profile only [\d.]+\)/,
+  );
   const s = await cli(
     "advise",
     "--schedule",
@@ -74,6 +87,22 @@ Deno.test("cli advise: a Markdown table that renders (header separator, same col
   assert.equal(s.code, 0, s.err);
   assert.match(s.out, /zb-h1 at P = 2, m = 4:\n_+\nLayer \(type\)/);
   assert.match(s.out, /stage 1 \(rank 1\)/);
+});
+
+Deno.test("cli advise --no-calibrate: the profile-only prediction, the contract's keys and no more", async () => {
+  const args = ["advise", "--schedule", "1f1b,zb-h1", "--microbatches", "4", ...QUICK];
+  const r = await cli(...args, "--no-calibrate", "--json");
+  assert.equal(r.code, 0, r.err);
+  const rows = lines(r.out);
+  assert.equal(rows.length, 2);
+  for (const row of rows) {
+    for (const k of CONTRACT) assert.ok(k in row, `missing ${k}`);
+    assert.ok(!("uncalibratedMs" in row) && !("calibration" in row));
+  }
+  assert.doesNotMatch(r.err, /calibrating/);
+  const t = await cli(...args, "--no-calibrate");
+  assert.equal(t.code, 0, t.err);
+  assert.doesNotMatch(t.out, /calibration at/);
 });
 
 Deno.test("cli advise --rank-memory: candidates over the limit are marked and ranked last", async () => {
@@ -177,6 +206,7 @@ Deno.test("cli advise --help and the command list", async () => {
   assert.equal(h.code, 0);
   assert.match(h.out, /--rank-memory BYTES/);
   assert.match(h.out, /createAdviseModel/);
+  assert.match(h.out, /--no-calibrate/);
   const all = await cli("--help");
   assert.match(all.out, /advise\s+which schedule for this model/);
 });

@@ -28,6 +28,7 @@ import type { Backend } from "../tensor/mod.ts";
 import { Rng } from "../tensor/random.ts";
 import { generateSchedule, SCHEDULE_NAMES } from "../pipeline/schedule/generate.ts";
 import { type Advice, type AdviseModule, adviseSchedule } from "../pipeline/model/advise.ts";
+import type { AdviceCalibration } from "../pipeline/advise/calibration.ts";
 import type { TrainingBatch } from "../pipeline/model/batch.ts";
 import type { PipelineLoss } from "../pipeline/model/model_rank_executor.ts";
 import {
@@ -60,6 +61,7 @@ const FLAGS = {
   repeats: { type: "string" },
   warmup: { type: "string" },
   alone: { type: "boolean" },
+  "no-calibrate": { type: "boolean" },
   verify: { type: "string" },
   "verify-steps": { type: "string" },
   json: { type: "boolean" },
@@ -97,6 +99,9 @@ Options:
   --repeats N            timed profiling sweeps (default 5)
   --warmup N             untimed sweeps first (default 1)
   --alone                profile one copy alone instead of P at once
+  --no-calibrate         predict from the profile only; by default short real runs
+                         (1F1B, ZB-H1: 1 warm-up + 3 steps) scale each action kind's
+                         profiled time by its measured ratio and fit the runtime's costs
   --verify K             train the best K for real: adds measured ms (and the ratio)
   --verify-steps N       measured steps per verification, after 2 warm-up (default 8)
   --summary              after the table, the best candidate's model summary per stage
@@ -104,7 +109,9 @@ Options:
   --json                 one JSON line per candidate, best first:
                          {"schedule","ranks","microBatches","stagesPerRank","boundaries",
                          "predictedMs","bubble","peakBytes","memory","fits"} and with
-                         --verify "measuredMs","measuredBubble","measuredActivationBytes"
+                         --verify "measuredMs","measuredBubble","measuredActivationBytes";
+                         calibrated: "uncalibratedMs" and "calibration" {"factors",
+                         "actionMs","handOverMs","stepMs"}
 ${HELP_LINE}
 `;
 
@@ -260,6 +267,28 @@ async function userModel(path: string): Promise<Subject> {
   };
 }
 
+function calibrationLine(c: AdviceCalibration): string {
+  const kinds = (["F", "I", "W", "B"] as const).flatMap((k) => {
+    const f = c.kinds[k];
+    return f === undefined
+      ? []
+      : [`${k} ×${f.factor.toFixed(2)} (spread ${(100 * f.spread).toFixed(0)}%, ${f.samples})`];
+  });
+  const o = c.overheads;
+  const runs = c.runs.map((r) =>
+    `${r.schedule} measured ${r.measuredMs.toFixed(1)} ms, predicted ${
+      r.predictedMs.toFixed(1)
+    } (profile only ${r.uncalibratedMs.toFixed(1)})`
+  );
+  return `calibration at P = ${c.ranks}, m = ${c.microBatches} (real runs, ${
+    (c.elapsedMs / 1000).toFixed(1)
+  } s): measured / profiled ${kinds.join(", ")}; runtime ${
+    (1000 * o.actionMs).toFixed(0)
+  } µs per action, hand-over ${(1000 * o.handOverMs).toFixed(0)} µs, ${
+    (o.stepMs ?? 0).toFixed(1)
+  } ms per step; ${runs.join("; ")}`;
+}
+
 function header(advice: Advice, title: string, backend: string): string {
   const lines = [`${title}; backend ${backend}`];
   for (const p of advice.profiles) {
@@ -277,6 +306,7 @@ function header(advice: Advice, title: string, backend: string): string {
         `runtime ${(1000 * p.overheads.actionMs).toFixed(0)} µs per action`,
     );
   }
+  for (const c of advice.calibrations) lines.push(calibrationLine(c));
   lines.push(`advice in ${(advice.elapsedMs / 1000).toFixed(1)} s`);
   return lines.join("\n");
 }
@@ -333,6 +363,7 @@ async function run(values: FlagValues, io: CliIo): Promise<number> {
       repeats,
       warmup,
       concurrent: values.alone !== true,
+      calibrate: values["no-calibrate"] !== true,
       verify,
       verifySteps,
       modules: subject.modules,

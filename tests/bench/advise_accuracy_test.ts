@@ -19,6 +19,8 @@ const row = (schedule: string, predictedMs: number, rounds: number[]): AccuracyR
     microBatches: 8,
     boundaries: [0, 1, 2],
     predictedMs,
+    predictedUncalibratedMs: predictedMs,
+    uncalibratedError: measuredMs / predictedMs - 1,
     predictedAloneMs: predictedMs,
     predictedTogetherMs: predictedMs,
     togetherError: measuredMs / predictedMs - 1,
@@ -62,6 +64,7 @@ Deno.test("accuracyVerdict: a pick over 5% off passes only when indistinguishabl
     pick,
     adviseSeconds: 10,
     spread: 0.1,
+    calibration: "",
   });
   // b's median is 108 (8% off a's 100) but its range 95–112 meets a's 98–104.
   const close = [row("a", 100, [100, 104, 98]), row("b", 108, [108, 95, 112])];

@@ -8,6 +8,7 @@
 
 import type { RankMemory } from "./rank_memory.ts";
 import type { Schedule } from "../schedule/schedule.ts";
+import type { CostFactors } from "./step_prediction.ts";
 
 /** One candidate configuration, predicted (and, when verified, measured). */
 export interface AdviceCandidate {
@@ -37,6 +38,15 @@ export interface AdviceCandidate {
    * `PipelineParallelModel.create` to run what was predicted.
    */
   readonly generated?: Schedule;
+  /** With a calibration: the profile-only prediction (what `predictedMs` is without it), ms. */
+  readonly uncalibratedMs?: number;
+  /** With a calibration: the factors and runtime costs `predictedMs` was computed with. */
+  readonly calibration?: {
+    readonly factors: CostFactors;
+    readonly actionMs: number;
+    readonly handOverMs: number;
+    readonly stepMs?: number;
+  };
   /** Measured steady-state time per step (with `verify`), ms. */
   readonly measuredMs?: number;
   /** Measured steady-state bubble (with `verify`). */
@@ -181,7 +191,30 @@ export interface AdviceJson {
   readonly measuredBubble?: number;
   /** Peak activation bytes per rank reported by the ranks (with `--verify`). */
   readonly measuredActivationBytes?: readonly number[];
+  /** The profile-only prediction, ms (when calibrated against a real run: the default). */
+  readonly uncalibratedMs?: number;
+  /**
+   * The calibration's measured / profiled factor per action kind (B absent:
+   * its I and W parts scaled by theirs) and runtime costs, ms (when calibrated).
+   */
+  readonly calibration?: {
+    readonly factors: {
+      readonly F: number;
+      readonly I: number;
+      readonly W: number;
+      readonly B?: number;
+    };
+    readonly actionMs: number;
+    readonly handOverMs: number;
+    readonly stepMs?: number;
+  };
 }
+
+const pick = (c: { actionMs: number; handOverMs: number; stepMs?: number }) => ({
+  actionMs: c.actionMs,
+  handOverMs: c.handOverMs,
+  ...(c.stepMs === undefined ? {} : { stepMs: c.stepMs }),
+});
 
 /**
  * A candidate as its `--json` line's object (see {@linkcode AdviceJson}).
@@ -216,5 +249,9 @@ export function adviceJson(c: AdviceCandidate): AdviceJson {
     ...(c.measuredActivationBytes === undefined
       ? {}
       : { measuredActivationBytes: [...c.measuredActivationBytes] }),
+    ...(c.uncalibratedMs === undefined ? {} : { uncalibratedMs: c.uncalibratedMs }),
+    ...(c.calibration === undefined ? {} : {
+      calibration: { factors: { ...c.calibration.factors }, ...pick(c.calibration) },
+    }),
   };
 }

@@ -38,6 +38,24 @@ export interface RuntimeOverheads {
   readonly actionMs: number;
   /** Delay of a result crossing to another rank. */
   readonly handOverMs: number;
+  /**
+   * Added once per training step on every rank, spread like the optimizer
+   * step over its stages' backward actions (default 0; a calibration's
+   * `fitStepOverhead`).
+   */
+  readonly stepMs?: number;
+}
+
+/** Factors on the profiled costs per kind: `B` absent scales a B's I and W parts by `I` and `W`. */
+export interface CostFactors {
+  /** Forward (and the loss). */
+  readonly F: number;
+  /** Input gradient. */
+  readonly I: number;
+  /** Weight gradient. */
+  readonly W: number;
+  /** Full backward; absent: `I` on its I part and `W` on its W part. */
+  readonly B?: number;
 }
 
 /** Each chunk's cost per action kind for one micro-batch, ms, and its optimizer step. */
@@ -111,7 +129,9 @@ export function layerLoads(
  * Sums each chunk's layers (chunk s: layers `[boundaries[s],
  * boundaries[s + 1])`) per kind and adds `actionMs` to each action: F
  * (with `lossMs` on the last chunk), I, W, B = I + W as one action, and
- * the step.
+ * the step. With `factors` (see `fitCalibration`) each kind's sum is
+ * scaled by its factor first (B by `factors.B`, or its I and W parts by
+ * theirs); the step is not.
  *
  * @example
  * ```ts
@@ -128,11 +148,17 @@ export function layerLoads(
 export function stageCosts(
   layers: readonly LayerTimes[],
   boundaries: readonly number[],
-  options: { readonly lossMs?: number; readonly actionMs?: number } = {},
+  options: {
+    readonly lossMs?: number;
+    readonly actionMs?: number;
+    readonly factors?: CostFactors;
+  } = {},
 ): StageCostTable {
   checkLayers(layers);
   const lossMs = checkMs("lossMs", options.lossMs ?? 0);
   const actionMs = checkMs("actionMs", options.actionMs ?? 0);
+  const f = options.factors;
+  if (f !== undefined) checkFactors(f);
   if (
     !Array.isArray(boundaries) || boundaries.length < 2 || boundaries[0] !== 0 ||
     boundaries[boundaries.length - 1] !== layers.length ||
@@ -153,10 +179,22 @@ export function stageCosts(
   const F: number[] = [], I: number[] = [], W: number[] = [], B: number[] = [];
   const step: number[] = [];
   for (let s = 0; s < S; s++) {
-    F.push(sum(s, "F") + (s === S - 1 ? lossMs : 0) + actionMs);
-    I.push(sum(s, "I") + actionMs);
-    W.push(sum(s, "W") + actionMs);
-    B.push(sum(s, "I") + sum(s, "W") + actionMs);
+    if (f === undefined) {
+      F.push(sum(s, "F") + (s === S - 1 ? lossMs : 0) + actionMs);
+      I.push(sum(s, "I") + actionMs);
+      W.push(sum(s, "W") + actionMs);
+      B.push(sum(s, "I") + sum(s, "W") + actionMs);
+    } else {
+      F.push((sum(s, "F") + (s === S - 1 ? lossMs : 0)) * f.F + actionMs);
+      I.push(sum(s, "I") * f.I + actionMs);
+      W.push(sum(s, "W") * f.W + actionMs);
+      B.push(
+        (f.B === undefined
+          ? sum(s, "I") * f.I + sum(s, "W") * f.W
+          : (sum(s, "I") + sum(s, "W")) * f.B) +
+          actionMs,
+      );
+    }
     step.push(sum(s, "step"));
   }
   return { F, I, W, B, step };
@@ -192,9 +230,13 @@ export interface TogetherTimes {
  * delay. With `together` (the layers timed while every rank computed at
  * once) the loads and zb-auto's search take those times, the candidate
  * carries their chunk costs too, and the step is predicted with contention
- * ({@linkcode PredictOptions}). Throws the generator's RangeError for a
- * combination the schedule does not support, and a RangeError when there
- * are fewer layers than chunks.
+ * ({@linkcode PredictOptions}). With `factors` (a calibration against a
+ * real run, `fitCalibration`) every layer's F (and the loss), I and W are
+ * scaled by their kind's factor before the cut and the costs, and a chunk's
+ * B is `factors.B` times its profiled I + W where given (the optimizer
+ * step stays as profiled); `together` must then be absent. Throws the
+ * generator's RangeError for a combination the schedule does not support,
+ * and a RangeError when there are fewer layers than chunks.
  *
  * @example
  * ```ts
@@ -215,6 +257,7 @@ export function planCandidate(
   overheads: RuntimeOverheads,
   lossMs = 0,
   together?: TogetherTimes,
+  factors?: CostFactors,
 ): PlannedCandidate {
   layerLoads(layers, microBatches, lossMs); // checks the alone times
   if (together !== undefined && together?.layers?.length !== layers.length) {
@@ -222,8 +265,17 @@ export function planCandidate(
       `together.layers must hold one time per layer (${layers.length}), got ${together?.layers?.length}`,
     );
   }
-  const busyLayers = together?.layers ?? layers;
-  const busyLossMs = together === undefined ? lossMs : (together.lossMs ?? 0);
+  if (factors !== undefined) {
+    if (together !== undefined) {
+      throw new RangeError(
+        "factors and together exclude each other: calibrated costs are one table",
+      );
+    }
+    checkFactors(factors);
+  }
+  const calibrated = factors === undefined ? layers : scaleLayers(layers, factors);
+  const busyLayers = together?.layers ?? calibrated;
+  const busyLossMs = together === undefined ? lossMs * (factors?.F ?? 1) : (together.lossMs ?? 0);
   const loads = layerLoads(busyLayers, microBatches, busyLossMs);
   checkMs("overheads.actionMs", overheads?.actionMs);
   checkMs("overheads.handOverMs", overheads?.handOverMs);
@@ -249,10 +301,12 @@ export function planCandidate(
   }
   const minMax = new LoadBalancedPartition().partition(loads, chunks);
   const actionMs = overheads.actionMs;
+  const costsOf = (b: readonly number[]): StageCostTable =>
+    stageCosts(layers, b, { lossMs, actionMs, ...(factors === undefined ? {} : { factors }) });
   const plan = (partition: PartitionResult): PlannedCandidate => ({
     schedule,
     partition,
-    costs: stageCosts(layers, partition.boundaries, { lossMs, actionMs }),
+    costs: costsOf(partition.boundaries),
     ...(together === undefined ? {} : {
       together: stageCosts(together.layers, partition.boundaries, { lossMs: busyLossMs, actionMs }),
     }),
@@ -266,6 +320,26 @@ export function planCandidate(
   const time = (c: PlannedCandidate) =>
     predictStep(c.schedule, c.costs, overheads, c.together ? { together: c.together } : {}).stepMs;
   return time(other) < time(best) ? other : best;
+}
+
+function checkFactors(f: CostFactors): void {
+  for (const k of ["F", "I", "W", "B"] as const) {
+    const v = f?.[k];
+    if (k === "B" && v === undefined) continue;
+    if (typeof v !== "number" || !Number.isFinite(v) || v < 0) {
+      throw new RangeError(`factors.${k} must be a finite number >= 0, got ${v}`);
+    }
+  }
+}
+
+// Each layer's times scaled by the factor of their kind (the step unscaled).
+function scaleLayers(layers: readonly LayerTimes[], f: CostFactors): LayerTimes[] {
+  return layers.map((l) => ({
+    F: { median: l.F.median * f.F },
+    I: { median: l.I.median * f.I },
+    W: { median: l.W.median * f.W },
+    ...(l.step === undefined ? {} : { step: l.step }),
+  }));
 }
 
 /** The most cuts {@linkcode rankBalancedBoundaries} tries before it gives up. */
@@ -429,11 +503,18 @@ export function predictStep(
     for (const a of list) if (a.kind === "W") split[a.stage] = true;
   }
   const m = schedule.microBatches;
+  // The runtime's cost per step and rank, shared among the rank's stages.
+  const perStep = overheads.stepMs === undefined
+    ? 0
+    : checkMs("overheads.stepMs", overheads.stepMs);
+  const held = schedule.stageToRank.map((r) => schedule.stageToRank.filter((x) => x === r).length);
+  const stepOf = (c: StageCostTable, s: number) =>
+    perStep > 0 ? c.step[s] + perStep / held[s] : c.step[s];
   const spread = (c: StageCostTable) => ({
     F: [...c.F],
     I: [...c.I],
-    W: c.W.map((w, s) => w + (split[s] ? c.step[s] / m : 0)),
-    B: c.B.map((b, s) => b + (split[s] ? 0 : c.step[s] / m)),
+    W: c.W.map((w, s) => w + (split[s] ? stepOf(c, s) / m : 0)),
+    B: c.B.map((b, s) => b + (split[s] ? 0 : stepOf(c, s) / m)),
   });
   const simCosts = spread(costs);
   // The plain simulator checks the schedule (structure, deadlock) in any case.

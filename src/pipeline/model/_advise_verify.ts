@@ -7,7 +7,7 @@ import type { NonFinitePolicy } from "../runtime/run_policy.ts";
 import type { Sequential } from "../../nn/sequential.ts";
 import type { OptimizerSpec } from "../../nn/optimizer_spec.ts";
 import type { BackendKind } from "../../tensor/create_backend.ts";
-import type { Schedule } from "../schedule/schedule.ts";
+import type { Schedule, TimedEvent } from "../schedule/schedule.ts";
 import { FixedPartition } from "../partition/partition.ts";
 import { summarizeTimeline } from "../analysis/timeline_summary.ts";
 import { PipelineParallelModel } from "./pipeline_parallel_model.ts";
@@ -22,6 +22,8 @@ export interface Measured {
   readonly bubble: number;
   /** Per rank: the largest peak activation bytes any step (warm-up included) reported. */
   readonly activationBytes: readonly number[];
+  /** The measured steps' action spans. */
+  readonly events: readonly TimedEvent[];
 }
 
 /** Trains `schedule` cut at `boundaries` on `sample` and measures it. */
@@ -65,6 +67,7 @@ export async function measureCandidate(
         { length: schedule.ranks },
         (_, rank) => Math.max(...all.map((s) => s.peakActivationBytes[rank] ?? 0)),
       ),
+      events: r.events,
     };
   } finally {
     await pipe.dispose();

@@ -32,6 +32,8 @@ import {
 } from "./_advise_executor.ts";
 import { calibrationSchedule, measureOverheads, profileOnRanks } from "./_advise_profile.ts";
 import { measureCandidate } from "./_advise_verify.ts";
+import { calibrate, calibrationRuns, planCalibrated, predictPlan } from "./_advise_calibrate.ts";
+import type { AdviceCalibration } from "../advise/calibration.ts";
 import { tuneMatmulForRanks } from "./_matmul_tuning.ts";
 
 // A string in quotes (the value as written), anything else described.
@@ -72,6 +74,21 @@ export interface AdviseOptions {
    * alone and the simulation takes those times throughout.
    */
   readonly concurrent?: boolean;
+  /**
+   * Calibrate against a short real pipeline (default true): after the
+   * profile, 1F1B (where a candidate runs full backwards) and ZB-H1 (where
+   * one splits I and W) train for real in workers at each rank count and
+   * the first of `microBatches`, one warm-up step and `calibrateSteps`
+   * measured; each action kind's median ratio of measured to profiled
+   * time, and the runtime's costs read off those runs, then predict every
+   * candidate (their spans carry what the profile cannot: the ranks' real
+   * contention, the executor's own work); `calibrations` reports the fit,
+   * each candidate's `uncalibratedMs` the profile-only prediction, which
+   * is what `predictedMs` is with false.
+   */
+  readonly calibrate?: boolean;
+  /** Measured steps of each calibration run (integer ≥ 2, default 3). */
+  readonly calibrateSteps?: number;
   /** As `PipelineParallelModel`'s `nonFinite` (default `"skip"`): its check copies and times. */
   readonly nonFinite?: NonFinitePolicy;
   /** Train the best `verify` candidates for real and report the measurement (default 0). */
@@ -121,6 +138,8 @@ export interface Advice {
    * (unless `concurrent` is false, or at 1 rank) P copies at once.
    */
   readonly profiles: readonly AdviceProfile[];
+  /** The calibrations (one per rank count where `calibrate` ran), with their check. */
+  readonly calibrations: readonly AdviceCalibration[];
   /** Wall time of the advice (verification included), ms. */
   readonly elapsedMs: number;
   /** Wall time until the ranked predictions (without verification), ms. */
@@ -168,6 +187,8 @@ interface Checked {
   readonly warmup: number;
   readonly profileMs: number;
   readonly concurrent: boolean;
+  readonly calibrate: boolean;
+  readonly calibrateSteps: number;
   readonly nonFinite: NonFinitePolicy;
   readonly verify: number;
   readonly verifyWarmup: number;
@@ -216,6 +237,10 @@ function checkAdvise(model: Sequential, sample: TrainingBatch, o: AdviseOptions)
   const concurrent = o.concurrent ?? true;
   if (typeof concurrent !== "boolean") {
     throw new TypeError(`concurrent must be a boolean, got ${describeValue(concurrent)}`);
+  }
+  const calibrate = o.calibrate ?? true;
+  if (typeof calibrate !== "boolean") {
+    throw new TypeError(`calibrate must be a boolean, got ${quote(calibrate)}`);
   }
   const nonFinite = o.nonFinite ?? "skip";
   if (nonFinite !== "skip" && nonFinite !== "throw" && nonFinite !== "off") {
@@ -292,6 +317,8 @@ function checkAdvise(model: Sequential, sample: TrainingBatch, o: AdviseOptions)
     warmup: int("warmup", o.warmup, 1, 0),
     profileMs: checkProfileMs(o.profileMs),
     concurrent,
+    calibrate,
+    calibrateSteps: int("calibrateSteps", o.calibrateSteps, 3, 2),
     nonFinite,
     verify: int("verify", o.verify, 0, 0),
     verifyWarmup: int("verifyWarmup", o.verifyWarmup, 2, 0),
@@ -320,7 +347,12 @@ function checkAdvise(model: Sequential, sample: TrainingBatch, o: AdviseOptions)
  * layers are cut by the exact min-max partition of their measured loads,
  * each chunk's activation bytes for one micro-batch are measured
  * (`profileStageMemory`) and walked through each rank's list of actions
- * (`activationPeaks`), and the step is simulated (`predictStep`). With
+ * (`activationPeaks`), and the step is simulated (`predictStep`). Unless
+ * `calibrate` is false, short real runs (1F1B, ZB-H1) first fit each action
+ * kind's ratio of measured to profiled time and the runtime's costs
+ * (`fitCalibration`, reported in `calibrations`); every candidate is then
+ * cut and simulated with those, without contention (the ratios carry it),
+ * and keeps the profile-only prediction as `uncalibratedMs`. With
  * `verify: k` the best k are trained for real (`PipelineParallelModel` in
  * workers, with the predicted partition) and carry `measuredMs`,
  * `measuredBubble` and `measuredActivationBytes`.
@@ -382,6 +414,7 @@ export async function adviseSchedule(
   const candidates: AdviceCandidate[] = [];
   const skipped: SkippedCandidate[] = [];
   const profiles: AdviceProfile[] = [];
+  const calibrations: AdviceCalibration[] = [];
   for (const P of o.ranks) {
     const group = await WorkerRankGroup.create<AdviseCalls>({
       schedule: calibrationSchedule(P),
@@ -408,23 +441,38 @@ export async function adviseSchedule(
         const alone = await profileWith(1);
         byRows.set(rows, together ? { alone, together: await profileWith(P) } : { alone });
       }
+      const togetherOf = (busy: PassProfile | undefined) =>
+        busy === undefined ? undefined : { layers: busy.layers, lossMs: busy.loss?.median ?? 0 };
+      let cal: AdviceCalibration | null = null;
+      if (o.calibrate) {
+        const m0 = o.microBatches[0];
+        const { alone, together: busy } = byRows.get(rowsFor(m0))!;
+        const at = { ranks: P, microBatches: m0, profile: alone, overheads };
+        const runs = calibrationRuns(o.schedules, P, m0);
+        const run = { ...o, warmup: 1, steps: o.calibrateSteps };
+        cal = await calibrate(
+          model,
+          sample,
+          runs,
+          { ...at, together: togetherOf(busy) },
+          run,
+          progress,
+        );
+        if (cal !== null) calibrations.push(cal);
+      }
       const memo = new Map<string, StageMemory[]>();
       for (const m of o.microBatches) {
         const { alone: profile, together: busy } = byRows.get(rowsFor(m))!;
         for (const name of o.schedules) {
           let plan;
+          let uncalibratedMs: number | undefined;
           try {
-            plan = planCandidate(
-              name,
-              P,
-              m,
-              profile.layers,
-              overheads,
-              profile.loss?.median ?? 0,
-              busy === undefined
-                ? undefined
-                : { layers: busy.layers, lossMs: busy.loss?.median ?? 0 },
-            );
+            const lossMs = profile.loss?.median ?? 0;
+            plan = planCandidate(name, P, m, profile.layers, overheads, lossMs, togetherOf(busy));
+            if (cal !== null) {
+              uncalibratedMs = predictPlan(plan, overheads);
+              plan = planCalibrated(name, P, m, profile, cal);
+            }
           } catch (e) {
             if (!(e instanceof RangeError || e instanceof TypeError)) throw e;
             skipped.push({ schedule: name, ranks: P, microBatches: m, reason: e.message });
@@ -443,7 +491,7 @@ export async function adviseSchedule(
           const step = predictStep(
             plan.schedule,
             plan.costs,
-            overheads,
+            cal?.overheads ?? overheads,
             plan.together === undefined ? {} : { together: plan.together },
           );
           const peakBytes = memory.map((r) => r.total);
@@ -459,6 +507,10 @@ export async function adviseSchedule(
             memory,
             fits: peakBytes.every((x) => x <= o.memoryLimit),
             generated: plan.schedule,
+            ...(cal === null ? {} : {
+              uncalibratedMs,
+              calibration: { factors: cal.factors, ...cal.overheads },
+            }),
           };
           candidates.push(c);
         }
@@ -493,7 +545,14 @@ export async function adviseSchedule(
       measuredActivationBytes: r.activationBytes,
     });
   }
-  return { candidates: out, skipped, profiles, elapsedMs: performance.now() - t0, predictionMs };
+  return {
+    candidates: out,
+    skipped,
+    profiles,
+    calibrations,
+    elapsedMs: performance.now() - t0,
+    predictionMs,
+  };
 }
 
 /**

@@ -96,3 +96,65 @@ Deno.test("planCandidate: min-max partition of the measured loads; V chunks for 
     assert.equal(p.partition.boundaries.length, p.schedule.stageToRank.length + 1, name);
   }
 });
+
+Deno.test("stageCosts with factors: each kind's sum scaled, B by its own factor or by its parts'", () => {
+  const layers = [
+    { F: t(1), I: t(2), W: t(4), step: t(8) },
+    { F: t(3), I: t(1), W: t(1) },
+  ];
+  const f = { F: 2, I: 3, W: 0.5, B: 1.5 };
+  const c = stageCosts(layers, [0, 1, 2], { lossMs: 1, actionMs: 0.25, factors: f });
+  assert.deepEqual(c.F, [1 * 2 + 0.25, (3 + 1) * 2 + 0.25]);
+  assert.deepEqual(c.I, [2 * 3 + 0.25, 1 * 3 + 0.25]);
+  assert.deepEqual(c.W, [4 * 0.5 + 0.25, 1 * 0.5 + 0.25]);
+  assert.deepEqual(c.B, [(2 + 4) * 1.5 + 0.25, (1 + 1) * 1.5 + 0.25]);
+  assert.deepEqual(c.step, [8, 0]); // the optimizer step is not scaled
+  const parts = stageCosts(layers, [0, 2], { factors: { F: 1, I: 3, W: 0.5 } });
+  assert.deepEqual(parts.B, [(2 + 1) * 3 + (4 + 1) * 0.5]);
+  // Factors 1 and no B factor: the plain sums.
+  assert.deepEqual(
+    stageCosts(layers, [0, 1, 2], { lossMs: 1, factors: { F: 1, I: 1, W: 1 } }),
+    stageCosts(layers, [0, 1, 2], { lossMs: 1 }),
+  );
+  assert.throws(
+    () => stageCosts(layers, [0, 2], { factors: { F: -1, I: 1, W: 1 } }),
+    /factors.F must be a finite number >= 0, got -1/,
+  );
+});
+
+Deno.test("planCandidate with factors: the cut and the costs both take the calibrated times", () => {
+  // Loads alone 3, 3, 3, 3 → cut [0, 2, 4]; with F ×5 the first two layers
+  // (F-heavy) weigh 1·5 + 1 + 1 = 7 each against 3 for the others.
+  const layers = [
+    { F: t(1), I: t(1), W: t(1) },
+    { F: t(1), I: t(1), W: t(1) },
+    { F: t(0), I: t(1.5), W: t(1.5) },
+    { F: t(0), I: t(1.5), W: t(1.5) },
+  ];
+  const over = { actionMs: 0.5, handOverMs: 0.1 };
+  const plain = planCandidate("1f1b", 2, 4, layers, over);
+  assert.deepEqual(plain.partition.boundaries, [0, 2, 4]);
+  const f = { F: 5, I: 1, W: 1, B: 2 };
+  const cal = planCandidate("1f1b", 2, 4, layers, over, 0, undefined, f);
+  assert.deepEqual(cal.partition.boundaries, [0, 1, 4]); // 7 against 7 + 3 + 3
+  assert.deepEqual(cal.costs, stageCosts(layers, [0, 1, 4], { actionMs: 0.5, factors: f }));
+  assert.equal(cal.together, undefined);
+  assert.throws(
+    () => planCandidate("1f1b", 2, 4, layers, over, 0, { layers }, f),
+    /factors and together exclude each other/,
+  );
+});
+
+Deno.test("predictStep: the per-step runtime cost is shared among a rank's stages", () => {
+  // Interleaved 1F1B holds two chunks per rank: 6 per step on each rank as 3 per chunk.
+  const s = generateSchedule("interleaved-1f1b", { ranks: 2, microBatches: 4 });
+  const c = { F: [1, 1, 1, 1], I: [1, 1, 1, 1], W: [1, 1, 1, 1], B: [2, 2, 2, 2] };
+  const withSteps = predictStep(s, { ...c, step: [3, 3, 3, 3] }, zero);
+  const withCost = predictStep(s, { ...c, step: [0, 0, 0, 0] }, { ...zero, stepMs: 6 });
+  assert.equal(withCost.stepMs, withSteps.stepMs);
+  assert.deepEqual(withCost.costs, withSteps.costs);
+  assert.throws(
+    () => predictStep(s, { ...c, step: [0, 0, 0, 0] }, { ...zero, stepMs: -1 }),
+    /overheads.stepMs must be a finite number of ms >= 0, got -1/,
+  );
+});

@@ -28,7 +28,8 @@ const sample = {
   shape: [ROWS, 8],
   targets: new Float32Array(ROWS).map((_, i) => Math.cos(i)),
 };
-const QUICK = { repeats: 1, warmup: 0 } as const;
+// Profile-only predictions (no real calibration runs) unless a test asks.
+const QUICK = { repeats: 1, warmup: 0, calibrate: false } as const;
 const PARAMS = [8 * W + W, 0, W * W + W, 0, W * W + W, 0, W + 1];
 
 Deno.test("adviseSchedule: predicted activation bytes per rank match what the ranks report (first step)", async () => {
@@ -166,7 +167,7 @@ Deno.test("adviseSchedule: ranked, fitting first; impossible combinations are sk
   }
 });
 
-Deno.test("adviseSchedule: profiles alone and together; each prediction is the contention simulation of both", async () => {
+Deno.test("adviseSchedule calibrate false: profiles alone and together; each prediction is the contention simulation of both", async () => {
   const be = new CpuBackend();
   const net = mlp(be);
   try {
@@ -195,7 +196,79 @@ Deno.test("adviseSchedule: profiles alone and together; each prediction is the c
       });
       assert.equal(c.predictedMs, step.stepMs, c.schedule);
       assert.equal(c.bubble, step.bubble, c.schedule);
+      assert.equal(c.uncalibratedMs, undefined);
+      assert.equal(c.calibration, undefined);
     }
+    assert.deepEqual(advice.calibrations, []);
+  } finally {
+    net.dispose();
+  }
+});
+
+Deno.test("adviseSchedule calibrates by default: real 1F1B and ZB-H1 runs scale the profile; every prediction uses the fit", async () => {
+  const be = new CpuBackend();
+  const net = mlp(be);
+  try {
+    const o = {
+      loss: "mse",
+      schedules: ["gpipe", "1f1b", "zb-h1"],
+      ranks: 2,
+      microBatches: 4,
+      repeats: 1,
+      warmup: 0,
+    } as const;
+    const advice = await adviseSchedule(net, sample, { ...o, calibrateSteps: 2 });
+    assert.equal(advice.calibrations.length, 1);
+    const cal = advice.calibrations[0];
+    assert.equal(cal.ranks, 2);
+    assert.equal(cal.microBatches, 4);
+    assert.deepEqual(cal.runs.map((r) => r.schedule), ["1f1b", "zb-h1"]);
+    for (const k of ["F", "I", "W", "B"] as const) {
+      const f = cal.kinds[k]!;
+      assert.ok(f.factor > 0 && Number.isFinite(f.factor), `${k}: ${f.factor}`);
+      assert.ok(f.spread >= 0 && f.byStage.length === 2);
+      // F: both runs, 4 micro-batches on 2 stages, 2 steps each; I, W, B: one run.
+      assert.equal(f.samples, k === "F" ? 32 : 16, k);
+      assert.equal(cal.factors[k], f.factor);
+    }
+    assert.ok(cal.actionSamples > 0 && cal.handOverSamples > 0);
+    // The per-step cost closes the runs' mean gap, or is 0 where the prediction is already longer.
+    const gap = cal.runs.reduce((a, r) => a + r.predictedMs - r.measuredMs, 0);
+    if (cal.overheads.stepMs! > 0) {
+      assert.ok(Math.abs(gap) < 1e-3 * cal.runs[0].measuredMs, `${gap}`);
+    } else assert.ok(gap >= 0);
+    const [alone, together] = advice.profiles;
+    const lossMs = alone.profile.loss?.median ?? 0;
+    for (const c of advice.candidates) {
+      const name = c.schedule as "gpipe";
+      const plan = planCandidate(
+        name,
+        2,
+        4,
+        alone.profile.layers,
+        cal.overheads,
+        lossMs,
+        undefined,
+        cal.factors,
+      );
+      assert.deepEqual(c.boundaries, plan.partition.boundaries);
+      const step = predictStep(plan.schedule, plan.costs, cal.overheads);
+      assert.equal(c.predictedMs, step.stepMs, c.schedule);
+      assert.equal(c.bubble, step.bubble, c.schedule);
+      assert.deepEqual(c.calibration, { factors: cal.factors, ...cal.overheads });
+      // Beside it: the profile-only prediction, as with calibrate false.
+      const busy = { layers: together.profile.layers, lossMs: together.profile.loss?.median ?? 0 };
+      const p0 = planCandidate(name, 2, 4, alone.profile.layers, alone.overheads, lossMs, busy);
+      const u = predictStep(p0.schedule, p0.costs, alone.overheads, { together: p0.together });
+      assert.equal(c.uncalibratedMs, u.stepMs, c.schedule);
+    }
+    // Only full-backward schedules: one 1F1B run; I and W take the B factor.
+    const b = await adviseSchedule(net, sample, { ...o, schedules: ["gpipe"], calibrateSteps: 2 });
+    const only = b.calibrations[0];
+    assert.deepEqual(only.runs.map((r) => r.schedule), ["1f1b"]);
+    assert.equal(only.kinds.I, undefined);
+    assert.equal(only.factors.I, only.kinds.B!.factor);
+    assert.equal(only.factors.W, only.kinds.B!.factor);
   } finally {
     net.dispose();
   }
@@ -247,6 +320,8 @@ Deno.test("adviseSchedule: bad options and samples are refused before any worker
       [{ loss: "mse", verify: -1 }, /verify must be an integer >= 0/],
       [{ loss: "mse", verifySteps: 1 }, /verifySteps must be an integer >= 2/],
       [{ loss: "mse", repeats: 0 }, /repeats must be an integer >= 1/],
+      [{ loss: "mse", calibrate: "yes" }, /calibrate must be a boolean, got "yes"/],
+      [{ loss: "mse", calibrateSteps: 1 }, /calibrateSteps must be an integer >= 2, got 1/],
       [{ loss: "mse", optimizer: { kind: "lion" } }, /optimizer/],
       [
         { loss: "cross-entropy" },
