@@ -71,13 +71,15 @@ export interface MpiLaunch {
  * Checks that this process was started by mpirun with one process per
  * rank (from Open MPI's environment, before MPI starts): otherwise a
  * UsageError naming what is wrong (mpirun missing from PATH, not launched
- * by it, a different process count than `--ranks`).
+ * by it, a different process count than `--ranks` times `--data-parallel`).
  */
-export function checkMpiLaunch(ranks: number): MpiLaunch {
+export function checkMpiLaunch(ranks: number, replicas = 1): MpiLaunch {
   const size = env("OMPI_COMM_WORLD_SIZE");
   const rank = env("OMPI_COMM_WORLD_RANK");
+  const n = ranks * replicas;
+  const dp = replicas === 1 ? "" : ` --data-parallel ${replicas}`;
   if (size === undefined || rank === undefined) {
-    const example = `mpirun -n ${ranks} deno run -A cli.ts train --comm mpi --ranks ${ranks} …`;
+    const example = `mpirun -n ${n} deno run -A cli.ts train --comm mpi${dp} --ranks ${ranks} …`;
     throw new UsageError(
       onPath("mpirun")
         ? `--comm mpi needs one process per rank started by mpirun (OMPI_COMM_WORLD_SIZE is ` +
@@ -86,7 +88,13 @@ export function checkMpiLaunch(ranks: number): MpiLaunch {
           `(apt-get install openmpi-bin libopenmpi-dev), then run ${example}`,
     );
   }
-  if (Number(size) !== ranks) {
+  if (replicas > 1 && Number(size) !== n) {
+    throw new UsageError(
+      `mpirun started ${size} processes but --data-parallel ${replicas} × --ranks ${ranks} ` +
+        `needs ${n}: --comm mpi runs one rank per process (mpirun -n ${n})`,
+    );
+  }
+  if (replicas === 1 && Number(size) !== ranks) {
     throw new UsageError(
       `mpirun started ${size} processes but --ranks is ${ranks}: --comm mpi runs one rank ` +
         `per process (mpirun -n ${ranks}, or --ranks ${size})`,

@@ -138,7 +138,7 @@ export interface TrainParamsJson {
 }
 
 const USAGE = `Usage: cli.ts train --schedule NAME --ranks P --microbatches M [options]
-       mpirun -n P deno run -A cli.ts train --comm mpi --ranks P [options]
+       mpirun -n D·P deno run -A cli.ts train --comm mpi --ranks P [--data-parallel D] [options]
 
 Trains the tiny character-level GPT on the shipped corpus across P pipeline
 ranks (one Deno worker each, or one process each under mpirun) with the
@@ -178,7 +178,7 @@ ${shapeFlagsHelp()}
                          batches from its stored order (same model flags; give
                          --decay-steps when splitting a warmup-cosine run)
   --comm KIND            where the ranks run: workers (default), in-process, or mpi (one
-                         process per rank, started by mpirun -n P; rank 0 prints)
+                         process per rank, started by mpirun -n D·P; rank 0 prints)
   --in-process           run every rank in this thread (--comm in-process)
   --trace PATH           write the last step's timeline (.svg, else Chrome trace JSON)
   --trace-step N|all     the step --trace draws (N as the step lines number it), or all
@@ -283,7 +283,10 @@ async function run(parsed: FlagValues, io: CliIo): Promise<number> {
   const quiet = launchRank() !== 0;
   let launch: MpiLaunch;
   try {
-    launch = checkMpiLaunch(readSpec(values).ranks);
+    launch = checkMpiLaunch(
+      readSpec(values).ranks,
+      positiveInt(values, "data-parallel", false) ?? 1,
+    );
   } catch (e) {
     if (quiet && e instanceof UsageError) return await quietExit();
     throw e;

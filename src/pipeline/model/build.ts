@@ -69,11 +69,12 @@ export async function buildRanks(
         ...o.sameOnEveryRank,
       },
       policy: o.policy,
+      ...(o.dataParallel === 1 ? {} : { dataParallel: o.dataParallel }),
     });
   } else if (o.rankGroup !== "in-process") {
     if (o.dataParallel > 1 && o.rankGroup === "subprocess") {
       throw new TypeError(
-        `dataParallel ${o.dataParallel} needs rankGroup "in-process" or "workers"`,
+        `dataParallel ${o.dataParallel} needs rankGroup "in-process", "workers" or "mpi"`,
       );
     }
     const create = o.rankGroup === "subprocess"

@@ -41,7 +41,8 @@ export interface PipelineParallelModelOptions {
    * averaged across its D replicas (in replica order: every replica keeps
    * the same bits) right after its last backward of the step, before it
    * steps. Training equals training on the whole batch. With
-   * `rankGroup` `"in-process"` or `"workers"`.
+   * `rankGroup` `"in-process"`, `"workers"` or `"mpi"` (then D·P processes:
+   * `mpirun -n D·P`, process `k·P + p` running pipeline rank p of replica k).
    */
   readonly dataParallel?: number;
   /** Chunks per rank V (with a schedule name; default the schedule's own). */
@@ -271,9 +272,9 @@ export function checkModelOptions(o: PipelineParallelModelOptions): CheckedModel
       }`,
     );
   }
-  if (dataParallel > 1 && rankGroup !== "in-process" && rankGroup !== "workers") {
+  if (dataParallel > 1 && rankGroup === "subprocess") {
     throw new TypeError(
-      `dataParallel ${dataParallel} needs rankGroup "in-process" or "workers", not ${
+      `dataParallel ${dataParallel} needs rankGroup "in-process", "workers" or "mpi", not ${
         JSON.stringify(rankGroup)
       }`,
     );

@@ -23,6 +23,16 @@
  *   clock (`performance.timeOrigin` exchanged; across hosts up to their
  *   clock skew).
  *
+ * With `dataParallel` D (data × pipeline parallelism) the transport holds
+ * D·P processes: process `g` is global rank `g` = `k·P + p`, pipeline rank
+ * `p` of replica `k`. Its executor and its run see only its replica's
+ * pipeline, through a {@linkcode ReplicaComm} view of the transport, and the
+ * D processes holding pipeline rank `p` average each stage's gradients
+ * before its optimizer step with a {@linkcode GradientSync} (point-to-point
+ * sends on the transport, summed in replica order: the same bits as the
+ * in-process and worker groups give). Payloads, reports, events and calls
+ * use global ranks.
+ *
  * A rank whose run fails aborts the transport, so every other rank's run
  * rejects with a `CommAbortedError` naming it; a lost process (MPI) is
  * reported by the transport the same way.
@@ -41,6 +51,7 @@ import { executorInit, optionsFor } from "./_placement.ts";
 import { raiseAbort, RankGroupBase } from "./_rank_group_base.ts";
 import { checkRunPolicy, type RunPolicy, type RunPolicyOptions } from "./run_policy.ts";
 import { allGather, broadcastValue, digest, recvValue, sendValue, settingText } from "./_spmd.ts";
+import { checkReplicas, GradientSync, gridPlace, inGrid, ReplicaComm } from "./gradient_sync.ts";
 
 /** Options of {@linkcode SpmdRankGroup.create}. */
 export interface SpmdRankGroupOptions<C extends CallMap = NoCalls> {
@@ -73,6 +84,14 @@ export interface SpmdRankGroupOptions<C extends CallMap = NoCalls> {
   readonly closeComm?: boolean;
   /** The run's policy, checked here (see {@linkcode checkRunPolicy}; default none). */
   readonly policy?: RunPolicyOptions;
+  /**
+   * Replicas D of the pipeline (data parallelism; default 1): the transport
+   * then holds D·P ranks, this process being global rank `comm.rank` =
+   * `k·P + p`, pipeline rank p of replica k; each stage's gradients are
+   * averaged across the D replicas right before its optimizer step (the
+   * executor needs `gradients` and `setGradients`).
+   */
+  readonly dataParallel?: number;
 }
 
 // What every rank tells the others at creation.
@@ -170,11 +189,20 @@ export class SpmdRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<C>
       throw new TypeError(`comm must be a CommBackend, got ${String(comm)}`);
     }
     const schedule = checkSchedule(options.schedule);
-    if (comm.size !== schedule.ranks) {
+    const replicas = checkReplicas(options.dataParallel ?? 1);
+    const P = schedule.ranks;
+    if (replicas === 1 && comm.size !== P) {
       throw new RangeError(
-        `the schedule has ${schedule.ranks} ranks but the transport has ${comm.size} ` +
+        `the schedule has ${P} ranks but the transport has ${comm.size} ` +
           `(under MPI: the number of processes): start one process per rank ` +
-          `(mpirun -n ${schedule.ranks}) or plan for ${comm.size} ranks`,
+          `(mpirun -n ${P}) or plan for ${comm.size} ranks`,
+      );
+    }
+    if (replicas > 1 && comm.size !== replicas * P) {
+      throw new RangeError(
+        `dataParallel ${replicas} replicas of a ${P}-rank schedule need ${replicas * P} ranks ` +
+          `but the transport has ${comm.size} (under MPI: the number of processes): start ` +
+          `one process per rank (mpirun -n ${replicas * P})`,
       );
     }
     if (typeof options.createExecutor !== "function") {
@@ -197,21 +225,24 @@ export class SpmdRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<C>
         string,
         string,
       ]]),
+      ...(replicas === 1 ? [] : [["dataParallel", String(replicas)] as [string, string]]),
       ...Object.entries(extra).map(([k, v]) => [k, settingText(v)] as [string, string]),
     ];
     const group = (groupsOn.get(comm) ?? 0) + 1;
     groupsOn.set(comm, group);
     const rank = comm.rank;
+    // This replica's pipeline sees its own ranks 0 … P−1.
+    const view = replicas === 1 ? comm : new ReplicaComm(comm, gridPlace(rank, P).replica, P);
     const abortFlag = new Int32Array(new SharedArrayBuffer(4));
     const controller = new AbortController();
     let executor: RankExecutor<C> | null = null;
     let error: string | null = null;
     try {
-      executor = await options.createExecutor(executorInit(schedule, rank, {
+      executor = await options.createExecutor(executorInit(schedule, rank % P, {
         options: structuredClone(optionsFor(options.executorOptions, rank)),
         abortFlag,
         signal: controller.signal,
-        comm,
+        comm: view,
       }));
     } catch (e) {
       error = e instanceof Error ? e.message : String(e);
@@ -243,6 +274,8 @@ export class SpmdRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<C>
         );
     }
     return new SpmdRankGroup<C>(schedule, comm, executor!, {
+      view,
+      replicas,
       group,
       abortFlag,
       controller,
@@ -257,6 +290,9 @@ export class SpmdRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<C>
   /** The rank this process runs. */
   readonly localRank: number;
   readonly #comm: CommBackend;
+  // This replica's view of the transport (the transport itself with one replica).
+  readonly #view: CommBackend;
+  readonly #sync: GradientSync | undefined;
   readonly #executor: RankExecutor<C>;
   readonly #group: number;
   readonly #abortFlag: Int32Array;
@@ -274,6 +310,8 @@ export class SpmdRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<C>
     comm: CommBackend,
     executor: RankExecutor<C>,
     o: {
+      view: CommBackend;
+      replicas: number;
       group: number;
       abortFlag: Int32Array;
       controller: AbortController;
@@ -282,9 +320,13 @@ export class SpmdRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<C>
       clockOffset: number;
     },
   ) {
-    super(schedule);
+    super(schedule, undefined, o.replicas);
     this.localRank = comm.rank;
     this.#comm = comm;
+    this.#view = o.view;
+    this.#sync = o.replicas === 1
+      ? undefined
+      : new GradientSync({ comm, replicas: o.replicas, pipelineRanks: schedule.ranks });
     this.#executor = executor;
     this.#group = o.group;
     this.#abortFlag = o.abortFlag;
@@ -329,10 +371,12 @@ export class SpmdRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<C>
           | undefined;
       }
       const offset = this.#clockOffset;
+      const P = this.schedule.ranks;
       const own = await runRank({
         schedule: this.schedule,
-        rank,
-        comm,
+        rank: rank % P,
+        comm: this.#view,
+        ...(this.#sync === undefined ? {} : { gradientSync: this.#sync }),
         executor: this.#executor,
         firstIteration: first,
         iterations: run.iterations,
@@ -340,12 +384,20 @@ export class SpmdRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<C>
         forwardOnly: run.forwardOnly,
         abortFlag: this.#abortFlag,
         policy: this.#policy,
+      }).catch((e) => {
+        throw this.replicas === 1 ? e : inGrid(e, Math.floor(rank / P), P);
       });
       // Events on rank 0's clock (shifted here: device spans are dated in
       // this process's performance.now()).
       const share: RankShare = {
         ...own,
-        events: own.events.map((e) => ({ ...e, start: e.start + offset, end: e.end + offset })),
+        // Events name the global rank.
+        events: own.events.map((e) => ({
+          ...e,
+          rank,
+          start: e.start + offset,
+          end: e.end + offset,
+        })),
       };
       await serving;
       if (refusal !== null) throw refusal;

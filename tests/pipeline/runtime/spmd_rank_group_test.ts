@@ -269,3 +269,80 @@ Deno.test("SpmdRankGroup: creation checks the transport size, every rank's build
     TypeError,
   );
 });
+
+Deno.test("SPMD dataParallel 2 × P 2: each process runs its pipeline rank on its replica's view, gradients averaged across replicas, events by global rank", async () => {
+  const schedule = generateSchedule("1f1b", { ranks: 2, microBatches: 2 });
+  const comms = InProcessBackend.createGroup(4);
+  const seen: { rank: number; size: number; global: number }[] = [];
+  const averaged = new Map<number, number[]>();
+  const groups = await Promise.all(comms.map((comm) =>
+    SpmdRankGroup.create({
+      schedule,
+      comm,
+      dataParallel: 2,
+      // A function of the global rank, as in the other groups.
+      executorOptions: (g: number) => ({ global: g }),
+      createExecutor: (init: RankExecutorInit): RankExecutor => {
+        const g = (init.options as { global: number }).global;
+        seen.push({ rank: init.rank, size: init.comm!.size, global: g });
+        const inner = createSyntheticExecutor({ ...init, options: { ms: 0 } });
+        return {
+          ...inner,
+          forward: inner.forward.bind(inner),
+          backward: inner.backward.bind(inner),
+          step: inner.step.bind(inner),
+          // Global rank g's gradient of its one stage: g + 1, then g + 10.
+          gradients: () => [new Float32Array([g + 1, g + 10])],
+          setGradients: (_s, grads) => void averaged.set(g, [...grads[0]]),
+        };
+      },
+    })
+  ));
+  try {
+    assert.deepEqual(
+      seen.sort((a, b) => a.global - b.global),
+      [0, 1, 2, 3].map((g) => ({ rank: g % 2, size: 2, global: g })),
+    );
+    assert.ok(groups.every((g) => g.ranks === 4 && g.replicas === 2));
+    const runs = await Promise.all(groups.map((g) => g.run()));
+    // Pipeline rank 0 is held by global ranks 0 and 2, pipeline rank 1 by 1 and 3.
+    assert.deepEqual(averaged.get(0), [2, 11]);
+    assert.deepEqual(averaged.get(2), [2, 11]);
+    assert.deepEqual(averaged.get(1), [3, 12]);
+    assert.deepEqual(averaged.get(3), [3, 12]);
+    for (const r of runs) {
+      assert.deepEqual([...new Set(r.events.map((e) => e.rank))].sort(), [0, 1, 2, 3]);
+      assert.equal(r.events.length, 4 * 4, "every global rank's F and B of 2 micro-batches");
+    }
+  } finally {
+    await Promise.all(groups.map((g) => g.dispose()));
+    for (const c of comms) c.close();
+  }
+});
+
+Deno.test("SPMD dataParallel: other than D·P processes, or a bad D, is refused before any executor is built", async () => {
+  const schedule = generateSchedule("1f1b", { ranks: 2, microBatches: 2 });
+  const comms = InProcessBackend.createGroup(3);
+  let built = 0;
+  try {
+    for (
+      const [d, re] of [
+        [2, /dataParallel 2 replicas of a 2-rank schedule need 4 ranks but the transport has 3/],
+        [0, /dataParallel must be a positive integer \(the replicas D\), got 0/],
+      ] as const
+    ) {
+      await assert.rejects(
+        SpmdRankGroup.create({
+          schedule,
+          comm: comms[0],
+          dataParallel: d,
+          createExecutor: (init) => (built++, createSyntheticExecutor(init)),
+        }),
+        (e: Error) => e instanceof RangeError && re.test(e.message),
+      );
+    }
+    assert.equal(built, 0);
+  } finally {
+    for (const c of comms) c.close();
+  }
+});
