@@ -1,8 +1,9 @@
-// The link between two Deno workers, measured as the runtime's workers
-// rank group talks (WorkerBackend over MessagePorts, buffers transferred):
-// two workers run `measureLink` against each other and the fitted
-// `LinkModel` (latency, bytes per ms) comes back. Used by
-// bench/data_parallel.ts for the simulator's all-reduce.
+// The link between two Deno workers, measured as the runtime's gradient
+// all-reduce uses it (WorkerBackend over MessagePorts, copying sends: the
+// same buffer goes to every other replica, so it is not transferred): two
+// workers time ping-pongs and the fitted `LinkModel` (latency, bytes per
+// ms; `linkFromSamples`) comes back. Used by bench/data_parallel.ts for the
+// simulator's all-reduce.
 
 import { createPortMesh } from "../src/pipeline/comm/worker_backend.ts";
 import { ControlPlane } from "../src/pipeline/comm/control_plane.ts";
@@ -19,8 +20,9 @@ export interface WorkerLinkOptions {
 }
 
 /**
- * Starts two workers, measures the link between them (`measureLink`: the
- * median round trip per size over 2, fitted by `linkFromSamples`) and ends
+ * Starts two workers, measures the link between them (the median round
+ * trip of copying sends per size over 2, as `measureLink` times transfers,
+ * fitted by `linkFromSamples`) and ends
  * both workers before it resolves. Both workers agree on the model; an
  * error in either rejects, naming it.
  */

@@ -13,9 +13,11 @@
  * median; and the same with each stage's optimizer step added (its time
  * measured on this thread; the simulator itself has no optimizer cost).
  *
- * The link is measured: two workers run `measureLink` against each other
- * over the runtime's worker transport (`WorkerBackend`) before the grid is
- * built. `--link-latency-ms` and `--link-bytes-per-ms` (both) replace it
+ * The link is measured before the grid is built: two workers time
+ * ping-pongs over the runtime's worker transport (`WorkerBackend`) with
+ * copying sends, as the gradient all-reduce sends (see `_worker_link.ts`).
+ * The simulator charges a ring all-reduce on it; the runtime sends each
+ * bucket to every other replica, the same as the ring at D = 2. `--link-latency-ms` and `--link-bytes-per-ms` (both) replace it
  * with a given link, e.g. a network's between hosts.
  *
  * Then a projection to 16 hosts: for each P of the grid, the (1, P)
@@ -258,7 +260,7 @@ try {
         `batch in ${CFG.microBatches} micro-batches per replica, CPU, workers; ${repeats} ` +
         `interleaved rounds of ${steps} steps\nlink ${
           givenLink === null
-            ? `measured between two workers (${linkMs.toFixed(0)} ms)`
+            ? `measured between two workers, copying sends (${linkMs.toFixed(0)} ms)`
             : "given by --link-*"
         }: ${link.latencyMs.toFixed(3)} ms latency, ${bw}\n`,
     );
