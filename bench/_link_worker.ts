@@ -39,7 +39,7 @@ async function measure(comm: WorkerBackend, sizes: readonly number[], rounds: nu
   }
   const samples: LinkSample[] = [];
   for (const bytes of sizes) {
-    let a = new Float32Array(bytes / 4).fill(1);
+    let a: Float32Array = new Float32Array(bytes / 4).fill(1);
     const times: number[] = [];
     for (let i = 0; i <= rounds; i++) {
       const t = performance.now();

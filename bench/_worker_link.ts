@@ -60,8 +60,10 @@ export async function measureWorkerLink(options: WorkerLinkOptions = {}): Promis
         timeoutMs,
       );
     });
-    await Promise.race([control.rendezvous(), timeout]);
-    const [a, b] = await Promise.race([Promise.all(answers), timeout]);
+    // A worker that fails to start rejects its answer before any rendezvous.
+    const both = Promise.all(answers);
+    await Promise.race([control.rendezvous(), both, timeout]);
+    const [a, b] = await Promise.race([both, timeout]);
     if (a.latencyMs !== b.latencyMs || a.bytesPerMs !== b.bytesPerMs) {
       throw new Error(`the two workers disagree on the link: ${JSON.stringify([a, b])}`);
     }
