@@ -9,12 +9,31 @@
  * the spread (max − min of the rounds' medians), the speed-up over
  * (1, 1), and the simulator's prediction of the step: `simulate` with the
  * per-action costs measured in the point's own last round, each stage's
- * gradient bytes and a link model (`--link-latency-ms`,
- * `--link-bytes-per-ms`) for the all-reduce, beside the measured median.
+ * gradient bytes and the link for the all-reduce, beside the measured
+ * median; and the same with each stage's optimizer step added (its time
+ * measured on this thread; the simulator itself has no optimizer cost).
+ *
+ * The link is measured before the grid is built: two workers time
+ * ping-pongs over the runtime's worker transport (`WorkerBackend`) with
+ * copying sends, as the gradient all-reduce sends (see `_worker_link.ts`).
+ * The simulator charges a ring all-reduce on it; the runtime sends each
+ * bucket to every other replica, the same as the ring at D = 2. `--link-latency-ms` and `--link-bytes-per-ms` (both) replace it
+ * with a given link, e.g. a network's between hosts.
+ *
+ * Then a projection to 16 hosts: for each P of the grid, the (1, P)
+ * point's measured per-stage costs, gradient bytes and optimizer steps,
+ * simulated at D = 1, 2, 4, 8, 16 replicas (each replica a batch of its
+ * own) on the link, and the implied throughput speed-up `D · step(1) /
+ * step(D)`. A projection, not a measurement: the worker link stands in for
+ * the network between hosts.
  *
  * ```sh
  * deno run -A bench/data_parallel.ts [--steps 4] [--repeats 3] [--dim 128] [--json]
  * ```
+ *
+ * `--json` prints one line per grid point, then one `{"projection": …}`
+ * line (a bandwidth of `null` stands for unbounded: a transfer that copies
+ * nothing).
  *
  * Measure on a quiet machine: the numbers of a loaded one say little.
  *
@@ -29,7 +48,12 @@ import { CpuBackend } from "../src/tensor/cpu/backend.ts";
 import { simulate } from "../src/pipeline/analysis/simulate.ts";
 import { checkScheduleName } from "../src/pipeline/schedule/generate.ts";
 import { PipelineParallelModel } from "../src/pipeline/model/pipeline_parallel_model.ts";
+import { createOptimizer } from "../src/nn/optimizer_spec.ts";
+import type { Sequential } from "../src/nn/sequential.ts";
+import type { AllReduceLink } from "../src/pipeline/analysis/all_reduce.ts";
 import { measuredCosts, REAL_COMPUTE, realBatches } from "./_real_compute.ts";
+import { measureWorkerLink } from "./_worker_link.ts";
+import { projectReplicas, stepWithOptimizer } from "./_data_parallel_projection.ts";
 
 const { values } = parseArgs({
   args: Deno.args,
@@ -41,8 +65,8 @@ const { values } = parseArgs({
     batch: { type: "string", default: "16" },
     microbatches: { type: "string", default: "4" },
     schedule: { type: "string", default: "1f1b" },
-    "link-latency-ms": { type: "string", default: "0.2" },
-    "link-bytes-per-ms": { type: "string", default: "1000000" },
+    "link-latency-ms": { type: "string" },
+    "link-bytes-per-ms": { type: "string" },
     json: { type: "boolean", default: false },
   },
 });
@@ -53,10 +77,12 @@ function positiveInt(name: keyof typeof values): number {
   }
   return v;
 }
-function positive(name: keyof typeof values): number {
+function positive(name: keyof typeof values, zero = true): number {
   const v = Number(values[name]);
-  if (!Number.isFinite(v) || v < 0) {
-    throw new RangeError(`--${name} must be a finite number >= 0, got ${values[name]}`);
+  if (!Number.isFinite(v) || v < 0 || (!zero && v === 0)) {
+    throw new RangeError(
+      `--${name} must be a finite number ${zero ? ">= 0" : "> 0"}, got ${values[name]}`,
+    );
   }
   return v;
 }
@@ -69,10 +95,15 @@ const CFG = {
   microBatches: positiveInt("microbatches"),
   seqLen: 32,
 };
-const link = {
-  latencyMs: positive("link-latency-ms"),
-  bytesPerMs: positive("link-bytes-per-ms"),
-};
+const given =
+  [values["link-latency-ms"], values["link-bytes-per-ms"]].filter((v) => v !== undefined).length;
+if (given === 1) {
+  throw new RangeError("--link-latency-ms and --link-bytes-per-ms go together: give both or none");
+}
+const givenLink: AllReduceLink | null = given === 2
+  ? { latencyMs: positive("link-latency-ms"), bytesPerMs: positive("link-bytes-per-ms", false) }
+  : null;
+const PROJECTED = [1, 2, 4, 8, 16];
 const schedule = checkScheduleName(String(values.schedule));
 const GRID = [[1, 1], [2, 1], [1, 2], [2, 2]] as const;
 const tok = CharTokenizer.fromText(TINY_CORPUS);
@@ -88,6 +119,8 @@ interface Point {
   readonly model: PipelineParallelModel;
   /** Bytes of each stage's gradients (f32). */
   readonly gradientBytes: number[];
+  /** Each stage's optimizer step in ms (median, on this thread). */
+  readonly optimizerMs: number[];
   readonly rounds: number[];
 }
 
@@ -118,13 +151,37 @@ async function build(d: number, p: number): Promise<Point> {
       net.layers.slice(from, b[s + 1]).flatMap((l) => l.parameters())
         .reduce((n, q) => n + 4 * q.value.size, 0)
     );
-    return { d, p, model, gradientBytes, rounds: [] };
+    return { d, p, model, gradientBytes, optimizerMs: optimizerSteps(net, b), rounds: [] };
   } finally {
     net.dispose();
   }
 }
 
+// Each stage's optimizer step, timed on this thread (the CPU backend as in
+// the workers): the median of 5 after one untimed, on the stage's own
+// parameters. The model already copied the weights, so `net` may change.
+function optimizerSteps(net: Sequential, boundaries: readonly number[]): number[] {
+  return boundaries.slice(0, -1).map((from, s) => {
+    const params = net.layers.slice(from, boundaries[s + 1]).flatMap((l) => l.parameters());
+    const opt = createOptimizer({ kind: "adamw", lr: 1e-3, weightDecay: 0 }, params);
+    try {
+      const times: number[] = [];
+      for (let i = 0; i <= 5; i++) {
+        const t = performance.now();
+        opt.step();
+        if (i > 0) times.push(performance.now() - t);
+      }
+      return median(times);
+    } finally {
+      opt.dispose();
+    }
+  });
+}
+
 const points: Point[] = [];
+const linkStart = performance.now();
+const link: AllReduceLink = givenLink ?? await measureWorkerLink();
+const linkMs = performance.now() - linkStart;
 try {
   for (const [d, p] of GRID) points.push(await build(d, p));
   for (const pt of points) await pt.model.train(realBatches(CFG, 1, 99)); // warm-up
@@ -149,6 +206,7 @@ try {
       ...(pt.d === 1 ? {} : { dataParallel: pt.d, link, gradientBytes: pt.gradientBytes }),
     });
     const stepMs = median(pt.rounds);
+    const withOptimizer = stepWithOptimizer(pt.model.schedule, sim, pt.optimizerMs);
     return {
       dataParallel: pt.d,
       ranks: pt.p,
@@ -157,22 +215,62 @@ try {
       speedup: base / stepMs,
       simulatedMs: sim.makespan,
       simulatedOverMeasured: sim.makespan / stepMs,
+      optimizerMs: pt.optimizerMs,
+      simulatedWithOptimizerMs: withOptimizer,
+      withOptimizerOverMeasured: withOptimizer / stepMs,
+      linkLatencyMs: link.latencyMs,
+      linkBytesPerMs: link.bytesPerMs,
+      linkMeasured: givenLink === null,
+      // For the projection: one pipeline's costs at the whole batch.
+      costs,
+    };
+  });
+  // The projection: P fixed, D = 1 … 16 replicas, from each (1, P) point.
+  const projection = rows.filter((r) => r.dataParallel === 1).map((r) => {
+    const pt = points.find((q) => q.d === 1 && q.p === r.ranks)!;
+    return {
+      ranks: r.ranks,
+      rows: projectReplicas(
+        pt.model.schedule,
+        r.costs,
+        pt.gradientBytes,
+        link,
+        pt.optimizerMs,
+        PROJECTED,
+      ),
     };
   });
   if (values.json) {
-    for (const r of rows) console.log(JSON.stringify(r));
+    for (const { costs: _, ...r } of rows) console.log(JSON.stringify(r));
+    console.log(JSON.stringify({
+      projection: {
+        what: "simulated, not measured: each replica a batch of its own on the link below",
+        linkLatencyMs: link.latencyMs,
+        linkBytesPerMs: link.bytesPerMs,
+        linkMeasured: givenLink === null,
+        pipelines: projection,
+      },
+    }));
   } else {
+    const bw = Number.isFinite(link.bytesPerMs)
+      ? `${(link.bytesPerMs / 1e6).toFixed(2)} GB/s`
+      : "unbounded bandwidth (a transfer copies nothing)";
     console.log(
       `tiny GPT dim ${CFG.dim}, ${CFG.layers} blocks, ${schedule}, a ${CFG.batch} × ${CFG.seqLen} ` +
         `batch in ${CFG.microBatches} micro-batches per replica, CPU, workers; ${repeats} ` +
-        `interleaved rounds of ${steps} steps; link ${link.latencyMs} ms + bytes / ` +
-        `${link.bytesPerMs} per ms\n`,
+        `interleaved rounds of ${steps} steps\nlink ${
+          givenLink === null
+            ? `measured between two workers, copying sends (${linkMs.toFixed(0)} ms)`
+            : "given by --link-*"
+        }: ${link.latencyMs.toFixed(3)} ms latency, ${bw}\n`,
     );
     console.log(
-      "| (D, P) | step ms (median) | spread ms | speed-up | simulated ms | sim / measured |",
+      "| (D, P) | step ms (median) | spread ms | speed-up | simulated ms | sim / measured " +
+        "| + optimizer ms | (+ opt) / measured |",
     );
     console.log(
-      "| :----- | ---------------: | --------: | -------: | -----------: | -------------: |",
+      "| :----- | ---------------: | --------: | -------: | -----------: | -------------: " +
+        "| -------------: | -----------------: |",
     );
     for (const r of rows) {
       console.log(
@@ -180,8 +278,34 @@ try {
           r.spreadMs.toFixed(1).padStart(9)
         } | ${r.speedup.toFixed(2).padStart(8)} | ${r.simulatedMs.toFixed(1).padStart(12)} | ${
           r.simulatedOverMeasured.toFixed(2).padStart(14)
+        } | ${r.simulatedWithOptimizerMs.toFixed(1).padStart(14)} | ${
+          r.withOptimizerOverMeasured.toFixed(2).padStart(18)
         } |`,
       );
+    }
+    console.log(
+      '\n"+ optimizer": each stage\'s optimizer step (timed on the main thread) added after ' +
+        "its all-reduce; the simulator has no optimizer cost of its own.",
+    );
+    console.log(
+      "\n## Projection to 16 hosts (simulated, not measured)\n\n" +
+        "Each replica on a host of its own with a batch of its own (the global batch grows with " +
+        "D), the (1, P) point's measured per-stage costs, gradient bytes and optimizer steps, " +
+        "every stage's gradients averaged by a ring all-reduce on the link above. The link " +
+        "between two workers of one process stands in for the network: a real network is " +
+        "slower (give its latency and bandwidth with --link-latency-ms / --link-bytes-per-ms); " +
+        "the averaging's own arithmetic is left out.\n",
+    );
+    console.log("| P | D | simulated step ms | all-reduce ms | throughput speed-up |");
+    console.log("| -: | -: | ----------------: | ------------: | ------------------: |");
+    for (const { ranks, rows: proj } of projection) {
+      for (const q of proj) {
+        console.log(
+          `| ${ranks} | ${q.dataParallel} | ${q.stepMs.toFixed(1).padStart(17)} | ${
+            q.allReduceMs.toFixed(2).padStart(13)
+          } | ${q.speedup.toFixed(2).padStart(19)} |`,
+        );
+      }
     }
   }
 } finally {

@@ -484,7 +484,8 @@ export class PipelineParallelModel {
    * position), an lr set by `setLearningRate` and `options.data` (what the
    * data order needs). The format is `@conveyor/core`'s training checkpoint
    * (`saveTrainingCheckpoint` writes the same bytes for the single-device
-   * model in the same state).
+   * model in the same state). With `dataParallel` D it is replica 0's state,
+   * once, after checking that every replica holds the same bytes.
    */
   async checkpointBytes(options?: SaveCheckpointOptions): Promise<Uint8Array> {
     checkSaveOptions(options);
@@ -513,7 +514,8 @@ export class PipelineParallelModel {
   /**
    * Loads a training checkpoint (a path, a `file:` URL or its bytes) into
    * every rank: weights, optimizer state, step counts, a hand-set lr. It may
-   * come from any rank count or schedule, or the single-device model.
+   * come from any rank count, replica count (`dataParallel`) or schedule,
+   * or the single-device model; every replica loads it.
    * Everything is checked first (format, every field and tensor, step counts
    * that agree, every value finite unless `options.allowNonFinite`, no
    * negative `exp_avg_sq`, the optimizer kind, every parameter and state
