@@ -292,13 +292,15 @@ export interface StepCheckRun {
  * ```ts
  * import assert from "node:assert/strict";
  * import { generateSchedule } from "@conveyor/core";
- * import { fitStepOverhead } from "@conveyor/core/analysis";
+ * import { fitStepOverhead, predictStep } from "@conveyor/core/analysis";
  * const schedule = generateSchedule("1f1b", { ranks: 2, microBatches: 4 });
  * const costs = { F: [1, 1], I: [1, 1], W: [1, 1], B: [2, 2], step: [0, 0] };
- * // 15 ms predicted without it (see predictStep): 3 ms more per step measured.
- * const x = fitStepOverhead([{ schedule, costs, measuredMs: 18 }], { actionMs: 0, handOverMs: 0 });
- * assert.ok(Math.abs(x - 3) < 1e-6);
- * assert.equal(fitStepOverhead([{ schedule, costs, measuredMs: 12 }], { actionMs: 0, handOverMs: 0 }), 0);
+ * const none = { actionMs: 0, handOverMs: 0 };
+ * assert.equal(predictStep(schedule, costs, none).stepMs, 15); // 3 ms short of 18 measured
+ * const x = fitStepOverhead([{ schedule, costs, measuredMs: 18 }], none);
+ * // With x ms per step and rank, the prediction meets the measurement.
+ * assert.ok(Math.abs(predictStep(schedule, costs, { ...none, stepMs: x }).stepMs - 18) < 1e-6);
+ * assert.equal(fitStepOverhead([{ schedule, costs, measuredMs: 12 }], none), 0);
  * ```
  */
 export function fitStepOverhead(
