@@ -15,7 +15,7 @@
  *   time measured over TCP only (`--mca btl tcp,self`, the stand-in for
  *   separate hosts) at each `--predict` P;
  * - a projection to `--project N` hosts with the same link and the model
- *   cut into N·V equal chunks: what to expect before renting them.
+ *   cut into N·V equal stages: what to expect before renting them.
  *
  * ```sh
  * deno run -A bench/mpi_pipeline.ts                        # table + verdict
@@ -231,7 +231,7 @@ if (import.meta.main) {
       const comm = messageDelay(lastLink, one.activationBytes);
       const ms = predictStepMs(one, name, project, new Array(project * v).fill(1), comm, steps);
       projections.push(
-        `${name}: P = ${project} over this TCP link, the model in ${project * v} equal chunks: ` +
+        `${name}: P = ${project} over this TCP link, the model in ${project * v} equal stages: ` +
           `${ms.toFixed(0)} ms per step (${(one.stepMs / ms).toFixed(2)}x of P = 1)`,
       );
     }

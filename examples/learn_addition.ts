@@ -232,12 +232,12 @@ async function main(): Promise<void> {
     fail((e as Error).message);
   }
   // The GPT is a Sequential of the embedding, the blocks, a norm and the
-  // head; every chunk of the schedule needs at least one of them.
-  const chunks = schedule.stageToRank.length;
-  if (cfg.layers + 3 < chunks) {
+  // head; every stage of the schedule needs at least one of them.
+  const stages = schedule.stageToRank.length;
+  if (cfg.layers + 3 < stages) {
     fail(
-      `${schedule.name} on ${cfg.ranks} ranks cuts the model into ${chunks} chunks, but ` +
-        `${cfg.layers} blocks make ${cfg.layers + 3} layers: use --layers ${chunks - 3} or more`,
+      `${schedule.name} on ${cfg.ranks} ranks cuts the model into ${stages} stages, but ` +
+        `${cfg.layers} blocks make ${cfg.layers + 3} layers: use --layers ${stages - 3} or more`,
     );
   }
   // Problems: the held-out set first, then a stream of training problems

@@ -49,7 +49,7 @@ Trains the same tiny GPT on 1 rank and on P ranks and compares them.
   --schedule NAME       ${SCHEDULE_NAMES.join(" | ")} (default zb-h1)
   --stages P            pipeline ranks, one worker each (default: the CPU cores, 2 to 4)
   --microbatches M      micro-batches per step (default 8)
-  --virtual-stages V    chunks per rank, for the schedules that take it
+  --virtual-stages V    stages per rank, for the schedules that take it
   --steps K             measured steps per run (default 8, at least 2)
   --warmup W            steps before the measured ones, per run (default 2)
   --backend KIND        auto | webgpu | cpu (default auto: WebGPU on a GPU, else CPU)
@@ -183,10 +183,10 @@ try {
   fail((e as Error).message);
 }
 // Each block is two layers (attention half, MLP half), so that schedules
-// with several chunks per rank can be balanced.
-const chunks = schedule.stageToRank.length;
-if (2 * layers + 3 < chunks) {
-  fail(`--layers ${layers} gives ${2 * layers + 3} layers, fewer than the ${chunks} chunks`);
+// with several stages per rank can be balanced.
+const stages = schedule.stageToRank.length;
+if (2 * layers + 3 < stages) {
+  fail(`--layers ${layers} gives ${2 * layers + 3} layers, fewer than the ${stages} stages`);
 }
 let corpus;
 try {
@@ -227,7 +227,7 @@ console.log(
 console.log(
   `${cores} CPU cores, backend ${backend}: 1 rank, then ${ranks} ranks in workers with ` +
     `${schedule.name} (${microBatches} micro-batches${
-      schedule.stagesPerRank > 1 ? `, ${schedule.stagesPerRank} chunks per rank` : ""
+      schedule.stagesPerRank > 1 ? `, ${schedule.stagesPerRank} stages per rank` : ""
     }); ${warmup} warm-up + ${steps} measured steps each`,
 );
 if (cores < ranks) {

@@ -17,7 +17,7 @@ const ROOT = new URL("../", import.meta.url).pathname;
 const CLI = `${ROOT}cli.ts`;
 const SCHEDULES = `${ROOT}tests/mpi/_train_schedules.ts`;
 const MODEL_RANK = `${ROOT}tests/mpi/_model_rank.ts`;
-// The same model at every P: 5 blocks (8 layers) hold 4 ranks × 2 chunks.
+// The same model at every P: 5 blocks (8 layers) hold 4 ranks × 2 stages.
 // `train` with 1F1B at P = 2 as MPI processes (the rest of the flags per test).
 const MPI_1F1B_P2 = ["train", "--comm", "mpi", "--schedule", "1f1b", "--ranks", "2"];
 const TRAIN = [

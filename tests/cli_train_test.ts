@@ -161,7 +161,7 @@ Deno.test("cli train (text): a header, one line per step, the parameter sums and
       `${dir}/t.svg`,
     );
     assert.equal(r.code, 0, r.err);
-    assert.match(r.out, /pipeline: zb-v, 2 ranks × 2 chunks, 4 micro-batches/);
+    assert.match(r.out, /pipeline: zb-v, 2 ranks × 2 stages, 4 micro-batches/);
     assert.match(r.out, /step 1\/2 {2}loss \d\.\d{4} {2}bubble [\d.]+% {2}makespan [\d.]+ ms/);
     assert.match(r.out, /step 2\/2 /);
     assert.match(r.out, /parameters: sum -?[\d.]+, sum of squares [\d.]+/);
@@ -192,7 +192,7 @@ Deno.test("cli train: bad flags exit with code 2 naming the flag, before any wor
     [["train", ...base, "--batch", "2"], /--batch 2 is smaller than --microbatches 4/],
     [
       ["train", "--schedule", "zb-v", "--stages", "4", "--microbatches", "8", "--layers", "1"],
-      /--layers 1 gives 4 layers .* fewer than the 8 chunks/,
+      /--layers 1 gives 4 layers .* fewer than the 8 stages/,
     ],
     [
       ["train", "--schedule", "dualpipe-v", "--stages", "4", "--microbatches", "4"],

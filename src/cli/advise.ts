@@ -76,7 +76,7 @@ const USAGE = `Usage: cli.ts advise [--ranks P[,P…]] [--microbatches M[,M…]]
 
 Which schedule for this model? Measures every layer's forward (F), input
 gradient (I) and weight gradient (W), the loss and the optimizer step, in P
-workers computing at once (as P ranks will), each chunk's activation bytes,
+workers computing at once (as P ranks will), each stage's activation bytes,
 and the runtime's hand-over and per-action costs; predicts each candidate's
 time per training step (steady state) and peak bytes per rank; prints them
 ranked, those within --rank-memory first, fastest first. The model is the
@@ -93,7 +93,7 @@ Options:
   --seq-len N            tiny GPT: characters per sequence (default 16)
   --dim N                tiny GPT: model width (default 16)
   --heads N              tiny GPT: attention heads, dividing --dim (default 2)
-  --layers N             tiny GPT: blocks (default max(2, chunks − 3), as train)
+  --layers N             tiny GPT: blocks (default max(2, stages − 3), as train)
   --seed S               tiny GPT: seed of the weights and the batch (default 1)
   --rank-memory BYTES    memory one rank may hold (e.g. 512MiB, 2GiB); over it ranks last
   --repeats N            timed profiling sweeps (default 5)
@@ -105,7 +105,7 @@ Options:
   --verify K             train the best K for real: adds measured ms (and the ratio)
   --verify-steps N       measured steps per verification, after 2 warm-up (default 8)
   --summary              after the table, the best candidate's model summary per stage
-                         (layers, output shapes, parameters and bytes per chunk)
+                         (layers, output shapes, parameters and bytes per stage)
   --json                 one JSON line per candidate, best first:
                          {"schedule","ranks","microBatches","stagesPerRank","boundaries",
                          "predictedMs","bubble","peakBytes","memory","fits"} and with
@@ -185,13 +185,13 @@ function tinyGpt(values: FlagValues, schedules: string[], ranks: number[], ms: n
         "each micro-batch needs at least one sequence",
     );
   }
-  // Enough layers for the most chunks any candidate cuts the model into.
-  let chunks = 1;
+  // Enough layers for the most stages any candidate cuts the model into.
+  let stages = 1;
   for (const name of schedules) {
     for (const p of ranks) {
       try {
-        chunks = Math.max(
-          chunks,
+        stages = Math.max(
+          stages,
           generateSchedule(name, { ranks: p, microBatches: ms[0] }).stageToRank.length,
         );
       } catch {
@@ -199,7 +199,7 @@ function tinyGpt(values: FlagValues, schedules: string[], ranks: number[], ms: n
       }
     }
   }
-  const layers = positiveInt(values, "layers", false) ?? Math.max(2, chunks - 3);
+  const layers = positiveInt(values, "layers", false) ?? Math.max(2, stages - 3);
   const tok = CharTokenizer.fromText(TINY_CORPUS);
   checkTrainMemory({
     batch,

@@ -46,7 +46,7 @@ export interface ScheduleJson {
   readonly ranks: number;
   /** Micro-batches M. */
   readonly microBatches: number;
-  /** Model chunks per rank V. */
+  /** Model stages per rank V. */
   readonly stagesPerRank: number;
   /** One list per rank, in execution order. */
   readonly actions: { kind: string; stage: number; microBatch: number }[][];

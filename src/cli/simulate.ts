@@ -37,7 +37,7 @@ export interface SimulateJson {
   readonly ranks: number;
   /** Micro-batches M. */
   readonly microBatches: number;
-  /** Model chunks per rank V. */
+  /** Model stages per rank V. */
   readonly stagesPerRank: number;
   /** Iterations simulated back to back. */
   readonly iterations: number;
@@ -62,7 +62,7 @@ export interface SimulateJson {
   readonly steadyStateBubble: number | null;
   /** Length of one steady-state period; null with a single iteration. */
   readonly period: number | null;
-  /** Peak in-flight activations per rank, in chunk-micro-batches. */
+  /** Peak in-flight activations per rank, in stage-micro-batches. */
   readonly peakActivations: readonly number[];
 }
 
@@ -70,7 +70,7 @@ const USAGE = `Usage: cli.ts simulate --schedule NAME --ranks P --microbatches M
 
 Simulates a schedule and prints makespan, busy and idle time per rank, the
 bubble fraction, the steady-state bubble (with --iterations 2 or more) and
-peak in-flight activations per rank (in chunk-micro-batches).
+peak in-flight activations per rank (in stage-micro-batches).
 
 Options:
 ${scheduleFlagsHelp()}
@@ -132,7 +132,7 @@ function run(values: FlagValues, io: CliIo): number {
   } else {
     const lines = [
       `schedule             ${schedule.name}  (ranks ${schedule.ranks}, micro-batches ${schedule.microBatches}, ` +
-      `chunks per rank ${schedule.stagesPerRank})`,
+      `stages per rank ${schedule.stagesPerRank})`,
       `costs                F ${num(c.F)}, I ${num(c.I)}, W ${num(c.W)} (full backward B ${
         num(c.B)
       }), ` +

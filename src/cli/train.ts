@@ -162,7 +162,7 @@ ${shapeFlagsHelp()}
   --seq-len N            characters per sequence (default 16)
   --dim N                model width (default 16)
   --heads N              attention heads, dividing --dim (default 2)
-  --layers N             Transformer blocks (default max(2, P·V − 3): enough for P·V chunks)
+  --layers N             Transformer blocks (default max(2, P·V − 3): enough for P·V stages)
   --lr X                 AdamW base learning rate (default 0.01)
   --lr-schedule KIND     constant | warmup-cosine | step (default constant); the lr of
                          step t (from 0) is PyTorch's LinearLR / CosineAnnealingLR /
@@ -351,12 +351,12 @@ async function train(
     );
   }
   const schedule = buildSchedule(spec);
-  const chunks = schedule.stageToRank.length;
-  const layers = positiveInt(values, "layers", false) ?? Math.max(2, chunks - 3);
-  if (layers + 3 < chunks) {
+  const stages = schedule.stageToRank.length;
+  const layers = positiveInt(values, "layers", false) ?? Math.max(2, stages - 3);
+  if (layers + 3 < stages) {
     throw new UsageError(
       `--layers ${layers} gives ${layers + 3} layers (embedding, blocks, norm, head), ` +
-        `fewer than the ${chunks} chunks of --ranks ${spec.ranks} × ${schedule.stagesPerRank}`,
+        `fewer than the ${stages} stages of --ranks ${spec.ranks} × ${schedule.stagesPerRank}`,
     );
   }
   const outputs = readOutputs(values);
@@ -465,11 +465,11 @@ async function train(
           `pipeline: ${schedule.name}, ${schedule.ranks} rank${
             schedule.ranks === 1 ? "" : "s"
           } × ` +
-          `${schedule.stagesPerRank} chunk${schedule.stagesPerRank === 1 ? "" : "s"}` +
+          `${schedule.stagesPerRank} stage${schedule.stagesPerRank === 1 ? "" : "s"}` +
           `${replicas === 1 ? "" : ` × ${replicas} data-parallel replicas`}, ` +
           `${schedule.microBatches} micro-batches of a ${batch} × ${seqLen} batch, ` +
           `backend ${backend}, ${model.rankGroup === "mpi" ? "MPI processes" : model.rankGroup}\n` +
-          `chunks (layers): ${
+          `stages (layers): ${
             model.partition.boundaries.slice(0, -1).map((b, s) =>
               `[${b}, ${model.partition.boundaries[s + 1]})`
             ).join(" ")

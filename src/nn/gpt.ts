@@ -38,7 +38,7 @@ export interface TinyGPTConfig {
    * `"halves"`: each block as two layers, `Residual([LayerNorm,
    * CausalSelfAttention])` and `Residual([LayerNorm, MLP])`, with the same
    * weights and the same outputs: a pipeline can then cut inside a block,
-   * which balances more chunks than blocks (6 blocks in ZB-V's 4 chunks).
+   * which balances more stages than blocks (6 blocks in ZB-V's 4 stages).
    */
   readonly split?: "blocks" | "halves";
 }

@@ -22,7 +22,7 @@ import type { Rng } from "../tensor/random.ts";
 
 /**
  * Identifies one forward pass in flight, e.g. `"mb3/c1"` for micro-batch 3
- * of chunk 1. Numbers and strings are distinct keys (`0` is not `"0"`).
+ * of stage 1. Numbers and strings are distinct keys (`0` is not `"0"`).
  */
 export type StateKey = string | number;
 

@@ -63,7 +63,7 @@ Deno.test("learn_addition: bad options exit with status 2 and name the value", a
     [["--lr=-1"], /--lr must be a positive number, got "-1"/],
     [
       ["--ranks=4", "--schedule=zb-v"],
-      /zb-v on 4 ranks cuts the model into 8 chunks, but 2 blocks make 5 layers: use --layers 5/,
+      /zb-v on 4 ranks cuts the model into 8 stages, but 2 blocks make 5 layers: use --layers 5/,
     ],
     [["--final-lr=0"], /--final-lr must be a positive number, got "0"/],
     [["--steps=10", "--final-steps=10"], /--final-steps must be less than --steps \(10\), got 10/],

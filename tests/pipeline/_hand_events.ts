@@ -37,7 +37,7 @@ export function gpipe2x2(): TimedEvent[] {
 
 /**
  * A zero-bubble-style split timeline on 2 ranks, 2 micro-batches, with a
- * second chunk on each rank (V shape: rank 0 holds stages 0 and 3, rank 1
+ * second stage on each rank (V shape: rank 0 holds stages 0 and 3, rank 1
  * holds 1 and 2), all passes of length 1.
  */
 export function splitV2x2(): TimedEvent[] {

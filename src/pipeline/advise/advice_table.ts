@@ -18,9 +18,9 @@ export interface AdviceCandidate {
   readonly ranks: number;
   /** Micro-batches per step m. */
   readonly microBatches: number;
-  /** Chunks per rank V. */
+  /** Stages per rank V. */
   readonly stagesPerRank: number;
-  /** Chunk s holds layers `[boundaries[s], boundaries[s + 1])`. */
+  /** Stage s holds layers `[boundaries[s], boundaries[s + 1])`. */
   readonly boundaries: readonly number[];
   /** Predicted steady-state time per training step, ms. */
   readonly predictedMs: number;
@@ -99,7 +99,7 @@ export function formatBytes(bytes: number): string {
 
 /**
  * The ranked candidates as a Markdown table: rank, schedule, P, m, V,
- * chunks, predicted ms, bubble, peak bytes per rank (activations +
+ * stages, predicted ms, bubble, peak bytes per rank (activations +
  * parameters, gradients and optimizer state), fits, and with `verify` the
  * measured ms and its ratio to the prediction.
  *
@@ -126,7 +126,7 @@ export function formatAdviceTable(candidates: readonly AdviceCandidate[]): strin
     "P",
     "m",
     "V",
-    "chunks (layers)",
+    "stages (layers)",
     "predicted ms",
     "bubble",
     "peak bytes per rank",
@@ -171,9 +171,9 @@ export interface AdviceJson {
   readonly ranks: number;
   /** Micro-batches per step. */
   readonly microBatches: number;
-  /** Chunks per rank. */
+  /** Stages per rank. */
   readonly stagesPerRank: number;
-  /** Partition boundaries (chunk s: layers `[b[s], b[s + 1])`). */
+  /** Partition boundaries (stage s: layers `[b[s], b[s + 1])`). */
   readonly boundaries: readonly number[];
   /** Predicted steady-state ms per step. */
   readonly predictedMs: number;

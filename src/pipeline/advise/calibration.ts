@@ -245,7 +245,7 @@ export function fitCalibration(
 export interface CalibrationCheck {
   /** Schedule that ran. */
   readonly schedule: string;
-  /** Chunk s held layers `[boundaries[s], boundaries[s + 1])`. */
+  /** Stage s held layers `[boundaries[s], boundaries[s + 1])`. */
   readonly boundaries: readonly number[];
   /** Measured steady-state ms per step. */
   readonly measuredMs: number;
@@ -274,7 +274,7 @@ export interface AdviceCalibration extends CalibrationFit {
 export interface StepCheckRun {
   /** The schedule that ran. */
   readonly schedule: Schedule;
-  /** Its chunks' costs as the prediction takes them. */
+  /** Its stages' costs as the prediction takes them. */
   readonly costs: StageCostTable;
   /** Measured steady-state ms per step. */
   readonly measuredMs: number;

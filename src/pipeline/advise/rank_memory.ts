@@ -1,8 +1,8 @@
 /**
  * Bytes per rank of a pipeline, before it runs: the peak activation bytes
- * each rank reaches while it runs its list of actions (from each chunk's
+ * each rank reaches while it runs its list of actions (from each stage's
  * measured passes for one micro-batch), and the parameters, gradients,
- * optimizer state and step-check copies of the chunks it holds.
+ * optimizer state and step-check copies of the stages it holds.
  *
  * @module
  */
@@ -18,7 +18,7 @@ export interface RankMemory {
    * temporaries of the pass running at the peak.
    */
   readonly activations: number;
-  /** Parameters of the rank's chunks. */
+  /** Parameters of the rank's stages. */
   readonly parameters: number;
   /** Their gradients (as many bytes as the parameters). */
   readonly gradients: number;
@@ -40,20 +40,20 @@ export interface LayerBytes {
   readonly stepCopyBytes?: number;
 }
 
-function checkChunks(schedule: Schedule, chunks: readonly StageMemory[]): void {
+function checkStages(schedule: Schedule, stages: readonly StageMemory[]): void {
   const S = schedule.stageToRank.length;
-  if (!Array.isArray(chunks) || chunks.length !== S) {
+  if (!Array.isArray(stages) || stages.length !== S) {
     throw new RangeError(
-      `chunks must hold one StageMemory per stage (${S}), got ${
-        Array.isArray(chunks) ? chunks.length : typeof chunks
+      `stages must hold one StageMemory per stage (${S}), got ${
+        Array.isArray(stages) ? stages.length : typeof stages
       }`,
     );
   }
-  chunks.forEach((c, s) => {
+  stages.forEach((c, s) => {
     for (const k of Object.keys(ZERO) as (keyof StageMemory)[]) {
       const v = c?.[k];
       if (typeof v !== "number" || !Number.isFinite(v)) {
-        throw new RangeError(`chunks[${s}].${k} must be a finite number, got ${String(v)}`);
+        throw new RangeError(`stages[${s}].${k} must be a finite number, got ${String(v)}`);
       }
     }
   });
@@ -70,7 +70,7 @@ const ZERO: StageMemory = {
 
 /**
  * Peak activation bytes of each rank of `schedule`, walking its list in
- * order with one micro-batch's figures per stage (`chunks[s]`): F raises
+ * order with one micro-batch's figures per stage (`stages[s]`): F raises
  * the held bytes by `afterForward` (peak: held + `forwardPeak`); I turns
  * them into `afterInputGrad` (peak: held + `inputGradPeak`); W releases
  * `afterInputGrad` (peak: held + `weightGradPeak`); B releases
@@ -83,25 +83,25 @@ const ZERO: StageMemory = {
  * import assert from "node:assert/strict";
  * import { generateSchedule } from "@conveyor/core";
  * import { activationPeaks } from "@conveyor/core/analysis";
- * const chunk = {
+ * const stage = {
  *   forwardPeak: 150, afterForward: 100, inputGradPeak: 60, afterInputGrad: 40,
  *   weightGradPeak: 10, backwardPeak: 40,
  * };
  * // GPipe holds all 4 micro-batches: 3 · 100 held when the 4th forward peaks.
  * const gpipe = generateSchedule("gpipe", { ranks: 2, microBatches: 4 });
- * assert.deepEqual(activationPeaks(gpipe, [chunk, chunk]), [450, 450]);
+ * assert.deepEqual(activationPeaks(gpipe, [stage, stage]), [450, 450]);
  * // 1F1B at 2 ranks holds 2 on rank 0: 100 held when the second forward peaks at 150.
  * const oneFOneB = generateSchedule("1f1b", { ranks: 2, microBatches: 4 });
- * assert.deepEqual(activationPeaks(oneFOneB, [chunk, chunk]), [250, 150]);
+ * assert.deepEqual(activationPeaks(oneFOneB, [stage, stage]), [250, 150]);
  * ```
  */
-export function activationPeaks(schedule: Schedule, chunks: readonly StageMemory[]): number[] {
-  checkChunks(schedule, chunks);
+export function activationPeaks(schedule: Schedule, stages: readonly StageMemory[]): number[] {
+  checkStages(schedule, stages);
   return schedule.actions.map((list) => {
     let held = 0;
     let peak = 0;
     for (const a of list) {
-      const c = chunks[a.stage];
+      const c = stages[a.stage];
       const during = a.kind === "F"
         ? c.forwardPeak
         : a.kind === "I"
@@ -121,7 +121,7 @@ export function activationPeaks(schedule: Schedule, chunks: readonly StageMemory
 
 /**
  * Every rank's bytes: activations from {@linkcode activationPeaks}, and
- * for the layers of the chunks it holds (chunk s is layers
+ * for the layers of the stages it holds (stage s is layers
  * `[boundaries[s], boundaries[s + 1])`, on rank `stageToRank[s]`) their
  * parameters, as many bytes of gradients, their optimizer state, and with
  * `stepCheck` the step-check copies.
@@ -133,8 +133,8 @@ export function activationPeaks(schedule: Schedule, chunks: readonly StageMemory
  * import { rankMemory } from "@conveyor/core/analysis";
  * const s = generateSchedule("1f1b", { ranks: 2, microBatches: 4 });
  * const layers = [100, 200, 300].map((b) => ({ paramBytes: b, optimizerStateBytes: 2 * b, stepCopyBytes: 3 * b }));
- * const chunk = { forwardPeak: 10, afterForward: 10, inputGradPeak: 0, afterInputGrad: 0, weightGradPeak: 0, backwardPeak: 0 };
- * const [r0, r1] = rankMemory(s, [0, 2, 3], layers, [chunk, chunk], { stepCheck: true });
+ * const stage = { forwardPeak: 10, afterForward: 10, inputGradPeak: 0, afterInputGrad: 0, weightGradPeak: 0, backwardPeak: 0 };
+ * const [r0, r1] = rankMemory(s, [0, 2, 3], layers, [stage, stage], { stepCheck: true });
  * assert.deepEqual(r0, {
  *   activations: 20, parameters: 300, gradients: 300, optimizerState: 600, stepCopies: 900, total: 2120,
  * });
@@ -145,7 +145,7 @@ export function rankMemory(
   schedule: Schedule,
   boundaries: readonly number[],
   layers: readonly LayerBytes[],
-  chunks: readonly StageMemory[],
+  stages: readonly StageMemory[],
   options: { readonly stepCheck?: boolean } = {},
 ): RankMemory[] {
   const S = schedule.stageToRank.length;
@@ -168,7 +168,7 @@ export function rankMemory(
       throw new RangeError(`boundaries must be strictly increasing integers, got [${boundaries}]`);
     }
   }
-  const acts = activationPeaks(schedule, chunks);
+  const acts = activationPeaks(schedule, stages);
   const out = acts.map((activations) => ({
     activations,
     parameters: 0,

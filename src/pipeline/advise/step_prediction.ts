@@ -1,7 +1,7 @@
 /**
  * A training step's time, predicted from measured per-layer costs: the
- * partition into chunks (the exact min-max partitioner on each layer's
- * F + I + W + optimizer step), each chunk's cost per action kind plus the
+ * partition into stages (the exact min-max partitioner on each layer's
+ * F + I + W + optimizer step), each stage's cost per action kind plus the
  * runtime's cost per action, and the simulator's steady-state period with
  * the measured hand-over delay.
  *
@@ -58,9 +58,9 @@ export interface CostFactors {
   readonly B?: number;
 }
 
-/** Each chunk's cost per action kind for one micro-batch, ms, and its optimizer step. */
+/** Each stage's cost per action kind for one micro-batch, ms, and its optimizer step. */
 export interface StageCostTable {
-  /** Forward (the last chunk's includes the loss). */
+  /** Forward (the last stage's includes the loss). */
   readonly F: readonly number[];
   /** Input gradient. */
   readonly I: readonly number[];
@@ -68,7 +68,7 @@ export interface StageCostTable {
   readonly W: readonly number[];
   /** Full backward: I and W in one action. */
   readonly B: readonly number[];
-  /** The chunk's optimizer step, once per training step. */
+  /** The stage's optimizer step, once per training step. */
   readonly step: readonly number[];
 }
 
@@ -126,9 +126,9 @@ export function layerLoads(
 }
 
 /**
- * Sums each chunk's layers (chunk s: layers `[boundaries[s],
+ * Sums each stage's layers (stage s: layers `[boundaries[s],
  * boundaries[s + 1])`) per kind and adds `actionMs` to each action: F
- * (with `lossMs` on the last chunk), I, W, B = I + W as one action, and
+ * (with `lossMs` on the last stage), I, W, B = I + W as one action, and
  * the step. With `factors` (see `fitCalibration`) each kind's sum is
  * scaled by its factor first (B by `factors.B`, or its I and W parts by
  * theirs); the step is not.
@@ -200,15 +200,15 @@ export function stageCosts(
   return { F, I, W, B, step };
 }
 
-/** A schedule with the partition and chunk costs it is predicted with. */
+/** A schedule with the partition and stage costs it is predicted with. */
 export interface PlannedCandidate {
   /** The schedule (for `zb-auto`, the one its search found with these costs). */
   readonly schedule: Schedule;
-  /** The min-max partition of the layers' loads into the schedule's chunks. */
+  /** The min-max partition of the layers' loads into the schedule's stages. */
   readonly partition: PartitionResult;
-  /** Each chunk's costs. */
+  /** Each stage's costs. */
   readonly costs: StageCostTable;
-  /** Each chunk's costs while every rank computes (with `together` layers given). */
+  /** Each stage's costs while every rank computes (with `together` layers given). */
   readonly together?: StageCostTable;
 }
 
@@ -222,21 +222,21 @@ export interface TogetherTimes {
 
 /**
  * Builds schedule `name` for `ranks` and `microBatches`, cuts the layers
- * into its chunks by the exact min-max partition of {@linkcode layerLoads}
- * (with several chunks per rank, or by {@linkcode rankBalancedBoundaries}
- * when that predicts a shorter step) and costs each chunk
+ * into its stages by the exact min-max partition of {@linkcode layerLoads}
+ * (with several stages per rank, or by {@linkcode rankBalancedBoundaries}
+ * when that predicts a shorter step) and costs each stage
  * ({@linkcode stageCosts}). `zb-auto` searches with
  * the model's costs per full stage (a rank's share) and the hand-over
  * delay. With `together` (the layers timed while every rank computed at
  * once) the loads and zb-auto's search take those times, the candidate
- * carries their chunk costs too, and the step is predicted with contention
+ * carries their stage costs too, and the step is predicted with contention
  * ({@linkcode PredictOptions}). With `factors` (a calibration against a
  * real run, `fitCalibration`) every layer's F (and the loss), I and W are
- * scaled by their kind's factor before the cut and the costs, and a chunk's
+ * scaled by their kind's factor before the cut and the costs, and a stage's
  * B is `factors.B` times its profiled I + W where given (the optimizer
  * step stays as profiled); `together` must then be absent. Throws the
  * generator's RangeError for a combination the schedule does not support,
- * and a RangeError when there are fewer layers than chunks.
+ * and a RangeError when there are fewer layers than stages.
  *
  * @example
  * ```ts
@@ -293,13 +293,13 @@ export function planCandidate(
   } else {
     schedule = generateSchedule(name, { ranks, microBatches });
   }
-  const chunks = schedule.stageToRank.length;
-  if (layers.length < chunks) {
+  const stages = schedule.stageToRank.length;
+  if (layers.length < stages) {
     throw new RangeError(
-      `${name} at ${ranks} ranks has ${chunks} chunks, more than the model's ${layers.length} layers`,
+      `${name} at ${ranks} ranks has ${stages} stages, more than the model's ${layers.length} layers`,
     );
   }
-  const minMax = new LoadBalancedPartition().partition(loads, chunks);
+  const minMax = new LoadBalancedPartition().partition(loads, stages);
   const actionMs = overheads.actionMs;
   const costsOf = (b: readonly number[]): StageCostTable =>
     stageCosts(layers, b, { lossMs, actionMs, ...(factors === undefined ? {} : { factors }) });
@@ -313,10 +313,10 @@ export function planCandidate(
   });
   const best = plan(minMax);
   if (schedule.stagesPerRank === 1) return best;
-  // Several chunks per rank: the cut whose busiest rank is lightest may beat min-max.
+  // Several stages per rank: the cut whose busiest rank is lightest may beat min-max.
   const balanced = rankBalancedBoundaries(loads, schedule.stageToRank);
   if (balanced === null || balanced.join() === minMax.boundaries.join()) return best;
-  const other = plan(new FixedPartition(balanced).partition(loads, chunks));
+  const other = plan(new FixedPartition(balanced).partition(loads, stages));
   const time = (c: PlannedCandidate) =>
     predictStep(c.schedule, c.costs, overheads, c.together ? { together: c.together } : {}).stepMs;
   return time(other) < time(best) ? other : best;
@@ -346,19 +346,19 @@ function scaleLayers(layers: readonly LayerTimes[], f: CostFactors): LayerTimes[
 export const MAX_RANK_BALANCE_CUTS = 50_000;
 
 /**
- * With several chunks per rank: the boundaries whose busiest rank (the sum
- * of its chunks' loads, `stageToRank` placing chunk s) carries the least,
- * ties broken by the smaller largest chunk, then the earlier cut; null
+ * With several stages per rank: the boundaries whose busiest rank (the sum
+ * of its stages' loads, `stageToRank` placing stage s) carries the least,
+ * ties broken by the smaller largest stage, then the earlier cut; null
  * when there are more than {@linkcode MAX_RANK_BALANCE_CUTS} cuts to try.
  *
  * @example
  * ```ts
  * import assert from "node:assert/strict";
  * import { rankBalancedBoundaries } from "@conveyor/core/analysis";
- * // A V placement: rank 0 holds chunks 0 and 3, rank 1 chunks 1 and 2. With heavy
+ * // A V placement: rank 0 holds stages 0 and 3, rank 1 stages 1 and 2. With heavy
  * // ends, rank 0 carries at least 4 + 4; the earliest cut that keeps it there:
  * assert.deepEqual(rankBalancedBoundaries([4, 1, 1, 1, 1, 4], [0, 1, 1, 0]), [0, 1, 2, 5, 6]);
- * // Even loads: 2 + 2 layers per rank, each chunk as small as it can be.
+ * // Even loads: 2 + 2 layers per rank, each stage as small as it can be.
  * assert.deepEqual(rankBalancedBoundaries([1, 1, 1, 1, 1, 1, 1, 1], [0, 1, 1, 0]), [0, 2, 4, 6, 8]);
  * ```
  */
@@ -381,26 +381,26 @@ export function rankBalancedBoundaries(
   b[S] = n;
   let best: number[] | null = null;
   let bestRank = Infinity;
-  let bestChunk = Infinity;
+  let bestLargest = Infinity;
   const sums = new Array<number>(ranks);
   const visit = (k: number): void => {
     if (k === S) {
       sums.fill(0);
-      let chunk = 0;
+      let largest = 0;
       for (let s = 0; s < S; s++) {
         const c = prefix[b[s + 1]] - prefix[b[s]];
         sums[stageToRank[s]] += c;
-        if (c > chunk) chunk = c;
+        if (c > largest) largest = c;
       }
       const rank = Math.max(...sums);
-      if (rank < bestRank || (rank === bestRank && chunk < bestChunk)) {
+      if (rank < bestRank || (rank === bestRank && largest < bestLargest)) {
         bestRank = rank;
-        bestChunk = chunk;
+        bestLargest = largest;
         best = [...b];
       }
       return;
     }
-    // Boundary k lies after boundary k − 1 and leaves a layer for each later chunk.
+    // Boundary k lies after boundary k − 1 and leaves a layer for each later stage.
     for (let i = b[k - 1] + 1; i <= n - (S - k); i++) {
       b[k] = i;
       visit(k + 1);
@@ -428,7 +428,7 @@ export interface PredictOptions {
   /** Steps simulated back to back (integer ≥ 2, default 8). */
   readonly iterations?: number;
   /**
-   * Each chunk's costs while every rank computes at once (as `costs`, from
+   * Each stage's costs while every rank computes at once (as `costs`, from
    * a profile of P copies computing together). With it the step is
    * simulated with contention: an action runs at its `costs` rate while no
    * other rank computes, at this rate while all do, linearly in between, so
@@ -441,7 +441,7 @@ export interface PredictOptions {
  * Simulates `iterations` back-to-back steps (default 8) of `schedule` with
  * `costs` and the hand-over delay, and returns the median period from the
  * second step on (as the benches measure training), its bubble, and the
- * first step's makespan. Each chunk's optimizer step, which runs right
+ * first step's makespan. Each stage's optimizer step, which runs right
  * after its last backward, is spread over its m backward actions (its W
  * where the schedule splits I and W, else its B): the rank's busy time is
  * exact, the order within the step approximate.

@@ -1,4 +1,4 @@
-// Micro-batches each chunk holds at once under a schedule, counted as
+// Micro-batches each stage holds at once under a schedule, counted as
 // CheckpointedStage counts them for its maxActivationsInMemory cap: a
 // micro-batch is held from its F until its backward has freed it, i.e. its B
 // (fused) or its W (I/W split: the I keeps what the W needs). Each rank runs

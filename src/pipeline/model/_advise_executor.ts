@@ -1,7 +1,7 @@
 // The advisor's rank: a worker that rebuilds the user's model from its
 // spec and weights on its own backend and answers the advisor's requests:
 // profile every layer's F, I and W (all ranks at once, so that each pass
-// runs under the concurrency of a pipeline), measure chunks' activation
+// runs under the concurrency of a pipeline), measure stages' activation
 // bytes, and time hand-overs to a peer. Its actions do no compute: they
 // hand over arrays of the activations' size, so that a run of them times
 // what the runtime adds per action. Not exported from the package.
@@ -54,7 +54,7 @@ export type AdviseCalls = {
     };
     readonly result: PassProfile;
   };
-  readonly chunkMemory: {
+  readonly stageMemory: {
     readonly args: { readonly rows: number; readonly boundaries: readonly number[] };
     readonly result: StageMemory[];
   };
@@ -136,23 +136,23 @@ class AdviseExecutor implements RankExecutor<AdviseCalls> {
         t.dispose();
       }
     },
-    chunkMemory: async ({ rows, boundaries }) => {
+    stageMemory: async ({ rows, boundaries }) => {
       const { x, t } = this.#batch(rows);
       const out: StageMemory[] = [];
       let h = x;
       try {
         for (let s = 0; s + 1 < boundaries.length; s++) {
-          const chunk = this.#model.slice(boundaries[s], boundaries[s + 1]);
+          const stage = this.#model.slice(boundaries[s], boundaries[s + 1]);
           const last = s + 2 === boundaries.length;
           out.push(
-            await profileStageMemory(chunk, h, {
+            await profileStageMemory(stage, h, {
               first: s === 0,
               ...(last ? { targets: t, loss: this.#o.loss } : {}),
               totalRows: this.#o.lossRows,
             }),
           );
           if (!last) {
-            const next = chunk.forward(h, { save: false });
+            const next = stage.forward(h, { save: false });
             if (h !== x) h.dispose();
             h = next;
           }

@@ -1,7 +1,7 @@
 /**
  * "Which schedule for my model?": {@linkcode adviseSchedule} measures the
  * user's own model (every layer's F, I and W, its optimizer step, each
- * chunk's activation bytes, the runtime's hand-over and per-action costs)
+ * stage's activation bytes, the runtime's hand-over and per-action costs)
  * in workers, alone and computing at once as a pipeline's ranks do, predicts every
  * candidate schedule's step time and bytes per rank, ranks them, and can
  * train the best few for real to set the measurement beside the prediction.
@@ -345,7 +345,7 @@ function checkAdvise(model: Sequential, sample: TrainingBatch, o: AdviseOptions)
  * overlapped part of an action is slowed); the hand-over delay and the
  * runtime's cost per action are measured between them. Each candidate's
  * layers are cut by the exact min-max partition of their measured loads,
- * each chunk's activation bytes for one micro-batch are measured
+ * each stage's activation bytes for one micro-batch are measured
  * (`profileStageMemory`) and walked through each rank's list of actions
  * (`activationPeaks`), and the step is simulated (`predictStep`). Unless
  * `calibrate` is false, short real runs (1F1B, ZB-H1) first fit each action
@@ -480,12 +480,12 @@ export async function adviseSchedule(
           }
           const b = plan.partition.boundaries;
           const key = `${rowsFor(m)}:${b.join(",")}`;
-          let chunks = memo.get(key);
-          if (chunks === undefined) {
-            chunks = await group.call(0, "chunkMemory", { rows: rowsFor(m), boundaries: b });
-            memo.set(key, chunks);
+          let stages = memo.get(key);
+          if (stages === undefined) {
+            stages = await group.call(0, "stageMemory", { rows: rowsFor(m), boundaries: b });
+            memo.set(key, stages);
           }
-          const memory = rankMemory(plan.schedule, b, profile.layers, chunks, {
+          const memory = rankMemory(plan.schedule, b, profile.layers, stages, {
             stepCheck: o.nonFinite !== "off",
           });
           const step = predictStep(

@@ -33,7 +33,7 @@ export interface BatchLayout {
   readonly model: Sequential;
   readonly loss: PipelineLoss;
   readonly schedule: Schedule;
-  /** Partition boundaries: chunk s holds layers [b[s], b[s + 1]). */
+  /** Partition boundaries: stage s holds layers [b[s], b[s + 1]). */
   readonly boundaries: readonly number[];
 }
 

@@ -40,7 +40,7 @@ export async function buildRanks(
   // Tuned once here rather than in every worker at once (they have no cache).
   const tunedMatmul = await tuneMatmulForRanks(backend);
   const stageOptions: ModelStageOptions = {
-    chunks: plan.chunks,
+    stageSpecs: plan.stageSpecs,
     backend,
     ...(tunedMatmul === undefined ? {} : { tunedMatmul }),
     loss: o.loss,
@@ -56,9 +56,9 @@ export async function buildRanks(
       comm: o.comm ?? await processMpiComm(),
       createExecutor: createModelRankExecutor,
       executorOptions: stageOptions,
-      // Every process must plan the same model: same chunks, weights, training.
+      // Every process must plan the same model: same stages, weights, training.
       settings: {
-        layers: plan.chunks,
+        layers: plan.stageSpecs,
         ...(resume === undefined ? { weights: plan.weights } : { resume }),
         optimizer: o.optimizer,
         loss: o.loss,

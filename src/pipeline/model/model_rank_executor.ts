@@ -1,8 +1,8 @@
 /**
  * The {@linkcode RankExecutor} of a real model: each rank builds its
- * chunks of a `Sequential` from their {@linkcode LayerSpec}s on its own
+ * stages of a `Sequential` from their {@linkcode LayerSpec}s on its own
  * backend (CPU or WebGPU, created in the worker), runs F, B, I and W on
- * them with state per (micro-batch, chunk, iteration), computes the loss on
+ * them with state per (micro-batch, stage, iteration), computes the loss on
  * the last stage, accumulates gradients and steps each stage's optimizer
  * right after that stage's last backward. `PipelineParallelModel` drives it;
  * a worker loads this module by URL and calls {@linkcode createRankExecutor}.
@@ -80,7 +80,7 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
   readonly #init: RankExecutorInit;
   readonly #o: ModelStageOptions;
   readonly #stages: readonly number[];
-  readonly #chunks = new Map<number, Layer>();
+  readonly #stageLayers = new Map<number, Layer>();
   readonly #optimizers = new Map<number, OptimizerBase>();
   readonly #lossGrad = new Map<string, Tensor>();
   readonly #outShape = new Map<string, Shape>();
@@ -105,21 +105,21 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
     this.#span = new ActionSpan(backend);
     try {
       for (const s of this.#stages) {
-        const built = layerFromSpec(this.#o.chunks[s], backend);
+        const built = layerFromSpec(this.#o.stageSpecs[s], backend);
         if (!(built instanceof Sequential)) {
           built.dispose();
           throw new TypeError(
-            `chunk spec of stage ${s} must be a Sequential, got ${this.#o.chunks[s].kind}`,
+            `spec of stage ${s} must be a Sequential, got ${this.#o.stageSpecs[s].kind}`,
           );
         }
-        const chunk = this.#o.checkpoint === undefined
+        const layer = this.#o.checkpoint === undefined
           ? built
           : new CheckpointedStage(built, this.#o.checkpoint);
-        this.#chunks.set(s, chunk);
-        this.#optimizers.set(s, createOptimizer(this.#o.optimizer, chunk.parameters()));
+        this.#stageLayers.set(s, layer);
+        this.#optimizers.set(s, createOptimizer(this.#o.optimizer, layer.parameters()));
       }
     } catch (e) {
-      for (const c of this.#chunks.values()) c.dispose();
+      for (const c of this.#stageLayers.values()) c.dispose();
       for (const opt of this.#optimizers.values()) opt.dispose();
       throw e;
     }
@@ -132,7 +132,7 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
 
   /**
    * Imports `options.modules`, creates the backend and builds the rank's
-   * chunks and optimizers (weights as initialised by the specs' factories;
+   * stages and optimizers (weights as initialised by the specs' factories;
    * the model then loads its own with `call("load")`).
    */
   static async create(init: RankExecutorInit): Promise<ModelRankExecutor> {
@@ -151,9 +151,9 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
     }
   }
 
-  /** All parameters of the rank's chunks, in stage order (names as in the whole model). */
+  /** All parameters of the rank's stages, in stage order (names as in the whole model). */
   parameters(): Parameter[] {
-    return this.#stages.flatMap((s) => this.#chunks.get(s)!.parameters());
+    return this.#stages.flatMap((s) => this.#stageLayers.get(s)!.parameters());
   }
 
   beginIteration(_iteration: number, payload: unknown): void {
@@ -183,7 +183,7 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
       // the full batch, so per-row randomness matches single-device training.
       let rowOffset = plan.firstRow ?? 0;
       for (let j = 0; j < mb; j++) rowOffset += plan.rows[j];
-      y = this.#chunk(s).forward(
+      y = this.#stageLayer(s).forward(
         x,
         ctx.forwardOnly
           ? { save: false }
@@ -246,7 +246,7 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
 
   backwardWeight(ctx: StageContext): void {
     this.#span.begin();
-    this.#chunk(ctx.action.stage).backwardWeight(this.#key(ctx));
+    this.#stageLayer(ctx.action.stage).backwardWeight(this.#key(ctx));
     // Nothing is read back after W: submit its work now rather than with the next action.
     this.backend.flush();
   }
@@ -258,12 +258,12 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
 
   /** `stage`'s accumulated gradients, per parameter (data parallelism; see `RankExecutor`). */
   gradients(stage: number): Promise<Float32Array[]> {
-    return readGradients(this.#chunk(stage).parameters());
+    return readGradients(this.#stageLayer(stage).parameters());
   }
 
   /** Replaces `stage`'s accumulated gradients (the replicas' average; see `RankExecutor`). */
   setGradients(stage: number, grads: readonly Float32Array[]): void {
-    writeGradients(this.backend, stage, this.#chunk(stage).parameters(), grads);
+    writeGradients(this.backend, stage, this.#stageLayer(stage).parameters(), grads);
   }
 
   step(stage: number, _iteration: number): StepResultOf {
@@ -287,13 +287,13 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
     const check = this.#guard?.before(
       stage,
       opt,
-      this.#chunk(stage).parameters(),
+      this.#stageLayer(stage).parameters(),
       stage === this.#init.numStages - 1 ? this.#readLosses() : null,
       this.#o.policy?.clipGradNorm !== undefined,
     );
     opt.step();
     this.#lr = opt.groups[0]?.lr;
-    this.#chunk(stage).zeroGrad();
+    this.#stageLayer(stage).zeroGrad();
     return check === undefined ? undefined : { check };
   }
 
@@ -308,10 +308,10 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
    * clipping before it would have taken.
    */
   redoStep(stage: number, _iteration: number, scale: number): void {
-    const chunk = this.#chunk(stage);
+    const layer = this.#stageLayer(stage);
     this.#actPeak.change(() => {
-      this.#guard?.redo(stage, this.#optimizers.get(stage)!, chunk.parameters(), scale);
-      chunk.zeroGrad();
+      this.#guard?.redo(stage, this.#optimizers.get(stage)!, layer.parameters(), scale);
+      layer.zeroGrad();
     });
   }
 
@@ -326,9 +326,9 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
    */
   abandonIteration(iteration: number): void {
     for (const s of this.#stages) {
-      const chunk = this.#chunk(s);
-      for (const k of chunk.heldKeys()) if (isStateKeyOf(String(k), iteration)) chunk.dropState(k);
-      chunk.zeroGrad();
+      const layer = this.#stageLayer(s);
+      for (const k of layer.heldKeys()) if (isStateKeyOf(String(k), iteration)) layer.dropState(k);
+      layer.zeroGrad();
     }
     for (const [id, t] of [...this.#lossGrad]) {
       if (isStateKeyOf(id, iteration)) {
@@ -414,7 +414,7 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
     predict: async ({ stage, data, shape }) => {
       const x = this.backend.fromData(data, [...shape]);
       try {
-        const y = this.#chunk(stage).forward(x, { save: false });
+        const y = this.#stageLayer(stage).forward(x, { save: false });
         const out = await y.toArray().finally(() => y.dispose());
         return { data: out, shape: [...y.shape] };
       } finally {
@@ -426,7 +426,7 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
       stages: this.#stages,
       backend: this.backend.name,
       device: this.backend.description,
-      heldKeys: this.#stages.flatMap((s) => this.#chunk(s).heldKeys().map(String)),
+      heldKeys: this.#stages.flatMap((s) => this.#stageLayer(s).heldKeys().map(String)),
       liveBytes: this.backend.memory.liveBytes,
     }),
   };
@@ -437,9 +437,9 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
     for (const t of this.#lossGrad.values()) t.dispose();
     this.#lossGrad.clear();
     for (const opt of this.#optimizers.values()) opt.dispose();
-    for (const c of this.#chunks.values()) c.dispose();
+    for (const c of this.#stageLayers.values()) c.dispose();
     this.#optimizers.clear();
-    this.#chunks.clear();
+    this.#stageLayers.clear();
     // Resolves once the device (if any) has no work left and is released.
     await this.backend.close();
   }
@@ -465,12 +465,12 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
       this.#outShape.delete(id);
       dy = this.backend.fromData(gradOutput, shape);
     }
-    const chunk = this.#chunk(s);
-    // Stage 0's input is data: its chunk skips the input gradient.
+    const layer = this.#stageLayer(s);
+    // Stage 0's input is data: it skips the input gradient.
     const opts = { needInputGrad: !ctx.isFirstStage };
     let dx: Tensor | null;
     try {
-      dx = full ? chunk.backward(dy, key, opts) : chunk.backwardInput(dy, key, opts);
+      dx = full ? layer.backward(dy, key, opts) : layer.backwardInput(dy, key, opts);
     } finally {
       dy.dispose();
     }
@@ -479,12 +479,12 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
       this.backend.flush();
       return null;
     }
-    if (dx === null) throw new Error(`${formatAction(ctx.action)}: the chunk returned no dx`);
+    if (dx === null) throw new Error(`${formatAction(ctx.action)}: the stage returned no dx`);
     // Checked here, where it is made: the rank that receives it could only blame itself.
     const plan = this.#needPlan(ctx);
     const want = [plan.rows[ctx.action.microBatch], ...plan.inputTails[s]];
     if (dx.shape.length !== want.length || dx.shape.some((d, i) => d !== want[i])) {
-      const seq = chunk instanceof CheckpointedStage ? chunk.sequential : chunk as Sequential;
+      const seq = layer instanceof CheckpointedStage ? layer.sequential : layer as Sequential;
       const got = `[${dx.shape.join(", ")}]`;
       dx.dispose();
       throw new RangeError(
@@ -517,13 +517,13 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
   #stageStates(): StageState[] {
     return this.#stages.map((s) => ({
       stage: s,
-      params: this.#chunk(s).parameters(),
+      params: this.#stageLayer(s).parameters(),
       optimizer: this.#optimizers.get(s)!,
     }));
   }
 
-  #chunk(stage: number): Layer {
-    const c = this.#chunks.get(stage);
+  #stageLayer(stage: number): Layer {
+    const c = this.#stageLayers.get(stage);
     if (c === undefined) {
       throw new RangeError(
         `rank ${this.#init.rank} holds stages ${this.#stages.join(", ")}, not stage ${stage}`,
@@ -559,7 +559,7 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
  * const [comm] = InProcessBackend.createGroup(1);
  * const stage = await createModelRankExecutor({
  *   rank: 0, ranks: 1, stages: [0], numStages: 1, microBatches: 1,
- *   options: { chunks: [model.spec()], loss: "mse", optimizer: { kind: "sgd", lr: 0.1 } },
+ *   options: { stageSpecs: [model.spec()], loss: "mse", optimizer: { kind: "sgd", lr: 0.1 } },
  *   abortFlag: new Int32Array(1), signal: new AbortController().signal, comm,
  * });
  * const info = await stage.calls?.info(null);

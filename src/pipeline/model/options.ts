@@ -45,9 +45,9 @@ export interface PipelineParallelModelOptions {
    * `mpirun -n D·P`, process `k·P + p` running pipeline rank p of replica k).
    */
   readonly dataParallel?: number;
-  /** Chunks per rank V (with a schedule name; default the schedule's own). */
+  /** Stages per rank V (with a schedule name; default the schedule's own). */
   readonly stagesPerRank?: number;
-  /** How the layers are cut into p·V chunks (default `LoadBalancedPartition` on `partitionCosts`). */
+  /** How the layers are cut into p·V stages (default `LoadBalancedPartition` on `partitionCosts`). */
   readonly partition?: PartitionStrategy;
   /** Cost of each layer for the partition (default `"flops"`). */
   readonly partitionCosts?: CostSource;
@@ -56,7 +56,7 @@ export interface PipelineParallelModelOptions {
    * layer (an embedding: `[1, maxLen]` or `[1, 1]`, a Linear `[1, in]`, …).
    */
   readonly inputShape?: Shape;
-  /** Activation checkpointing of every chunk (default none). */
+  /** Activation checkpointing of every stage (default none). */
   readonly checkpoint?: ActivationCheckpointConfig | ActivationCheckpointOptions;
   /** Optimizer of every stage, stepped right after that stage's last backward. */
   readonly optimizer: OptimizerSpec;

@@ -1,7 +1,7 @@
 /**
  * Planning a pipeline-parallel model, before any rank starts: options →
- * schedule → input shape → layer costs → partition into p·V chunks →
- * placement (each chunk's spec and weights on the rank the schedule puts it).
+ * schedule → input shape → layer costs → partition into p·V stages →
+ * placement (each stage's spec and weights on the rank the schedule puts it).
  *
  * @module
  */
@@ -22,15 +22,15 @@ import { layerCosts } from "../partition/layer_costs.ts";
 import type { PipelineParallelModelOptions } from "./options.ts";
 import { describeValue } from "../../tensor/describe.ts";
 
-/** Where everything goes: the schedule, the cut, each chunk's spec and each rank's weights. */
+/** Where everything goes: the schedule, the cut, each stage's spec and each rank's weights. */
 export interface ModelPlan {
   /** The schedule every step follows (validated). */
   readonly schedule: Schedule;
-  /** How the layers were cut into chunks. */
+  /** How the layers were cut into stages. */
   readonly partition: PartitionResult;
-  /** One spec per global stage: the chunk as a `Sequential`. */
-  readonly chunks: readonly LayerSpec[];
-  /** Per rank: its chunks' parameters as one safetensors file. */
+  /** One spec per global stage: the stage as a `Sequential`. */
+  readonly stageSpecs: readonly LayerSpec[];
+  /** Per rank: its stages' parameters as one safetensors file. */
   readonly weights: readonly Uint8Array[];
   /** Every parameter of the model, in its order: name and shape. */
   readonly params: readonly { readonly name: string; readonly shape: readonly number[] }[];
@@ -89,7 +89,7 @@ function inferInputShape(spec: LayerSpec): Shape | null {
 /**
  * Plans `o` (whose other options are already checked): builds and validates
  * the schedule, checks a checkpoint cap against it, costs the layers, cuts
- * them into p·V chunks and gathers each rank's weights.
+ * them into p·V stages and gathers each rank's weights.
  */
 export async function planModel(
   o: PipelineParallelModelOptions,
@@ -97,7 +97,7 @@ export async function planModel(
 ): Promise<ModelPlan> {
   // Checked once here; the rank groups take the checked copy as it is.
   const schedule = checkSchedule(buildSchedule(o));
-  // The chunks refuse a forward past the cap: fail here, not in the first step.
+  // The stages refuse a forward past the cap: fail here, not in the first step.
   if (maxActivationsInMemory !== undefined) checkInFlightCap(schedule, maxActivationsInMemory);
   const numStages = schedule.stageToRank.length;
   const costSource = o.partitionCosts ?? "flops";
@@ -138,17 +138,17 @@ export async function planModel(
       : String(b);
     throw new RangeError(
       `partition ${shown} from the "${String(strategy.name)}" strategy: ${(e as Error).message} ` +
-        `(${costs.length} layers into ${numStages} chunks)`,
+        `(${costs.length} layers into ${numStages} stages)`,
     );
   }
   const slices = Array.from({ length: numStages }, (_, s) => o.model.slice(b[s], b[s + 1]));
-  // Each rank's weights: its chunks' parameters, named as in the whole model.
+  // Each rank's weights: its stages' parameters, named as in the whole model.
   const rankParams: Parameter[][] = Array.from({ length: schedule.ranks }, () => []);
   slices.forEach((sl, s) => rankParams[schedule.stageToRank[s]].push(...sl.parameters()));
   return {
     schedule,
     partition,
-    chunks: slices.map((sl) => sl.spec()),
+    stageSpecs: slices.map((sl) => sl.spec()),
     weights: await Promise.all(rankParams.map((ps) => saveSafetensors(ps))),
     params: o.model.parameters().map((p) => ({ name: p.name, shape: [...p.value.shape] })),
   };

@@ -18,7 +18,7 @@ export interface RankInfo {
   readonly backend: string;
   /** Its backend's description (the WebGPU adapter it uses, or the CPU reference). */
   readonly device: string;
-  /** State keys its chunks hold (leaks show here). */
+  /** State keys its stages hold (leaks show here). */
   readonly heldKeys: readonly string[];
   /** Live bytes on its backend. */
   readonly liveBytes: number;

@@ -18,8 +18,8 @@ export type PipelineLoss = "cross-entropy" | "mse";
 
 /** `init.options` of the model stage executor (structured-cloneable). */
 export interface ModelStageOptions {
-  /** One spec per global stage: the chunk as a `Sequential` (names as in the whole model). */
-  readonly chunks: readonly LayerSpec[];
+  /** One spec per global stage: the stage as a `Sequential` (names as in the whole model). */
+  readonly stageSpecs: readonly LayerSpec[];
   /** Backend each rank creates (default `"cpu"`). */
   readonly backend?: BackendKind;
   /**
@@ -34,7 +34,7 @@ export interface ModelStageOptions {
   readonly loss: PipelineLoss;
   /** Optimizer of every stage. */
   readonly optimizer: OptimizerSpec;
-  /** Activation checkpointing of every chunk (absent: plain chunks). */
+  /** Activation checkpointing of every stage (absent: plain stages). */
   readonly checkpoint?: ActivationCheckpointOptions;
   /**
    * The run's policy, the rank group's own (absent: none). With a
@@ -45,7 +45,7 @@ export interface ModelStageOptions {
    * is redone (see `RankRunOptions.policy`).
    */
   readonly policy?: RunPolicy;
-  /** Module URLs to import before building the chunks (they register custom layers). */
+  /** Module URLs to import before building the stages (they register custom layers). */
   readonly modules?: readonly string[];
 }
 
@@ -118,12 +118,12 @@ export function checkStageOptions(o: ModelStageOptions, stages: readonly number[
   if (o === null || typeof o !== "object") {
     throw new TypeError(`model stage options must be an object, got ${describeValue(o)}`);
   }
-  if (!Array.isArray(o.chunks)) {
-    throw new TypeError("model stage options.chunks must be an array of layer specs");
+  if (!Array.isArray(o.stageSpecs)) {
+    throw new TypeError("model stage options.stageSpecs must be an array of layer specs");
   }
   for (const s of stages) {
-    if (o.chunks[s] === undefined) {
-      throw new RangeError(`model stage options.chunks has no spec for stage ${s}`);
+    if (o.stageSpecs[s] === undefined) {
+      throw new RangeError(`model stage options.stageSpecs has no spec for stage ${s}`);
     }
   }
   if (o.loss !== "cross-entropy" && o.loss !== "mse") {

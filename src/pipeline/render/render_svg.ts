@@ -68,7 +68,7 @@ const FONT = 'font-family="Helvetica, Arial, sans-serif"';
 
 /**
  * Renders timed events as a standalone SVG document (a string). Each event is
- * one `<rect class="box …">`; a rank's second (third, …) model chunk is drawn
+ * one `<rect class="box …">`; a rank's second (third, …) model stage is drawn
  * in a darker shade of its kind's colour, as in the paper's interleaved and
  * V-shape figures. Hovering a box shows its action, iteration and times; a
  * dark bar marks where each later iteration begins on a rank.
@@ -195,16 +195,16 @@ export function renderSvg(events: readonly TimedEvent[], options: SvgOptions = {
       `text-anchor="end" fill="#444">${escapeXml(axisLabel)}</text>`,
   );
 
-  // Boxes. A rank's chunks are numbered by their stage order on that rank.
-  let maxChunks = 1;
+  // Boxes. A rank's stages are numbered by their stage order on that rank.
+  let maxStages = 1;
   for (let r = 0; r < rows; r++) {
     const stages = [...new Set(lanes[r].map((e) => e.action.stage))].sort((a, b) => a - b);
-    maxChunks = Math.max(maxChunks, stages.length);
+    maxStages = Math.max(maxStages, stages.length);
     const y = top + r * stride;
     for (const e of lanes[r]) {
       const style = STYLES[e.action.kind];
-      const chunk = stages.indexOf(e.action.stage);
-      const fill = shade(style.fill, chunk);
+      const nth = stages.indexOf(e.action.stage);
+      const fill = shade(style.fill, nth);
       const bx = x(e.start);
       const bw = Math.max(0.5, (e.end - e.start) * scale);
       const tip = `${formatAction(e.action)} · iteration ${e.iteration} · ${fmtTime(e.start)}–${
@@ -282,10 +282,10 @@ export function renderSvg(events: readonly TimedEvent[], options: SvgOptions = {
       );
       lx += 19 + s.label.length * 6.3 + 16;
     }
-    if (maxChunks > 1) {
+    if (maxStages > 1) {
       out.push(
         `<text class="legend" x="${lx}" y="${legendY + 11}" ${FONT} font-size="11" ` +
-          `fill="#333">darker: later chunk on the rank · numbers: micro-batch · grey: idle</text>`,
+          `fill="#333">darker: later stage on the rank · numbers: micro-batch · grey: idle</text>`,
       );
     } else {
       out.push(
@@ -346,10 +346,10 @@ function parseHex(hex: string): [number, number, number] {
   return [(n >> 16) & 255, (n >> 8) & 255, n & 255];
 }
 
-/** Darkens a colour by about 22% per chunk index. */
-function shade(hex: string, chunk: number): string {
-  if (chunk <= 0) return hex;
-  const f = Math.max(0.35, 1 - 0.22 * chunk);
+/** Darkens a colour by about 22% per stage index on the rank. */
+function shade(hex: string, nth: number): string {
+  if (nth <= 0) return hex;
+  const f = Math.max(0.35, 1 - 0.22 * nth);
   const [r, g, b] = parseHex(hex).map((c) => Math.round(c * f));
   return `#${((1 << 24) | (r << 16) | (g << 8) | b).toString(16).slice(1)}`;
 }

@@ -17,7 +17,7 @@ export interface ExecutorChoice {
   /**
    * Passed (structured-cloned) to the factory as `init.options`; a function
    * is called on the main thread with each rank to give that rank its own
-   * options (e.g. only its chunks' weights).
+   * options (e.g. only its stages' weights).
    */
   readonly options?: unknown;
 }

@@ -9,12 +9,12 @@ export function act(kind: ActionKind, stage: number, microBatch: number): Action
   return { kind, stage, microBatch };
 }
 
-/** Loop placement: chunk c of rank r is stage c·ranks + r. */
+/** Loop placement: the c-th stage of rank r is global stage c·ranks + r. */
 export function loopPlacement(ranks: number, stagesPerRank: number): number[] {
   return Array.from({ length: ranks * stagesPerRank }, (_, s) => s % ranks);
 }
 
-/** V placement (2 chunks per rank): rank r holds stages r and 2·ranks−1−r. */
+/** V placement (2 stages per rank): rank r holds stages r and 2·ranks−1−r. */
 export function vPlacement(ranks: number): number[] {
   return Array.from({ length: 2 * ranks }, (_, s) => (s < ranks ? s : 2 * ranks - 1 - s));
 }

@@ -14,7 +14,7 @@ import { act } from "./_common.ts";
 export interface GreedyPolicy {
   /** Per rank: most forwards that may run ahead of input-gradient passes (F done − I done). */
   readonly maxAhead: readonly number[];
-  /** Per rank: most chunk-micro-batches in flight (F done − W done). */
+  /** Per rank: most stage-micro-batches in flight (F done − W done). */
   readonly memoryLimit: readonly number[];
   /**
    * "eager": an idle rank runs a pending W at once; "lookahead": only when
@@ -42,7 +42,7 @@ export interface GreedyPolicy {
   /**
    * Per rank, optional, for ranks with several stages: most forwards a stage
    * may run ahead of the rank's next higher stage (ZB-V lets rank r's first
-   * chunk lead its second by 2(p−r)−1). Without it a rank may fill its
+   * stage lead its second by 2(p−r)−1). Without it a rank may fill its
    * memory with its lower stage's forwards and stall.
    */
   readonly lead?: readonly number[];

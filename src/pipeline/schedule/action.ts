@@ -12,11 +12,11 @@
  */
 export type ActionKind = "F" | "B" | "I" | "W";
 
-/** One unit of pipeline work: a pass of one model chunk over one micro-batch. */
+/** One unit of pipeline work: a pass of one model stage over one micro-batch. */
 export interface Action {
   /** What the pass computes. */
   readonly kind: ActionKind;
-  /** Global model chunk index, 0 … ranks·V−1. */
+  /** Global model stage index, 0 … ranks·V−1. */
   readonly stage: number;
   /** Micro-batch index, 0 … m−1. */
   readonly microBatch: number;

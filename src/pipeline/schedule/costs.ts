@@ -1,16 +1,16 @@
 /**
- * Action costs: the per-kind times of one chunk's passes that the simulator,
+ * Action costs: the per-kind times of one stage's passes that the simulator,
  * the bubble estimates and the cost-aware generators (zb-auto) take, and
  * their resolution into per-stage tables.
  *
  * @module
  */
 
-/** One cost for every stage, or one cost per global stage (chunk). */
+/** One cost for every stage, or one cost per global stage. */
 export type CostValue = number | readonly number[];
 
 /**
- * Time of one pass of one chunk over one micro-batch, per action kind:
+ * Time of one pass of one stage over one micro-batch, per action kind:
  * F forward, I input gradient, W weight gradient, B full backward.
  * Defaults: F = I = W = 1; when B is given and I is not, I = B − W;
  * B defaults to I + W. So the default is the Zero Bubble paper's equal-cost

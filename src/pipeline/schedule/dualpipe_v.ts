@@ -1,8 +1,8 @@
 /**
  * DualPipeV (DeepSeek-V3's DualPipe folded into a V, as PyTorch's
  * `ScheduleDualPipeV` builds it): V placement (rank r holds stages r and
- * 2p−1−r), needs m ≥ 2p. After a warm-up of forwards on both chunks, the
- * main phase pairs a forward of one chunk with a full backward of the other
+ * 2p−1−r), needs m ≥ 2p. After a warm-up of forwards on both stages, the
+ * main phase pairs a forward of one stage with a full backward of the other
  * (DualPipe overlaps such a pair's compute with its communication; here the
  * two passes run one after the other), and the tail switches half of the
  * backwards to I/W splits so that W passes fill the cool-down.
@@ -15,7 +15,7 @@ import type { Schedule } from "./schedule.ts";
 import { act, makeSchedule, twoStagesPerRank, vPlacement } from "./_common.ts";
 import type { ScheduleDefinition } from "./schedule_registry.ts";
 
-/** DualPipeV over `ranks` ranks (2 chunks each, m ≥ 2·ranks); arguments pre-checked. */
+/** DualPipeV over `ranks` ranks (2 stages each, m ≥ 2·ranks); arguments pre-checked. */
 export function dualPipeV(ranks: number, microBatches: number): Schedule {
   const p = ranks;
   const m = microBatches;

@@ -175,7 +175,7 @@ export function runSchedule(
 }
 
 /**
- * Peak in-flight activations per rank, in chunk-micro-batches: +1 when an F
+ * Peak in-flight activations per rank, in stage-micro-batches: +1 when an F
  * starts, −1 when the pass that last needs them ends (B, or W after an I/W
  * split). A rank runs one action at a time, so this follows its list order.
  */

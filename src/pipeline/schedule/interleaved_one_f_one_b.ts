@@ -1,11 +1,11 @@
 /**
- * Interleaved 1F1B (Narayanan et al. 2021) with loop placement (chunk c of
- * rank r is stage c·p + r), depth first, built as PyTorch's
+ * Interleaved 1F1B (Narayanan et al. 2021) with loop placement (the c-th stage of
+ * rank r is global stage c·p + r), depth first, built as PyTorch's
  * `ScheduleInterleaved1F1B` builds it: micro-batches go in rounds of
  * `m / rounds` with `rounds = max(1, floor(m / p))`, so m need not be a
  * multiple of p, only of the round count; rank r warms up with
  * (V−1)·perRound + 2(p−1−r) forwards (at most m·V), then alternates one
- * forward and one full backward, moving to the next chunk every perRound
+ * forward and one full backward, moving to the next stage every perRound
  * passes, then drains its backwards.
  *
  * @module
@@ -21,7 +21,7 @@ export function interleavedRounds(ranks: number, microBatches: number): number {
   return Math.max(1, Math.floor(microBatches / ranks));
 }
 
-/** Interleaved 1F1B with `stagesPerRank` ≥ 2 chunks per rank; arguments pre-checked. */
+/** Interleaved 1F1B with `stagesPerRank` ≥ 2 stages per rank; arguments pre-checked. */
 export function interleavedOneFOneB(
   ranks: number,
   microBatches: number,

@@ -1,8 +1,8 @@
 /**
  * Looped BFS (Lamy-Poirier 2023, "Breadth-First Pipeline Parallelism"):
- * chunks placed in a loop (chunk c of rank r is stage c·p + r); each rank
- * runs all micro-batches through its first chunk, then its second, and so
- * on, then the backwards chunk by chunk in reverse, newest micro-batch
+ * stages placed in a loop (the c-th stage of rank r is global stage c·p + r); each rank
+ * runs all micro-batches through its first stage, then its second, and so
+ * on, then the backwards stage by stage in reverse, newest micro-batch
  * first, as PyTorch's `ScheduleLoopedBFS` does.
  *
  * @module
@@ -13,7 +13,7 @@ import type { Schedule } from "./schedule.ts";
 import { act, loopPlacement, makeSchedule } from "./_common.ts";
 import type { ScheduleDefinition } from "./schedule_registry.ts";
 
-/** Looped BFS with `stagesPerRank` chunks per rank; arguments pre-checked. */
+/** Looped BFS with `stagesPerRank` stages per rank; arguments pre-checked. */
 export function loopedBfs(ranks: number, microBatches: number, stagesPerRank: number): Schedule {
   const actions: Action[][] = [];
   for (let r = 0; r < ranks; r++) {

@@ -32,7 +32,7 @@ export interface Schedule {
   readonly ranks: number;
   /** Number of micro-batches m. */
   readonly microBatches: number;
-  /** Model chunks per rank V (1 for GPipe, 1F1B, ZB-H1, ZB-H2; 2 for ZB-V). */
+  /** Model stages per rank V (1 for GPipe, 1F1B, ZB-H1, ZB-H2; 2 for ZB-V). */
   readonly stagesPerRank: number;
   /** Placement: `stageToRank[s]` is the rank that holds global stage s. */
   readonly stageToRank: readonly number[];

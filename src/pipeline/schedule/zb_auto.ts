@@ -10,10 +10,10 @@
  * earlier setting, so one stage per rank before the V).
  *
  * Units: costs are per full stage (one rank's share of the model, as with
- * V = 1); a V candidate cuts the model into 2p chunks, chunk c being half
+ * V = 1); a V candidate cuts the model into 2p stages, stage c being half
  * of full stage ⌊c/2⌋, so its passes cost half (the communication delay per
  * hop stays). The memory limit is in full-stage micro-batches per rank: one
- * chunk-micro-batch of the V counts 1/2. Default p (1F1B's); 2p−1 is
+ * stage-micro-batch of the V counts 1/2. Default p (1F1B's); 2p−1 is
  * ZB-H2's.
  *
  * @module
@@ -35,15 +35,15 @@ export interface ZbAutoCandidate {
   /** The greedy's settings, or the hand-made schedule the order was taken from. */
   readonly policy: GreedyPolicy | { readonly seed: string };
   readonly schedule: Schedule;
-  /** Simulated makespan with the chunk costs of its placement. */
+  /** Simulated makespan with the stage costs of its placement. */
   readonly makespan: number;
-  /** Largest peak of in-flight activations over ranks, in full-stage units (chunks / V). */
+  /** Largest peak of in-flight activations over ranks, in full-stage units (stages / V). */
   readonly peak: number;
 }
 
 /**
- * Chunk costs of a placement with V chunks per rank from costs per full
- * stage (arrays of `ranks` entries): chunk c is the V-th part of full stage
+ * Stage costs of a placement with V stages per rank from costs per full
+ * stage (arrays of `ranks` entries): stage c is the V-th part of full stage
  * ⌊c/V⌋, so each pass costs 1/V of that stage's.
  */
 function splitStageCosts(costs: StageCosts, stagesPerRank: number): StageCosts {
@@ -84,10 +84,10 @@ export function zbAutoCandidates(
     }
   }
   for (const V of stagesPerRank === undefined ? [1, 2] : [stagesPerRank]) {
-    // Activations come in whole chunk-micro-batches.
+    // Activations come in whole stage-micro-batches.
     const memoryLimit = Math.floor(limit * V);
     const placement = V === 1 ? loopPlacement(p, 1) : vPlacement(p);
-    const chunk = V === 1 ? costs : splitStageCosts(costs, V);
+    const stageCosts = V === 1 ? costs : splitStageCosts(costs, V);
     const depths: number[][] = V === 1
       ? [
         Array.from({ length: p }, (_, r) => p - r),
@@ -115,7 +115,7 @@ export function zbAutoCandidates(
       out.push({
         policy,
         schedule,
-        makespan: makespanOf(schedule, chunk, comm),
+        makespan: makespanOf(schedule, stageCosts, comm),
         peak: Math.max(...peakActivations(schedule)) / V,
       });
     };
@@ -141,7 +141,7 @@ export function zbAutoCandidates(
             ...(lag === "r" ? { wLag: Array.from({ length: p }, (_, r) => r) } : {}),
             ...(lag === "0" ? { wLag: new Array(p).fill(0), wLagUntilLastF: true } : {}),
           };
-          const actions = greedyOrder(p, microBatches, placement, chunk, comm, policy);
+          const actions = greedyOrder(p, microBatches, placement, stageCosts, comm, policy);
           // The V can stall when memory fills with forwards of a rank's lower stage.
           if (actions === null) continue;
           add(policy, actions);

@@ -2,7 +2,7 @@
  * ZB-H2 (Qi et al. 2024): rank r runs 2(p−1−r)+1 forwards before its first
  * input-gradient pass (twice 1F1B's warm-up), runs input-gradient passes as
  * soon as they can, and postpones weight-gradient passes until the memory
- * limit of 2p−1 chunk-micro-batches or an idle slot calls for them. At
+ * limit of 2p−1 stage-micro-batches or an idle slot calls for them. At
  * T_F = T_I = T_W each rank then works without a gap from time r to
  * 3m + r: a parallelogram, so consecutive iterations interlock with zero
  * bubble when each stage steps its optimizer right after its own last W.

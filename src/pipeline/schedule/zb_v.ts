@@ -1,10 +1,10 @@
 /**
  * ZB-V (Qi et al. 2024, section 6), built as PyTorch's
- * `ScheduleZBVZeroBubble` builds it: 2 chunks per rank in a V (rank r holds
+ * `ScheduleZBVZeroBubble` builds it: 2 stages per rank in a V (rank r holds
  * stages r and 2p−1−r, so the forward runs down ranks 0..p−1 and back up).
- * Rank r warms up with 2(p−r)−1 forwards of its first chunk, r pairs of
- * forwards (second chunk, first chunk) and p−r groups F, I, W of its second
- * chunk; the steady state runs groups F, I, W on each chunk in turn; the
+ * Rank r warms up with 2(p−r)−1 forwards of its first stage, r pairs of
+ * forwards (second stage, first stage) and p−r groups F, I, W of its second
+ * stage; the steady state runs groups F, I, W on each stage in turn; the
  * cool-down runs input-gradient passes first and lets weight-gradient passes
  * fill the gaps. Fewer than 2p−1 micro-batches: built for 2p−1, the extra
  * ones dropped. At T_F = T_I = T_W and m ≥ 2p−1 one iteration's bubble is
@@ -19,7 +19,7 @@ import type { Schedule } from "./schedule.ts";
 import { act, bubbleRatio, makeSchedule, twoStagesPerRank, vPlacement } from "./_common.ts";
 import type { ScheduleDefinition } from "./schedule_registry.ts";
 
-/** ZB-V over `ranks` ranks (2 chunks each); arguments pre-checked. */
+/** ZB-V over `ranks` ranks (2 stages each); arguments pre-checked. */
 export function zbV(ranks: number, microBatches: number): Schedule {
   const p = ranks;
   const n = Math.max(2 * p - 1, microBatches);

@@ -59,7 +59,7 @@ Deno.test("formatAdviceTable: a Markdown table with a separator row; measured co
   assert.equal(plain.length, 3);
   assert.match(
     plain[0],
-    /^\| # \| schedule \| P \| m \| V \| chunks \(layers\) \| predicted ms \|/,
+    /^\| # \| schedule \| P \| m \| V \| stages \(layers\) \| predicted ms \|/,
   );
   assert.match(plain[1], /^\|( :?-+:? \|)+$/);
   assert.equal(plain[0].split("|").length, plain[1].split("|").length);

@@ -53,7 +53,7 @@ Deno.test("predictStep: a stage's optimizer step adds its time to the rank's bus
   assert.equal(predictStep(h, { ...base, step: [6] }, zero).stepMs, 18);
 });
 
-Deno.test("stageCosts and layerLoads: sums per chunk by hand", () => {
+Deno.test("stageCosts and layerLoads: sums per stage by hand", () => {
   const layers = [
     { F: t(1), I: t(2), W: t(3), step: t(8) },
     { F: t(4), I: t(5), W: t(6) },
@@ -71,7 +71,7 @@ Deno.test("stageCosts and layerLoads: sums per chunk by hand", () => {
   assert.throws(() => layerLoads(layers, 0), /microBatches must be a positive integer, got 0/);
 });
 
-Deno.test("planCandidate: min-max partition of the measured loads; V chunks for V schedules", () => {
+Deno.test("planCandidate: min-max partition of the measured loads; V stages for V schedules", () => {
   const layers = [
     { F: t(1), I: t(1), W: t(1) },
     { F: t(1), I: t(1), W: t(1) },
@@ -85,10 +85,10 @@ Deno.test("planCandidate: min-max partition of the measured loads; V chunks for 
   const v = planCandidate("zb-v", 2, 4, uniform(8, 1, 1, 1), zero);
   assert.deepEqual(v.partition.boundaries, [0, 2, 4, 6, 8]);
   assert.equal(v.schedule.stagesPerRank, 2);
-  // More chunks than layers: refused with the counts.
+  // More stages than layers: refused with the counts.
   assert.throws(
     () => planCandidate("zb-v", 2, 4, uniform(3, 1, 1, 1), zero),
-    /4 chunks, more than the model's 3 layers/,
+    /4 stages, more than the model's 3 layers/,
   );
   // zb-auto finds its schedule from the same costs, every schedule name plans.
   for (const name of SCHEDULE_NAMES) {
@@ -146,7 +146,7 @@ Deno.test("planCandidate with factors: the cut and the costs both take the calib
 });
 
 Deno.test("predictStep: the per-step runtime cost is shared among a rank's stages", () => {
-  // Interleaved 1F1B holds two chunks per rank: 6 per step on each rank as 3 per chunk.
+  // Interleaved 1F1B holds two stages per rank: 6 per step on each rank as 3 per stage.
   const s = generateSchedule("interleaved-1f1b", { ranks: 2, microBatches: 4 });
   const c = { F: [1, 1, 1, 1], I: [1, 1, 1, 1], W: [1, 1, 1, 1], B: [2, 2, 2, 2] };
   const withSteps = predictStep(s, { ...c, step: [3, 3, 3, 3] }, zero);

@@ -3,8 +3,8 @@ import { checkInFlightCap, inFlightPeaks } from "../../../src/pipeline/analysis/
 import { generateSchedule, SCHEDULE_NAMES } from "../../../src/pipeline/schedule/generate.ts";
 import { simulate } from "../../../src/pipeline/analysis/simulate.ts";
 
-Deno.test("inFlightPeaks: one chunk per rank gives simulate's per-rank peak activations", () => {
-  // The schedules that accept one chunk per rank; interleaved-1f1b, zb-v and
+Deno.test("inFlightPeaks: one stage per rank gives simulate's per-rank peak activations", () => {
+  // The schedules that accept one stage per rank; interleaved-1f1b, zb-v and
   // dualpipe-v need V >= 2 and are compared per rank in the next test.
   const single = ["gpipe", "1f1b", "looped-bfs", "zb-h1", "zb-h2", "zb-auto"];
   assert.deepEqual(
@@ -23,14 +23,14 @@ Deno.test("inFlightPeaks: one chunk per rank gives simulate's per-rank peak acti
   }
 });
 
-Deno.test("inFlightPeaks: with V = 2 each rank's chunk peaks bound simulate's rank peak", () => {
+Deno.test("inFlightPeaks: with V = 2 each rank's stage peaks bound simulate's rank peak", () => {
   for (const name of ["interleaved-1f1b", "looped-bfs", "zb-v", "dualpipe-v"]) {
     const s = generateSchedule(name, { ranks: 2, microBatches: 8 });
     const peaks = inFlightPeaks(s);
     const sim = simulate(s).peakActivations;
     for (let r = 0; r < s.ranks; r++) {
       const mine = peaks.filter((_, stage) => s.stageToRank[stage] === r);
-      assert.ok(Math.max(...mine) <= sim[r], `${name} rank ${r}: one chunk within the rank`);
+      assert.ok(Math.max(...mine) <= sim[r], `${name} rank ${r}: one stage within the rank`);
       assert.ok(sim[r] <= mine.reduce((a, b) => a + b, 0), `${name} rank ${r}: sum bounds it`);
     }
   }

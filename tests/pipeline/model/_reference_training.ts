@@ -29,7 +29,7 @@ export const cpu = new CpuBackend();
 const tok = CharTokenizer.fromText(TINY_CORPUS);
 const tokens = tok.encode(TINY_CORPUS);
 
-/** 5 blocks: 8 layers, enough for 4 ranks × 2 chunks. */
+/** 5 blocks: 8 layers, enough for 4 ranks × 2 stages. */
 export const GPT: TinyGPTConfig = {
   vocabSize: tok.vocabSize,
   seqLen: 6,

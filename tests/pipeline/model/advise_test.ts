@@ -151,7 +151,7 @@ Deno.test("adviseSchedule: ranked, fitting first; impossible combinations are sk
     assert.ok(fits.includes(true) && fits.includes(false));
     assert.deepEqual(fits, [...fits].sort((a, b) => Number(b) - Number(a)));
     for (const c of tight.candidates) assert.equal(c.fits, Math.max(...c.peakBytes) <= limit);
-    // 7 layers cannot be cut into ZB-V's 8 chunks at 4 ranks.
+    // 7 layers cannot be cut into ZB-V's 8 stages at 4 ranks.
     const v = await adviseSchedule(net, sample, {
       loss: "mse",
       schedules: ["zb-v"],
@@ -161,7 +161,7 @@ Deno.test("adviseSchedule: ranked, fitting first; impossible combinations are sk
     });
     assert.equal(v.candidates.length, 1);
     assert.equal(v.skipped.length, 1);
-    assert.match(v.skipped[0].reason, /8 chunks, more than the model's 7 layers/);
+    assert.match(v.skipped[0].reason, /8 stages, more than the model's 7 layers/);
   } finally {
     net.dispose();
   }

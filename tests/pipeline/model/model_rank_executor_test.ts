@@ -24,7 +24,7 @@ Deno.test("ModelRankExecutor (CPU): outputs are ready arrays, handed over before
     new Linear(cpu, 3, 4, { seed: 1 }),
     new Linear(cpu, 4, 2, { seed: 2 }),
   ]);
-  const chunks = [net.slice(0, 1).spec(), net.slice(1, 2).spec()];
+  const stageSpecs = [net.slice(0, 1).spec(), net.slice(1, 2).spec()];
   const [comm] = InProcessBackend.createGroup(1);
   // One rank holding both stages, so one executor runs both sides.
   const ex = await ModelRankExecutor.create({
@@ -33,7 +33,7 @@ Deno.test("ModelRankExecutor (CPU): outputs are ready arrays, handed over before
     stages: [0, 1],
     numStages: 2,
     microBatches: 1,
-    options: { chunks, loss: "mse", optimizer: { kind: "sgd", lr: 0.1 } },
+    options: { stageSpecs, loss: "mse", optimizer: { kind: "sgd", lr: 0.1 } },
     abortFlag: new Int32Array(1),
     signal: new AbortController().signal,
     comm,
@@ -72,7 +72,7 @@ Deno.test("ModelRankExecutor (CPU): dispose closes the rank's backend once, whic
     stages: [0],
     numStages: 1,
     microBatches: 1,
-    options: { chunks: [net.spec()], loss: "mse", optimizer: { kind: "sgd", lr: 0.1 } },
+    options: { stageSpecs: [net.spec()], loss: "mse", optimizer: { kind: "sgd", lr: 0.1 } },
     abortFlag: new Int32Array(1),
     signal: new AbortController().signal,
     comm,

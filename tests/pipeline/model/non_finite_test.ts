@@ -25,7 +25,7 @@ const NAN_MODULE = new URL("./_nan_layer.ts", import.meta.url).href;
 const ROWS = 8, M = 4; // micro-batches of 2 rows: first rows 0, 2, 4, 6
 const never: NanAtOptions = { step: -1, row: 0, pass: "forward" };
 
-// Four chunks, each [Linear, NanAt, (GELU)]; `at` puts the NaN in chunk `stage`.
+// Four stages, each [Linear, NanAt, (GELU)]; `at` puts the NaN in stage `stage`.
 function net(stage: number, at: NanAtOptions): Sequential {
   const layers = [];
   for (let s = 0; s < 4; s++) {
@@ -36,7 +36,7 @@ function net(stage: number, at: NanAtOptions): Sequential {
   layers.push(new Linear(cpu, 6, 2, { seed: 20 }));
   return new Sequential(layers);
 }
-// 13 layers: chunks [0,3) [3,6) [6,9) [9,13).
+// 13 layers: stages [0,3) [3,6) [6,9) [9,13).
 const CUT = new FixedPartition([0, 3, 6, 9, 13]);
 
 const rng = new Rng(9);
@@ -113,7 +113,7 @@ for (const schedule of ["zb-h1", "interleaved-1f1b"] as const) {
           if (pass === "forward") {
             assert.deepEqual(where, { stage: 3, what: "loss", microBatch: row / 2 }, what);
           } else {
-            // The chunk's own Linear gets the NaN gradient first (W = xᵀ·dy).
+            // The stage's own Linear gets the NaN gradient first (W = xᵀ·dy).
             assert.deepEqual(where, { stage, what: "gradient" }, what);
           }
           assertBitwise(await state(m), want, what);

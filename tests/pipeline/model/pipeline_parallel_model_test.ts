@@ -638,7 +638,7 @@ Deno.test("every option is checked before any worker starts", async () => {
     [
       "custom partition",
       { partition: { name: "mine", partition: () => ({ boundaries: [0, 4, 2] }) } as never },
-      /partition \[0, 4, 2\] from the "mine" strategy: .*\(\d+ layers into 2 chunks\)$/,
+      /partition \[0, 4, 2\] from the "mine" strategy: .*\(\d+ layers into 2 stages\)$/,
     ],
     ["schedule name", { schedule: "2f2b" as "1f1b" }, /unknown schedule "2f2b"/],
     ["micro-batches", { microBatches: 0 }, /microBatches must be a positive integer, got 0/],

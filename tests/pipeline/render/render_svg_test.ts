@@ -64,7 +64,7 @@ Deno.test("renderSvg: boxes sit in their rank's lane, left to right by start tim
   assert.ok(Math.abs(widthOf("B") - 2 * widthOf("F")) < 0.05);
 });
 
-Deno.test("renderSvg: micro-batch numbers inside boxes, colours tell kinds and chunks apart", () => {
+Deno.test("renderSvg: micro-batch numbers inside boxes, colours tell kinds and stages apart", () => {
   const events = splitV2x2();
   const svg = renderSvg(events);
   const texts = allElements(parseXml(svg)).filter((e) =>
@@ -85,7 +85,7 @@ Deno.test("renderSvg: micro-batch numbers inside boxes, colours tell kinds and c
   };
   const fills = new Set([fillOf("F", 0), fillOf("I", 0), fillOf("W", 0)]);
   assert.equal(fills.size, 3, "F, I and W have distinct colours");
-  assert.notEqual(fillOf("F", 0), fillOf("F", 3), "second chunk is shaded differently");
+  assert.notEqual(fillOf("F", 0), fillOf("F", 3), "second stage is shaded differently");
   const full = boxes(renderSvg(gpipe2x2())).find((b) => b.attrs.class === "box B")!.attrs.fill;
   assert.ok(!fills.has(full), "full B differs from F, I and W");
 });

@@ -81,7 +81,7 @@ Deno.test("worker group: 1F1B at P = 2..4 runs every rank's list in order with d
   }
 });
 
-Deno.test("worker group: every schedule (multi-chunk and V placement included) runs on workers", async () => {
+Deno.test("worker group: every schedule (multi-stage and V placement included) runs on workers", async () => {
   for (const name of SCHEDULE_NAMES) {
     const schedule = generateSchedule(name, { ranks: 2, microBatches: 4 });
     await withPool({ schedule, executor: { module: SYNTH, options: { ms: 1 } } }, async (pool) => {

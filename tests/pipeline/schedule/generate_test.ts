@@ -61,7 +61,7 @@ Deno.test("every schedule validates and is deadlock-free for every valid (p, m, 
   assert.ok(refused > 0);
 });
 
-Deno.test("generateSchedule: default V is 2 for the multi-chunk schedules, else 1", () => {
+Deno.test("generateSchedule: default V is 2 for the multi-stage schedules, else 1", () => {
   const V = (name: string) => generateSchedule(name, { ranks: 2, microBatches: 4 }).stagesPerRank;
   // zb-auto has no default: it returns whichever placement its search picks.
   const fixed = SCHEDULE_NAMES.filter((n) => n !== "zb-auto");

@@ -44,7 +44,7 @@ Deno.test("interleaved-1f1b: m not a multiple of p runs in PyTorch's rounds, nev
   assert.ok(tried > 50);
 });
 
-Deno.test("interleaved-1f1b: loop placement, chunk c of rank r is stage c·p + r", () => {
+Deno.test("interleaved-1f1b: loop placement, the c-th stage of rank r is global stage c·p + r", () => {
   const s = generateSchedule("interleaved-1f1b", { ranks: 3, microBatches: 6, stagesPerRank: 3 });
   assert.deepEqual(s.stageToRank, [0, 1, 2, 0, 1, 2, 0, 1, 2]);
   s.actions.forEach((list, r) => {
@@ -57,7 +57,7 @@ Deno.test("interleaved-1f1b: loop placement, chunk c of rank r is stage c·p + r
 });
 
 Deno.test("interleaved-1f1b: rank 0 holds about p(1 + (p−1)/(v·p)) full-stage micro-batches", () => {
-  // Megatron's warm-up on rank 0: (v−1)·p + 2(p−1) chunk forwards, plus one.
+  // Megatron's warm-up on rank 0: (v−1)·p + 2(p−1) stage forwards, plus one.
   for (const [p, v] of [[2, 2], [4, 2], [4, 4], [8, 2]]) {
     const m = 4 * p;
     const r = simulate(

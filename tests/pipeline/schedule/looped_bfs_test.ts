@@ -22,7 +22,7 @@ Deno.test("looped-bfs: bubble 1 − v·m/((v−1)·max(m, p) + m + p − 1); p =
   }
 });
 
-Deno.test("looped-bfs: all forwards chunk by chunk, then backwards in reverse, newest micro-batch first", () => {
+Deno.test("looped-bfs: all forwards stage by stage, then backwards in reverse, newest micro-batch first", () => {
   const s = generateSchedule("looped-bfs", { ranks: 2, microBatches: 2 });
   const text = s.actions.map((l) => l.map((a) => `${a.stage}${a.kind}${a.microBatch}`).join(" "));
   assert.deepEqual(text, [

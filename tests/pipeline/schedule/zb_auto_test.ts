@@ -6,14 +6,14 @@ import { validateSchedule } from "../../../src/pipeline/analysis/validate.ts";
 // Every schedule but the one under test (generate_test.ts pins the list).
 const HAND_MADE = SCHEDULE_NAMES.filter((n) => n !== "zb-auto");
 
-/** `costs` per full stage, as a schedule with V chunks per rank runs them: 1/V each. */
-function perChunk(costs: { F: number; I: number; W: number }, V: number): ActionCosts {
+/** `costs` per full stage, as a schedule with V stages per rank runs them: 1/V each. */
+function perStage(costs: { F: number; I: number; W: number }, V: number): ActionCosts {
   return { F: costs.F / V, I: costs.I / V, W: costs.W / V };
 }
 
 /**
  * Best single-iteration makespan of the hand-made schedules (default V) that
- * fit `limit` full-stage micro-batches, their chunks costing 1/V of a stage.
+ * fit `limit` full-stage micro-batches, their stages costing 1/V of a full stage.
  */
 function bestHandMade(
   p: number,
@@ -34,7 +34,7 @@ function bestHandMade(
       continue;
     }
     const V = s.stagesPerRank;
-    const r = simulate(s, { costs: perChunk(costs, V), comm });
+    const r = simulate(s, { costs: perStage(costs, V), comm });
     if (Math.max(...r.peakActivations) / V > limit) continue;
     if (r.makespan < best) [best, name] = [r.makespan, n];
   }
@@ -60,7 +60,7 @@ Deno.test("zb-auto: under F:I:W = 1 : 1.2 : 0.8, comm 0 / 0.3 / 1, no worse than
           validateSchedule(s);
           const V = s.stagesPerRank;
           placements.add(V);
-          const r = simulate(s, { costs: perChunk(costs, V), comm });
+          const r = simulate(s, { costs: perStage(costs, V), comm });
           const at = `p=${p} m=${m} comm=${comm} limit=${limit}`;
           assert.ok(Math.max(...r.peakActivations) / V <= limit, `${at} memory`);
           const hand = bestHandMade(p, m, costs, comm, limit);
@@ -84,9 +84,9 @@ Deno.test("zb-auto: the review's cases now reach ZB-V's bubble or better (p=4 m=
   const costs = { F: 1, I: 1.2, W: 0.8 };
   for (const [p, m, comm] of [[4, 8, 0], [8, 16, 0], [4, 16, 0.3]]) {
     const s = generateSchedule("zb-auto", { ranks: p, microBatches: m, costs, comm });
-    const auto = simulate(s, { costs: perChunk(costs, s.stagesPerRank), comm });
+    const auto = simulate(s, { costs: perStage(costs, s.stagesPerRank), comm });
     const v = simulate(generateSchedule("zb-v", { ranks: p, microBatches: m }), {
-      costs: perChunk(costs, 2),
+      costs: perStage(costs, 2),
       comm,
     });
     assert.ok(auto.bubbleFraction <= v.bubbleFraction + 1e-12, `p=${p} m=${m} comm=${comm}`);
@@ -101,7 +101,7 @@ Deno.test("zb-auto: stagesPerRank 1 or 2 restricts the search to that placement"
   assert.equal(v.stagesPerRank, 2);
   assert.deepEqual(v.stageToRank, [0, 1, 2, 3, 3, 2, 1, 0]);
   validateSchedule(v);
-  // Half-stage chunks: 2 chunk-micro-batches per full-stage unit of the default limit p.
+  // Half stages: 2 stage-micro-batches per full-stage unit of the default limit p.
   assert.ok(Math.max(...simulate(v).peakActivations) <= 8);
 });
 
@@ -159,9 +159,9 @@ Deno.test("zb-auto: per-stage costs (a slow last stage) are honoured and the ord
   assert.ok(r.makespan <= best + 1e-9);
 });
 
-Deno.test("zb-auto: a fractional memory limit counts whole chunk-micro-batches", () => {
+Deno.test("zb-auto: a fractional memory limit counts whole stage-micro-batches", () => {
   const s = generateSchedule("zb-auto", { ranks: 4, microBatches: 8, memoryLimit: 2.5 });
-  // Full-stage units: 2 stages, or 5 half-stage chunks of a V.
+  // Full-stage units: 2 stages, or 5 half stages of a V.
   assert.ok(Math.max(...simulate(s).peakActivations) / s.stagesPerRank <= 2.5);
 });
 

@@ -29,7 +29,7 @@ Deno.test("zb-v: steady-state bubble ≤ 1% once m ≥ 2p, one iteration no wors
           `p=${p} m=${m} steady ${many.steadyStateBubble}`,
         );
       }
-      // Chunks are half stages: 2 chunk-micro-batches make one full-stage unit.
+      // Stages are half of a full stage: 2 stage-micro-batches make one full-stage unit.
       const oneF = simulate(generateSchedule("1f1b", { ranks: p, microBatches: m }));
       assert.ok(one.peakActivations[0] / 2 <= oneF.peakActivations[0], `p=${p} m=${m} memory`);
     }
