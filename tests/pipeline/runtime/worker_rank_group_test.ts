@@ -221,12 +221,15 @@ Deno.test("worker group: a worker that blocks its thread is caught by the heartb
 
 Deno.test("worker group: an action computing synchronously past the heartbeat timeout is no hang", async () => {
   const schedule = generateSchedule("1f1b", { ranks: 2, microBatches: 2 });
-  const spinMs = 1500;
+  // Twice the heartbeat timeout; the timeout itself long enough that a
+  // spinning thread on a machine loaded many times over (a niced test run at
+  // load 10 once got no CPU for 528 ms) still shows CPU use within it.
+  const spinMs = 3000;
   await withPool({
     schedule,
     executor: { module: SPIN, options: { ms: 1, spinAt: "1F0", spinMs } },
     heartbeatIntervalMs: 100,
-    policy: { heartbeatMs: 500 },
+    policy: { heartbeatMs: 1500 },
   }, async (pool) => {
     const r = await pool.run();
     assertFollowsSchedule(schedule, r.events, 1, 0, false, SLACK);
