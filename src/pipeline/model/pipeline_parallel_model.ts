@@ -84,7 +84,7 @@ export type {
 /**
  * A `Sequential` trained across pipeline ranks: one Deno worker per rank
  * (each with its own backend: CPU, or its own WebGPU device), or one
- * process per rank under MPI (`rankGroup: "mpi"`), chunks placed
+ * process per rank under MPI (`rankGroup: "mpi"`), stages placed
  * as the schedule's `stageToRank` says, each rank running its list of
  * actions from any schedule (GPipe, 1F1B, interleaved, zero-bubble, …),
  * gradients of the micro-batches adding up to the full batch's, and each
@@ -96,7 +96,7 @@ export type {
  * Everything is checked before any worker starts: the optimizer, loss,
  * backend, checkpoint config, the schedule (`validateSchedule`: ranges,
  * placement, completeness, deadlocks), that every layer has a spec, and
- * the partition into p·V chunks. A rank that fails or hangs rejects the
+ * the partition into p·V stages. A rank that fails or hangs rejects the
  * step with a `PipelineRankError` naming the rank, stage and action and
  * ends every worker; the model is then closed (build a new one).
  *
@@ -154,7 +154,7 @@ export class PipelineParallelModel {
 
   /** The schedule every step follows. */
   readonly schedule: Schedule;
-  /** How the layers were cut: chunk s holds layers `[boundaries[s], boundaries[s + 1])`. */
+  /** How the layers were cut: stage s holds layers `[boundaries[s], boundaries[s + 1])`. */
   readonly partition: PartitionResult;
   readonly #model: Sequential;
   readonly #optimizer: OptimizerSpec;
@@ -445,7 +445,7 @@ export class PipelineParallelModel {
 
   /**
    * What each rank holds: its stages, its backend's name, the state keys its
-   * chunks still hold (empty between steps) and its backend's live bytes.
+   * stages still hold (empty between steps) and its backend's live bytes.
    */
   async rankInfo(): Promise<RankInfo[]> {
     return await this.#lock.exclusive(() => callEveryRank(this.#ranks, "info", null));
