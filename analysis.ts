@@ -124,7 +124,7 @@ export type {
   StepCheckRun,
 } from "./src/pipeline/advise/calibration.ts";
 export { fitCalibration, fitStepOverhead } from "./src/pipeline/advise/calibration.ts";
-export type { AdviceCandidate, AdviceJson } from "./src/pipeline/advise/advice_table.ts";
+export type { AdviceCandidate, AdviceJson, AdviceRow } from "./src/pipeline/advise/advice_table.ts";
 export {
   adviceJson,
   formatAdviceTable,

@@ -10,8 +10,11 @@ import type { RankMemory } from "./rank_memory.ts";
 import type { Schedule } from "../schedule/schedule.ts";
 import type { CostFactors } from "./step_prediction.ts";
 
-/** One candidate configuration, predicted (and, when verified, measured). */
-export interface AdviceCandidate {
+/**
+ * What a candidate and its `cli.ts advise --json` line both hold: the
+ * configuration, the prediction, and what `verify` measured.
+ */
+export interface AdviceRow {
   /** Schedule name. */
   readonly schedule: string;
   /** Pipeline ranks p. */
@@ -26,18 +29,10 @@ export interface AdviceCandidate {
   readonly predictedMs: number;
   /** Predicted steady-state bubble. */
   readonly bubble: number;
-  /** Predicted peak bytes per rank: the sum of `memory[r]`. */
+  /** Predicted peak bytes per rank: the sum of that rank's `memory`. */
   readonly peakBytes: readonly number[];
-  /** Predicted bytes per rank, by what holds them. */
-  readonly memory: readonly RankMemory[];
   /** Whether every rank's `peakBytes` is within the memory limit (true without one). */
   readonly fits: boolean;
-  /**
-   * The schedule predicted (for `zb-auto`, the one its search found with
-   * the measured costs): pass it with `new FixedPartition(boundaries)` to
-   * `PipelineParallelModel.create` to run what was predicted.
-   */
-  readonly generated?: Schedule;
   /** With a calibration: the profile-only prediction (what `predictedMs` is without it), ms. */
   readonly uncalibratedMs?: number;
   /** With a calibration: the factors and runtime costs `predictedMs` was computed with. */
@@ -47,12 +42,24 @@ export interface AdviceCandidate {
     readonly handOverMs: number;
     readonly stepMs?: number;
   };
-  /** Measured steady-state time per step (with `verify`), ms. */
+  /** Measured steady-state time per step (with `verify`, the first K), ms. */
   readonly measuredMs?: number;
   /** Measured steady-state bubble (with `verify`). */
   readonly measuredBubble?: number;
   /** Peak activation bytes per rank the ranks reported (with `verify`; the largest over the steps). */
   readonly measuredActivationBytes?: readonly number[];
+}
+
+/** One candidate configuration, predicted (and, when verified, measured). */
+export interface AdviceCandidate extends AdviceRow {
+  /** Predicted bytes per rank, by what holds them. */
+  readonly memory: readonly RankMemory[];
+  /**
+   * The schedule predicted (for `zb-auto`, the one its search found with
+   * the measured costs): pass it with `new FixedPartition(boundaries)` to
+   * `PipelineParallelModel.create` to run what was predicted.
+   */
+  readonly generated?: Schedule;
 }
 
 /**
@@ -163,51 +170,14 @@ export function formatAdviceTable(candidates: readonly AdviceCandidate[]): strin
   return lines.join("\n");
 }
 
-/** One line of `cli.ts advise --json`: a candidate, best first. */
-export interface AdviceJson {
-  /** Schedule name. */
-  readonly schedule: string;
-  /** Pipeline ranks. */
-  readonly ranks: number;
-  /** Micro-batches per step. */
-  readonly microBatches: number;
-  /** Stages per rank. */
-  readonly stagesPerRank: number;
-  /** Partition boundaries (stage s: layers `[b[s], b[s + 1])`). */
-  readonly boundaries: readonly number[];
-  /** Predicted steady-state ms per step. */
-  readonly predictedMs: number;
-  /** Predicted steady-state bubble. */
-  readonly bubble: number;
-  /** Predicted peak bytes, one number per rank. */
-  readonly peakBytes: readonly number[];
+/**
+ * One line of `cli.ts advise --json`: a candidate, best first (at least
+ * `schedule`, `ranks`, `microBatches`, `predictedMs`, `peakBytes`, and
+ * `measuredMs` on the first K with `--verify K`).
+ */
+export interface AdviceJson extends AdviceRow {
   /** Per rank: activations, parameters, gradients, optimizerState, stepCopies (bytes). */
   readonly memory: readonly Omit<RankMemory, "total">[];
-  /** Within the memory limit. */
-  readonly fits: boolean;
-  /** Measured ms per step (the first K with `--verify K`). */
-  readonly measuredMs?: number;
-  /** Measured bubble (with `--verify`). */
-  readonly measuredBubble?: number;
-  /** Peak activation bytes per rank reported by the ranks (with `--verify`). */
-  readonly measuredActivationBytes?: readonly number[];
-  /** The profile-only prediction, ms (when calibrated against a real run: the default). */
-  readonly uncalibratedMs?: number;
-  /**
-   * The calibration's measured / profiled factor per action kind (B absent:
-   * its I and W parts scaled by theirs) and runtime costs, ms (when calibrated).
-   */
-  readonly calibration?: {
-    readonly factors: {
-      readonly F: number;
-      readonly I: number;
-      readonly W: number;
-      readonly B?: number;
-    };
-    readonly actionMs: number;
-    readonly handOverMs: number;
-    readonly stepMs?: number;
-  };
 }
 
 const pick = (c: { actionMs: number; handOverMs: number; stepMs?: number }) => ({
