@@ -4,7 +4,9 @@
  * here (`backend "auto"`: WebGPU on a GPU, the CPU backend where there is
  * none or only a software adapter; no more busy ranks than CPU cores),
  * trains the same tiny GPT with the same batches on 1 rank and on P ranks
- * (one Deno worker each), and ends with a side-by-side summary: step time
+ * (one Deno worker each), the two runs taking turns in windows of steps so
+ * that a slow spell of the machine falls on both, and ends with a
+ * side-by-side summary: step time
  * (median and spread over the measured steps), the speedup, measured and
  * simulated bubble, peak activation memory per rank, and two pictures: the
  * loss curves of both runs and the timeline of the last P-rank step.
@@ -51,6 +53,8 @@ Trains the same tiny GPT on 1 rank and on P ranks and compares them.
   --microbatches M      micro-batches per step (default 8)
   --virtual-stages V    stages per rank, for the schedules that take it
   --steps K             measured steps per run (default 8, at least 2)
+  --rounds R            the measured steps run in R windows per run, the two runs
+                        taking turns (default: one window per 4 steps)
   --warmup W            steps before the measured ones, per run (default 2)
   --backend KIND        auto | webgpu | cpu (default auto: WebGPU on a GPU, else CPU)
   --dim N               model width (default 128)
@@ -112,6 +116,7 @@ try {
       microbatches: { type: "string" },
       "virtual-stages": { type: "string" },
       steps: { type: "string" },
+      rounds: { type: "string" },
       warmup: { type: "string" },
       backend: { type: "string" },
       dim: { type: "string" },
@@ -151,6 +156,13 @@ const stagesPerRank = o["virtual-stages"] === undefined
   ? undefined
   : integer("virtual-stages", o["virtual-stages"], 2);
 const steps = integer("steps", o.steps, 8, 2);
+const rounds = integer("rounds", o.rounds, Math.max(1, Math.floor(steps / 4)));
+if (steps % rounds !== 0 || steps / rounds < 2) {
+  fail(
+    `--rounds must divide --steps into windows of at least 2 steps, got --rounds ${rounds} ` +
+      `and --steps ${steps}`,
+  );
+}
 const warmup = integer("warmup", o.warmup, 2, 0);
 const backendFlag = o.backend ?? "auto";
 if (backendFlag !== "auto" && backendFlag !== "webgpu" && backendFlag !== "cpu") {
@@ -228,7 +240,8 @@ console.log(
   `${cores} CPU cores, backend ${backend}: 1 rank, then ${ranks} ranks in workers with ` +
     `${schedule.name} (${microBatches} micro-batches${
       schedule.stagesPerRank > 1 ? `, ${schedule.stagesPerRank} stages per rank` : ""
-    }); ${warmup} warm-up + ${steps} measured steps each`,
+    }); ${warmup} warm-up + ${steps} measured steps each, taking turns in ${rounds} ` +
+    `window${rounds === 1 ? "" : "s"}`,
 );
 if (cores < ranks) {
   console.log(
@@ -237,12 +250,13 @@ if (cores < ranks) {
   );
 }
 
-/** One run: its losses, the measured call, and what was measured from it. */
+/** One run: its losses, the measured windows, and what was measured from them. */
 interface Run {
   readonly ranks: number;
   readonly losses: readonly number[];
-  readonly measured: TrainResult;
-  /** Time between the ends of consecutive measured steps, ms. */
+  /** Steady-state bubble, the median over the measured windows. */
+  readonly measuredBubble: number | undefined;
+  /** Time between the ends of consecutive measured steps of one window, ms. */
   readonly periods: readonly number[];
   readonly simulatedBubble: number | undefined;
   readonly last: StepResult;
@@ -278,26 +292,42 @@ function simulatedBubble(s: Schedule, events: readonly TimedEvent[], iterations:
   return summarizeTimeline(sim.events, s.ranks, { steadyFrom: 1 }).steadyStateBubble;
 }
 
-async function train(sched: Schedule, label: string, last: boolean): Promise<Run> {
+/** A run in progress: its model, and the steps and windows trained so far. */
+interface Trainer {
+  readonly label: string;
+  readonly model: PipelineParallelModel;
+  readonly steps: StepResult[];
+  readonly windows: TrainResult[];
+}
+
+async function start(sched: Schedule, label: string): Promise<Trainer> {
   const net = createTinyGPT(config, new CpuBackend());
-  let model: PipelineParallelModel;
   try {
-    model = await PipelineParallelModel.create({
+    const model = await PipelineParallelModel.create({
       model: net,
       schedule: sched,
       optimizer: { kind: "adamw", lr, weightDecay: 0 },
       loss: "cross-entropy",
       backend,
     });
+    return { label, model, steps: [], windows: [] };
   } finally {
     net.dispose();
   }
+}
+
+// Trains `t` on the next `n` batches in one window (steps back to back).
+async function window(t: Trainer, n: number, measured: boolean): Promise<void> {
+  const from = t.steps.length;
+  const r = await t.model.train(batches.slice(from, from + n));
+  t.steps.push(...r.steps);
+  if (measured) t.windows.push(r);
+}
+
+async function finish(t: Trainer, last: boolean): Promise<Run> {
   try {
-    console.log(`\n${label}: training ${warmup + steps} steps...`);
-    const warm = warmup > 0 ? (await model.train(batches.slice(0, warmup))).steps : [];
-    const measured = await model.train(batches.slice(warmup));
-    const all = [...warm, ...measured.steps];
-    all.forEach((s, i) => {
+    console.log(`\n${t.label}:`);
+    t.steps.forEach((s, i) => {
       console.log(
         `  step ${String(i + 1).padStart(2)}${i < warmup ? " (warm-up)" : "          "}  ` +
           `loss ${s.loss.toFixed(4)}  ${s.makespanMs.toFixed(0)} ms  bubble ${pct(s.bubble)}`,
@@ -307,7 +337,7 @@ async function train(sched: Schedule, label: string, last: boolean): Promise<Run
       // One sequence is fewer rows than micro-batches: predict runs it
       // through the stages one after another.
       const logits = async (inputs: Float32Array, shape: [number, number]) =>
-        (await model.predict({ inputs, shape })).data;
+        (await t.model.predict({ inputs, shape })).data;
       const text = await sampleText(logits, tokenizer, {
         prompt,
         n: sampleLength,
@@ -317,26 +347,50 @@ async function train(sched: Schedule, label: string, last: boolean): Promise<Run
       });
       console.log(`sample: ${JSON.stringify(text)}`);
     }
+    const bubbles = t.windows.map((w) => w.steadyStateBubble).filter((b) => b !== undefined);
+    const events = t.windows.flatMap((w) => w.events);
     return {
-      ranks: sched.ranks,
-      losses: all.map((s) => s.loss),
-      measured,
-      periods: periodsOf(measured.events),
-      simulatedBubble: simulatedBubble(model.schedule, measured.events, steps),
-      last: measured.steps[measured.steps.length - 1],
+      ranks: t.model.schedule.ranks,
+      losses: t.steps.map((s) => s.loss),
+      measuredBubble: bubbles.length === 0 ? undefined : median(bubbles),
+      periods: t.windows.flatMap((w) => periodsOf(w.events)),
+      simulatedBubble: simulatedBubble(t.model.schedule, events, steps / rounds),
+      last: t.steps[t.steps.length - 1],
     };
   } finally {
-    await model.dispose();
+    await t.model.dispose();
   }
 }
 
 const started = performance.now();
-const one = await train(
+const oneT = await start(
   generateSchedule("1f1b", { ranks: 1, microBatches }),
   "1 rank (no pipeline)",
-  false,
 );
-const many = await train(schedule, `${ranks} ranks, ${schedule.name}`, true);
+let manyT: Trainer;
+try {
+  manyT = await start(schedule, `${ranks} ranks, ${schedule.name}`);
+} catch (e) {
+  await oneT.model.dispose();
+  throw e;
+}
+// Warm-up, then the measured windows, the runs taking turns (first one,
+// then the other, then the other way round) so that neither gets the
+// machine's quiet or busy spells alone.
+console.log(
+  `\ntraining: ${warmup} warm-up steps each, then ${rounds} measured ` +
+    `window${rounds === 1 ? "" : "s"} of ${steps / rounds} steps each, taking turns...`,
+);
+if (warmup > 0) {
+  await window(oneT, warmup, false);
+  await window(manyT, warmup, false);
+}
+for (let k = 0; k < rounds; k++) {
+  const order = k % 2 === 0 ? [manyT, oneT] : [oneT, manyT];
+  for (const t of order) await window(t, steps / rounds, true);
+}
+const one = await finish(oneT, false);
+const many = await finish(manyT, true);
 
 // The pictures.
 const lastEvents = many.last.events;
@@ -373,7 +427,7 @@ const cell = (r: Run) => {
   return {
     median: `${median(ms).toFixed(0)} ms`,
     spread: `${Math.min(...ms).toFixed(0)}–${Math.max(...ms).toFixed(0)} ms`,
-    measured: pct(r.measured.steadyStateBubble),
+    measured: pct(r.measuredBubble),
     simulated: pct(r.simulatedBubble),
   };
 };
@@ -381,7 +435,7 @@ const a = cell(one), b = cell(many);
 const rows: [string, string, string][] = [
   ["", "1 rank", `${ranks} ranks (${schedule.name})`],
   ["step time, median", a.median, b.median],
-  [`step time, spread (${steps - 1} steps)`, a.spread, b.spread],
+  [`step time, spread (${steps - rounds} steps)`, a.spread, b.spread],
   ["bubble, measured", a.measured, b.measured],
   ["bubble, simulated", a.simulated, b.simulated],
   ...Array.from({ length: ranks }, (_, r): [string, string, string] => [

@@ -86,7 +86,8 @@ Deno.test("pipeline demo: by default, backend auto said once and ranks from the 
   const dir = await Deno.makeTempDir();
   try {
     const r = await run([
-      "--steps=2",
+      "--steps=4",
+      "--rounds=2",
       "--warmup=0",
       "--microbatches=4",
       ...SMALL,
@@ -94,6 +95,9 @@ Deno.test("pipeline demo: by default, backend auto said once and ranks from the 
       `--loss-svg=${dir}/l.svg`,
     ]);
     assert.equal(r.code, 0, r.err);
+    // The runs take turns: two windows of 2 steps each, a period per window.
+    assert.match(r.out, /then 2 measured windows of 2 steps each, taking turns/);
+    assert.match(r.out, /step time, spread \(2 steps\)/);
     const notices = r.err.split("\n").filter((l) => l.startsWith("conveyor: backend"));
     assert.equal(notices.length, 1, r.err);
     const kind = notices[0].match(/^conveyor: backend "auto" chose (cpu|webgpu): /)?.[1];
@@ -114,6 +118,8 @@ Deno.test("pipeline demo: bad options exit with status 2 and name the value", as
     [["--schedule=fast"], /--schedule must be one of gpipe, .*got "fast"/],
     [["--stages=0"], /--stages must be a positive integer, got "0"/],
     [["--steps=1"], /--steps must be an integer ≥ 2, got "1"/],
+    [["--steps=4", "--rounds=3"], /--rounds must divide --steps into windows of at least 2 steps/],
+    [["--steps=4", "--rounds=4"], /--rounds must divide --steps into windows of at least 2 steps/],
     [["--backend=tpu"], /--backend must be auto, webgpu or cpu, got "tpu"/],
     [["--dim=30", "--heads=4"], /--heads must divide --dim, got --heads 4 and --dim 30/],
     [["--batch=4"], /--batch 4 is smaller than --microbatches 8/],
