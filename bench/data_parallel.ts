@@ -20,6 +20,16 @@
  * bucket to every other replica, the same as the ring at D = 2. `--link-latency-ms` and `--link-bytes-per-ms` (both) replace it
  * with a given link, e.g. a network's between hosts.
  *
+ * Each timed step's CPU is accounted for from Linux's /proc (per grid
+ * point, medians over the steps; skipped where /proc cannot be read): the
+ * busiest rank thread's CPU (the step if every rank had a core to itself),
+ * all ranks' CPU, the longest any rank thread waited runnable for a core,
+ * this process's other threads (main thread, V8's helpers) and the cores
+ * other processes kept busy. On a machine of 2 cores, (2, 1) has no spare
+ * core: one other busy process halves its replicas' cores while (1, 1)
+ * runs beside it, so compare the busiest-rank speed-up with the measured
+ * one before reading a slow (2, 1) as the runtime's.
+ *
  * Then a projection to 16 hosts: for each P of the grid, the (1, P)
  * point's measured per-stage costs, gradient bytes and optimizer steps,
  * simulated at D = 1, 2, 4, 8, 16 replicas (each replica a batch of its
@@ -31,7 +41,8 @@
  * deno run -A bench/data_parallel.ts [--steps 4] [--repeats 3] [--dim 128] [--json]
  * ```
  *
- * `--json` prints one line per grid point, then one `{"projection": …}`
+ * `--json` prints one line per grid point (`cpu`: the accounting above,
+ * or null), then one `{"projection": …}`
  * line (a bandwidth of `null` stands for unbounded: a transfer that copies
  * nothing).
  *
@@ -54,6 +65,7 @@ import type { AllReduceLink } from "../src/pipeline/analysis/all_reduce.ts";
 import { measuredCosts, REAL_COMPUTE, realBatches } from "./_real_compute.ts";
 import { measureWorkerLink } from "./_worker_link.ts";
 import { projectReplicas, stepWithOptimizer } from "./_data_parallel_projection.ts";
+import { cpuBetween, cpuSnapshot, type CpuSpan } from "./_cpu_accounting.ts";
 
 const { values } = parseArgs({
   args: Deno.args,
@@ -122,6 +134,8 @@ interface Point {
   /** Each stage's optimizer step in ms (median, on this thread). */
   readonly optimizerMs: number[];
   readonly rounds: number[];
+  /** Each timed step's CPU accounting (empty where /proc cannot be read). */
+  readonly cpu: CpuSpan[];
 }
 
 async function build(d: number, p: number): Promise<Point> {
@@ -151,7 +165,7 @@ async function build(d: number, p: number): Promise<Point> {
       net.layers.slice(from, b[s + 1]).flatMap((l) => l.parameters())
         .reduce((n, q) => n + 4 * q.value.size, 0)
     );
-    return { d, p, model, gradientBytes, optimizerMs: optimizerSteps(net, b), rounds: [] };
+    return { d, p, model, gradientBytes, optimizerMs: optimizerSteps(net, b), rounds: [], cpu: [] };
   } finally {
     net.dispose();
   }
@@ -178,6 +192,22 @@ function optimizerSteps(net: Sequential, boundaries: readonly number[]): number[
   });
 }
 
+// Per step, medians over the timed steps: the busiest rank thread's CPU
+// (the step if each rank had a core to itself and nothing else ran), the
+// most any rank thread waited for a core, this process's other threads'
+// CPU (main thread, V8's helpers) and the cores other processes kept busy.
+function cpuSummary(spans: readonly CpuSpan[]) {
+  if (spans.length === 0) return null;
+  const m = (f: (s: CpuSpan) => number) => median(spans.map(f));
+  return {
+    busiestRankCpuMs: m((s) => Math.max(...s.rankCpuMs)),
+    rankCpuMs: m((s) => s.rankCpuMs.reduce((a, b) => a + b, 0)),
+    mostRankWaitMs: m((s) => Math.max(...s.rankWaitMs)),
+    otherThreadsCpuMs: m((s) => s.otherThreadsCpuMs),
+    otherProcessesCores: m((s) => s.otherProcessesCores),
+  };
+}
+
 const points: Point[] = [];
 const linkStart = performance.now();
 const link: AllReduceLink = givenLink ?? await measureWorkerLink();
@@ -190,9 +220,12 @@ try {
     for (const pt of points) {
       const times: number[] = [];
       for (const b of batches) {
+        const before = cpuSnapshot();
         const t = performance.now();
         await pt.model.step(b);
         times.push(performance.now() - t);
+        const after = cpuSnapshot();
+        if (before !== null && after !== null) pt.cpu.push(cpuBetween(before, after, pt.d * pt.p));
       }
       pt.rounds.push(median(times));
     }
@@ -221,6 +254,7 @@ try {
       linkLatencyMs: link.latencyMs,
       linkBytesPerMs: link.bytesPerMs,
       linkMeasured: givenLink === null,
+      cpu: cpuSummary(pt.cpu),
       // For the projection: one pipeline's costs at the whole batch.
       costs,
     };
@@ -282,6 +316,35 @@ try {
           r.withOptimizerOverMeasured.toFixed(2).padStart(18)
         } |`,
       );
+    }
+    if (rows.every((r) => r.cpu !== null)) {
+      console.log(
+        "\n## Where the CPU went (Linux /proc; per step, medians)\n\n" +
+          "busiest rank: CPU of the busiest rank thread (the step on a core per rank with nothing " +
+          "else running); all ranks: their CPU summed; waited: the most a rank thread sat " +
+          "runnable without a core; other threads: this process's main thread and V8 helpers; " +
+          "other processes: cores they kept busy. D replicas on D cores have no spare core: " +
+          "another process's load lands on their step, while a one-rank step runs beside it.\n",
+      );
+      console.log(
+        "| (D, P) | busiest rank ms | all ranks ms | waited ms | other threads ms | other processes (cores) | speed-up by busiest rank |",
+      );
+      console.log(
+        "| :----- | --------------: | -----------: | --------: | ---------------: | ----------------------: | -----------------------: |",
+      );
+      const baseCpu = rows[0].cpu!.busiestRankCpuMs;
+      for (const r of rows) {
+        const c = r.cpu!;
+        console.log(
+          `| (${r.dataParallel}, ${r.ranks}) | ${c.busiestRankCpuMs.toFixed(1).padStart(15)} | ${
+            c.rankCpuMs.toFixed(1).padStart(12)
+          } | ${c.mostRankWaitMs.toFixed(1).padStart(9)} | ${
+            c.otherThreadsCpuMs.toFixed(1).padStart(16)
+          } | ${c.otherProcessesCores.toFixed(2).padStart(23)} | ${
+            (baseCpu / c.busiestRankCpuMs).toFixed(2).padStart(24)
+          } |`,
+        );
+      }
     }
     console.log(
       '\n"+ optimizer": each stage\'s optimizer step (timed on the main thread) added after ' +

@@ -14,7 +14,7 @@
  */
 
 import type { CommBackend, ControlHandler, ControlMessage, SendOptions } from "../comm/backend.ts";
-import { BucketAverage, packBucket, planBuckets, unpackBucket } from "../comm/gradient_reduce.ts";
+import { packBucket, planBuckets } from "../comm/gradient_reduce.ts";
 import type { RankExecutor } from "./rank_executor.ts";
 import { reduceTag } from "./tag.ts";
 import { PipelineRankError } from "./pipeline_rank_error.ts";
@@ -173,7 +173,7 @@ export interface GradientSyncOptions {
  * {@linkcode GradientSync.reduce} takes a stage's gradients from the
  * executor, cuts them into buckets ({@linkcode planBuckets}), sends each
  * bucket to the D−1 other ranks holding the same pipeline rank, averages
- * the D buffers of each bucket in replica order ({@linkcode BucketAverage}:
+ * the D buffers of each bucket in replica order (as `BucketAverage`:
  * f64 sums, one rounding) and hands the average back to the executor.
  * Every replica computes the same sums in the same order, so every
  * replica's stage ends with the same bits.
@@ -245,28 +245,62 @@ export class GradientSync {
       plan = planBuckets(grads.map((g) => g.length), this.#bucketBytes);
       this.#plans.set(stage, plan);
     }
-    const own = this.replica;
+    const own = this.replica, d = this.replicas;
+    // Each bucket packed once per other replica and handed over (no second
+    // copy); this rank's own values are read in place for the average.
     const sends: Promise<void>[] = [];
-    const averages = plan.map((bucket, b) => {
-      const mine = packBucket(bucket, grads);
-      const avg = new BucketAverage(this.replicas, bucket.length);
-      avg.add(own, mine);
+    const tags = plan.map((bucket, b) => {
       const tag = reduceTag(iteration, attempt, stage, b);
-      for (let k = 0; k < this.replicas; k++) {
-        if (k !== own) sends.push(this.#comm.send(this.peers[k], tag, mine));
+      for (let k = 0; k < d; k++) {
+        if (k !== own) {
+          sends.push(this.#comm.send(this.peers[k], tag, packBucket(bucket, grads), {
+            transfer: true,
+          }));
+        }
       }
-      return { avg, tag };
+      return tag;
     });
     const out = grads.map((g) => new Float32Array(g.length));
+    const parts: Float32Array[] = new Array(d);
     for (let b = 0; b < plan.length; b++) {
-      const { avg, tag } = averages[b];
-      for (let k = 0; k < this.replicas; k++) {
-        if (k !== own) avg.add(k, await this.#comm.recv(this.peers[k], tag));
+      const bucket = plan[b];
+      const received: (Float32Array | null)[] = new Array(d).fill(null);
+      for (let k = 0; k < d; k++) {
+        if (k === own) continue;
+        const r = await this.#comm.recv(this.peers[k], tags[b]);
+        if (!(r instanceof Float32Array) || r.length !== bucket.length) {
+          throw new RangeError(
+            `replica ${k}'s bucket ${b} of stage ${stage} must be a Float32Array of ${bucket.length} ` +
+              `values, got ${r instanceof Float32Array ? r.length : typeof r}`,
+          );
+        }
+        received[k] = r;
       }
-      unpackBucket(plan[b], avg.result(), out);
+      let at = 0;
+      for (const seg of bucket.segments) {
+        const n = seg.end - seg.start;
+        for (let k = 0; k < d; k++) {
+          parts[k] = received[k]?.subarray(at, at + n) ??
+            grads[seg.param].subarray(seg.start, seg.end);
+        }
+        averageInto(parts, out[seg.param].subarray(seg.start, seg.end));
+        at += n;
+      }
     }
     await Promise.all(sends);
     await executor.setGradients(stage, out);
+  }
+}
+
+// `(parts[0] + … + parts[D−1]) / D` per value into `out`: summed in float64
+// from 0 in replica order, divided by D, rounded to float32 once (the same
+// bits as `BucketAverage`).
+function averageInto(parts: readonly Float32Array[], out: Float32Array): void {
+  const d = parts.length, n = out.length;
+  for (let i = 0; i < n; i++) {
+    let s = 0;
+    for (let k = 0; k < d; k++) s += parts[k][i];
+    out[i] = s / d;
   }
 }
 
