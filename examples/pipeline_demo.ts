@@ -453,8 +453,8 @@ const w1 = Math.max(...rows.map((r) => r[1].length));
 console.log(`\nsummary (${cores} CPU cores, backend ${backend}):`);
 for (const [k, x, y] of rows) console.log(`  ${k.padEnd(w0)}  ${x.padEnd(w1)}  ${y}`);
 console.log(
-  `  (bubble: steady state over the measured steps; simulated: the schedule with each ` +
-    `action's measured median time)`,
+  `  (step time: between the ends of consecutive steps of a window; bubble: steady state ` +
+    `over the measured windows; simulated: the schedule with each action's measured median time)`,
 );
 console.log(
   worst === 0
