@@ -5,10 +5,10 @@
  * {@linkcode ReplicaComm} (a view of the global transport that maps
  * pipeline rank `p` to global rank `k·P + p`); the D ranks that hold
  * pipeline rank `p` average the gradients of the stages that rank holds
- * through a {@linkcode GradientSync}, which the interpreter calls right
- * before each stage's optimizer step: no barrier across stages, and each
- * stage's average starts as soon as its own last backward of the step is
- * done.
+ * through a {@linkcode GradientSync}, which the interpreter starts as soon
+ * as a stage's own last backward of the step is done; the stage steps once
+ * its average is in, while its rank goes on with its other stages: no
+ * barrier across stages.
  *
  * @module
  */
@@ -233,13 +233,52 @@ export class GradientSync {
     attempt: number,
     executor: Pick<RankExecutor, "gradients" | "setGradients">,
   ): Promise<void> {
-    if (this.replicas === 1) return;
+    await this.start(stage, iteration, attempt, executor)?.finish();
+  }
+
+  /**
+   * Starts the average of `stage`'s gradients of `iteration` (attempt
+   * `attempt`): reads them from the executor now, sends this replica's
+   * buckets and averages the others' as they come in, without the caller
+   * waiting, so that the rank can go on with its other stages' actions.
+   * `finish()` writes the average back through the executor (the only other
+   * executor call), once it is complete. Null with one replica.
+   *
+   * @throws {TypeError} When the executor has no `gradients` or `setGradients`.
+   */
+  start(
+    stage: number,
+    iteration: number,
+    attempt: number,
+    executor: Pick<RankExecutor, "gradients" | "setGradients">,
+  ): PendingAverage | null {
+    if (this.replicas === 1) return null;
     if (typeof executor.gradients !== "function" || typeof executor.setGradients !== "function") {
       throw new TypeError(
         "data parallelism needs an executor with gradients(stage) and setGradients(stage, grads)",
       );
     }
-    const grads = await executor.gradients(stage);
+    const grads = executor.gradients(stage);
+    let ready = false;
+    const average = this.#average(stage, iteration, attempt, grads).finally(() => ready = true);
+    average.catch(() => {}); // seen by finish(); an abandoned attempt never calls it
+    return {
+      get ready() {
+        return ready;
+      },
+      finish: async () => await executor.setGradients!(stage, await average),
+    };
+  }
+
+  // Sends this rank's buckets of `stage` and averages the D replicas' in
+  // replica order as they come in.
+  async #average(
+    stage: number,
+    iteration: number,
+    attempt: number,
+    gradients: readonly Float32Array[] | Promise<readonly Float32Array[]>,
+  ): Promise<Float32Array[]> {
+    const grads = await gradients;
     let plan = this.#plans.get(stage);
     if (plan === undefined) {
       plan = planBuckets(grads.map((g) => g.length), this.#bucketBytes);
@@ -253,9 +292,11 @@ export class GradientSync {
       const tag = reduceTag(iteration, attempt, stage, b);
       for (let k = 0; k < d; k++) {
         if (k !== own) {
-          sends.push(this.#comm.send(this.peers[k], tag, packBucket(bucket, grads), {
+          const sent = this.#comm.send(this.peers[k], tag, packBucket(bucket, grads), {
             transfer: true,
-          }));
+          });
+          sent.catch(() => {}); // a failed receive may come first: awaited below, never unhandled
+          sends.push(sent);
         }
       }
       return tag;
@@ -288,8 +329,16 @@ export class GradientSync {
       }
     }
     await Promise.all(sends);
-    await executor.setGradients(stage, out);
+    return out;
   }
+}
+
+/** A stage's gradient average under way (see {@linkcode GradientSync.start}). */
+export interface PendingAverage {
+  /** True once the average is complete (or has failed): `finish()` then waits for no peer. */
+  readonly ready: boolean;
+  /** Writes the average back through the executor once it is complete; rejects with its failure. */
+  finish(): Promise<void>;
 }
 
 // `(parts[0] + … + parts[D−1]) / D` per value into `out`: summed in float64

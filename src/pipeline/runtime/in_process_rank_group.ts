@@ -43,8 +43,9 @@ export interface InProcessRankGroupOptions<C extends CallMap = NoCalls> {
   /**
    * Replicas D of the pipeline (data parallelism; default 1): D·P ranks,
    * global rank `k·P + p` running pipeline rank p of replica k, each
-   * stage's gradients averaged across its D replicas right before its
-   * optimizer step (the executors need `gradients` and `setGradients`).
+   * stage's gradients averaged across its D replicas from its last
+   * backward on, the stage stepping once the average is in (the executors
+   * need `gradients` and `setGradients`).
    * Payloads, reports, events and calls then use global ranks.
    */
   readonly dataParallel?: number;

@@ -3,8 +3,9 @@
  * {@linkcode CommBackend} and a {@linkcode RankExecutor}. For each action
  * it receives the input, computes, hands the output to the neighbouring
  * stage without waiting for it, and steps a stage's optimizer right after
- * that stage's last backward; it goes on to the next iteration with no
- * barrier. Step post-validation (verdicts, settling, abandoned attempts)
+ * that stage's last backward (with data parallelism, once the stage's
+ * gradient average is in, the rank going on with its other stages
+ * meanwhile); it goes on to the next iteration with no barrier. Step post-validation (verdicts, settling, abandoned attempts)
  * lives in `step_validation.ts`, which the loop calls at named points. The
  * worker entry uses it per worker; every rank group runs it per rank.
  *
@@ -23,7 +24,7 @@ import { createEventLoopTurn } from "./_event_loop_turn.ts";
 import { applyFault, checkFaultInjection } from "./fault_injection.ts";
 import { checkRunPolicy, type RunPolicyOptions } from "./run_policy.ts";
 import { PipelineRankError } from "./pipeline_rank_error.ts";
-import type { GradientSync } from "./gradient_sync.ts";
+import type { GradientSync, PendingAverage } from "./gradient_sync.ts";
 
 /** What a rank is doing, as reported to `onState`. */
 export type RankState = "idle" | "recv" | "compute" | "step" | "done";
@@ -76,11 +77,21 @@ export interface RankRunOptions {
   readonly policy?: RunPolicyOptions;
   /**
    * Data parallelism: the average of this rank's stages' gradients across
-   * the replicas, run right before each stage's optimizer step (absent: one
-   * replica). `comm` is then this replica's view of the global transport.
+   * the replicas (absent: one replica), started right after each stage's
+   * last backward. The rank goes on with its other stages' actions while
+   * it is under way; the stage steps before the first action after it is
+   * complete, and at the latest before the iteration ends, stages stepping
+   * in the order their last backwards ran. `comm` is then this replica's
+   * view of the global transport.
    */
   readonly gradientSync?: GradientSync;
-  /** Told when the rank changes state; `index` is the action's position in the rank's list. */
+  /**
+   * Told when the rank changes state; `index` is the action's position in
+   * the schedule's list for this rank, `schedule.actions[rank]` (also in a
+   * forward-only run), -1 before an iteration's first action, the list's
+   * length when done. A stage's state is "step" from the moment it waits for
+   * its gradient average (with replicas) to the end of its optimizer step.
+   */
   readonly onState?: (state: RankState, index: number, iteration: number) => void;
 }
 
@@ -169,7 +180,14 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
     forwardOnly,
   });
   const clock = options.clock ?? (() => performance.now());
-  const onState = options.onState ?? (() => {});
+  // `onState` gets the action's position in the schedule's list for this
+  // rank (`schedule.actions[rank]`), in a forward-only run too.
+  const full = schedule.actions[rank];
+  const at = forwardOnly
+    ? [...full.flatMap((a, j) => a.kind === "F" ? [j] : []), full.length]
+    : null;
+  const onState = (state: RankState, i: number, it: number) =>
+    options.onState?.(state, i < 0 || at === null ? i : at[i], it);
   const abortFlag = options.abortFlag ?? new Int32Array(1);
   const lastBackward = lastBackwards(list);
   const timeline = new DeviceTimeline(rank, clock);
@@ -197,8 +215,9 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
   const receive = (peer: number, tag: string, it: number) =>
     validation === null ? comm.recv(peer, tag) : validation.receive(comm.recv(peer, tag), it);
 
-  // Action `a`, the `i`-th of the list, in iteration `it`, then its
-  // stage's optimizer step where `a` is the stage's last backward.
+  // Action `a`, the `i`-th of the list, in iteration `it`, then, where `a`
+  // is its stage's last backward, the stage's optimizer step (with
+  // replicas: the start of its gradient average, the step coming later).
   const perform = async (a: Action, i: number, it: number): Promise<void> => {
     const { stage: s, microBatch: mb } = a;
     const ctx: StageContext = {
@@ -236,17 +255,39 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
         if (s > 0) outbox.post(a, it, where[s - 1], tag("gradient", s - 1, mb, it), out);
       }
       if (!forwardOnly && lastBackward.get(s) === i) {
-        if (validation?.mustSettleBefore(it)) await validation.beforeFirstStep(it);
         inStep = true;
-        await options.gradientSync?.reduce(s, it, validation?.attempt(it) ?? 0, executor);
-        onState("step", i, it);
-        const out = await run(a, it, false, () => executor.step(s, it));
-        validation?.afterStep(s, it, out as StepResultOf, (cause) => {
-          timeline.failure ??= { action: a, iteration: it, cause };
-        });
+        // The previous step is final before this iteration's first step or average.
+        if (validation?.mustSettleBefore(it)) await validation.beforeFirstStep(it);
+        const average = options.gradientSync?.start(s, it, validation?.attempt(it) ?? 0, executor);
+        // With replicas the step waits for the average while the rank goes on.
+        if (average) averaging.push({ a, i, it, average });
+        else await step(a, i, it, null);
       }
     } catch (e) {
       throw rankError(rank, a, it, e, inStep);
+    }
+  };
+  // The optimizer step of `a`'s stage once its gradients (`average`: their
+  // average across the replicas) are final.
+  const step = async (a: Action, i: number, it: number, average: PendingAverage | null) => {
+    try {
+      onState("step", i, it);
+      await average?.finish();
+      const out = await run(a, it, false, () => executor.step(a.stage, it));
+      validation?.afterStep(a.stage, it, out as StepResultOf, (cause) => {
+        timeline.failure ??= { action: a, iteration: it, cause };
+      });
+    } catch (e) {
+      throw rankError(rank, a, it, e, true);
+    }
+  };
+  // Steps waiting for their averages, in the order their stages finished:
+  // taken before an action once complete, and all before the iteration ends.
+  const averaging: { a: Action; i: number; it: number; average: PendingAverage }[] = [];
+  const stepAveraged = async (all: boolean) => {
+    while (averaging.length > 0 && (all || averaging[0].average.ready)) {
+      const { a, i, it, average } = averaging.shift()!;
+      await step(a, i, it, average);
     }
   };
 
@@ -259,8 +300,10 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
       await loop.turn();
       throwIfFailed();
       validation?.beforeAction(it);
+      await stepAveraged(false);
       await perform(list[i], i, it);
     }
+    await stepAveraged(true);
     reports.push(await executor.endIteration?.(it));
   };
 
@@ -275,6 +318,8 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
         // The previous step was undone everywhere: this attempt goes and
         // the iteration runs again (or, with "stop", the run ends here).
         if (!(e instanceof Abandon) || validation === null) throw e;
+        // Its averages: none had started (an attempt is abandoned before its first step).
+        averaging.length = 0;
         if (await validation.abandon(it, e)) break;
       }
     }

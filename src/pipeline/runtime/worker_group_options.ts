@@ -53,8 +53,9 @@ export interface WorkerRankGroupOptions {
   /**
    * Replicas D of the pipeline (data parallelism; default 1): D·P workers,
    * worker `k·P + p` running pipeline rank p of replica k, each stage's
-   * gradients averaged across its D replicas right before its optimizer
-   * step (the executors need `gradients` and `setGradients`). Payloads,
+   * gradients averaged across its D replicas from its last backward on,
+   * the stage stepping once the average is in (the executors need
+   * `gradients` and `setGradients`). Payloads,
    * reports, events and calls then use these global ranks.
    */
   readonly dataParallel?: number;

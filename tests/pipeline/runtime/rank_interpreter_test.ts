@@ -315,3 +315,40 @@ Deno.test("runPipelineInProcess: a failed run still disposes every executor and 
   );
   assert.deepEqual(disposed.sort(), [0, 1, 2]);
 });
+
+Deno.test("runRank: onState's index is the action's position in schedule.actions[rank], in a forward-only run too", async () => {
+  const schedule = generateSchedule("1f1b", { ranks: 1, microBatches: 3 });
+  for (const forwardOnly of [false, true]) {
+    const [comm] = InProcessBackend.createGroup(1);
+    const executor = createSyntheticExecutor({
+      rank: 0,
+      ranks: 1,
+      stages: [0],
+      numStages: 1,
+      microBatches: 3,
+      options: { ms: 0 },
+      abortFlag: new Int32Array(1),
+      signal: new AbortController().signal,
+      comm,
+    });
+    const computed: string[] = [];
+    let done = -1;
+    await runRank({
+      schedule,
+      rank: 0,
+      comm,
+      executor,
+      forwardOnly,
+      onState: (state, index) => {
+        if (state === "compute") computed.push(formatAction(schedule.actions[0][index]));
+        if (state === "done") done = index;
+      },
+    });
+    const want = schedule.actions[0].filter((a) => !forwardOnly || a.kind === "F").map(
+      formatAction,
+    );
+    assert.deepEqual(computed, want, `forwardOnly ${forwardOnly}`);
+    assert.equal(done, schedule.actions[0].length);
+    comm.close();
+  }
+});
