@@ -87,6 +87,7 @@ export type {
   CommBackend,
   ControlHandler,
   ControlMessage,
+  LostRank,
   SendOptions,
 } from "./src/pipeline/comm/backend.ts";
 export { CommAbortedError } from "./src/pipeline/comm/backend.ts";
@@ -121,7 +122,11 @@ export type {
 } from "./src/pipeline/runtime/rank_interpreter.ts";
 export type { GradNorm, RolledBack } from "./src/pipeline/runtime/step_validation.ts";
 export { runRank } from "./src/pipeline/runtime/rank_interpreter.ts";
-export type { GradientSyncOptions, GridPlace } from "./src/pipeline/runtime/gradient_sync.ts";
+export type {
+  GradientSyncOptions,
+  GridPlace,
+  PendingAverage,
+} from "./src/pipeline/runtime/gradient_sync.ts";
 export {
   DEFAULT_BUCKET_BYTES,
   GradientSync,

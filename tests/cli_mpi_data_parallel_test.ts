@@ -1,29 +1,28 @@
 // Data × pipeline parallelism under real mpirun jobs (Open MPI): D·P
 // processes, process k·P + p running pipeline rank p of replica k.
-// `cli.ts train --comm mpi --data-parallel D --ranks P` at (D, P) = (2, 2)
-// and (2, 1) over shared memory, and (2, 2) over TCP only, equals --ranks 1
-// (single-device training) and gives the same bits as the in-process group
-// with the same D and P; the model API does too, weight by weight; a killed
-// process of a (2, 2) job ends it within 20 s naming the lost rank; a
+// `cli.ts train --comm mpi --data-parallel D --ranks P` with every schedule,
+// at (D, P) = (2, 2), (2, 1) and (4, 1) over shared memory and (2, 2) over
+// TCP only, equals --ranks 1 (single-device training) and gives the same
+// bits as the in-process group with the same D, P and schedule; the model API does too, weight by weight; a killed
+// process of a (2, 2) job ends it within 20 s naming the lost rank, its
+// replica and pipeline rank and what it was last heard doing; a
 // process count other than D·P is one line. Skipped, saying so once, where
 // Open MPI is not installed (see mpi/_open_mpi.ts).
 
 import assert from "node:assert/strict";
 import { cli } from "./_cli.ts";
-import { mpirun as runMpirun, SHM, TCP } from "./mpi/_mpirun.ts";
+import { mpirunJob, SHM, TCP } from "./mpi/_mpirun.ts";
 import { mpiTest } from "./mpi/_open_mpi.ts";
+import { SCHEDULE_NAMES } from "../src/pipeline/schedule/generate.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 const CLI = `${ROOT}cli.ts`;
 const DP_RANK = `${ROOT}tests/mpi/_data_parallel_rank.ts`;
-// --batch given: --ranks 1 trains on the same 8 sequences a step.
+const SCHEDULES = `${ROOT}tests/mpi/_train_schedules.ts`;
+// The flags every run shares; --batch is given per run (4 sequences a shard).
 const TRAIN = [
-  "--schedule",
-  "1f1b",
   "--microbatches",
   "4",
-  "--batch",
-  "8",
   "--layers",
   "3",
   "--steps",
@@ -34,39 +33,6 @@ const TRAIN = [
   "cpu",
   "--json",
 ];
-
-interface Job {
-  code: number;
-  endedAt: number;
-  stdout: string;
-  stderr: string;
-  /** Rank → pid, from each rank's start line. */
-  pids: Map<number, number>;
-}
-
-// `mpirun -n <n> <program>`, collecting the output and every rank's pid.
-async function mpirun(
-  n: number,
-  program: string[],
-  options: { btl?: string; timeoutMs?: number; onOutput?: (job: Job) => void } = {},
-): Promise<Job> {
-  const job: Job = { code: -1, endedAt: 0, stdout: "", stderr: "", pids: new Map() };
-  const grew = (into: "stdout" | "stderr") => (text: string) => {
-    job[into] += text;
-    for (const m of job.stderr.matchAll(/conveyor: rank (\d+) of \d+: host [^,]*, pid (\d+)/g)) {
-      job.pids.set(Number(m[1]), Number(m[2]));
-    }
-    options.onOutput?.(job);
-  };
-  const end = await runMpirun(n, program, {
-    btl: options.btl,
-    timeoutMs: options.timeoutMs ?? 120_000,
-    onStdout: grew("stdout"),
-    onStderr: grew("stderr"),
-    rankPids: () => job.pids.values(),
-  });
-  return Object.assign(job, end);
-}
 
 function deno(script: string, ...args: string[]): string[] {
   return [Deno.execPath(), "run", "-A", script, ...args];
@@ -83,43 +49,69 @@ async function inProcess(...flags: string[]): Promise<Record<string, number>[]> 
 }
 
 // Single-device training through the same CLI, in this process.
-const single = await inProcess("--ranks", "1");
+// --batch 8 at D = 2 and 16 at D = 4: 4 sequences a shard.
+const singles = new Map<number, Record<string, number>[]>();
+async function singleDevice(batch: number): Promise<Record<string, number>[]> {
+  if (!singles.has(batch)) {
+    singles.set(
+      batch,
+      await inProcess("--ranks", "1", "--schedule", "1f1b", "--batch", String(batch)),
+    );
+  }
+  return singles.get(batch)!;
+}
 
 for (
-  const [d, p, btl, where] of [[2, 2, SHM, "shared memory"], [2, 1, SHM, "shared memory"], [
-    2,
-    2,
-    TCP,
-    "TCP only",
-  ]] as const
+  const [d, p, btl, where] of [
+    [2, 2, SHM, "shared memory"],
+    [2, 2, TCP, "TCP only"],
+    [2, 1, SHM, "shared memory"],
+    [4, 1, SHM, "shared memory"],
+  ] as const
 ) {
   mpiTest(
     `mpirun -n ${
       d * p
-    } cli.ts train --comm mpi --data-parallel ${d} --ranks ${p} over ${where}: single-device training, the in-process bits`,
+    } cli.ts train --comm mpi --data-parallel ${d} --ranks ${p} over ${where}: every schedule is single-device training, the in-process bits`,
     async () => {
-      const flags = ["--data-parallel", String(d), "--ranks", String(p)];
-      const job = await mpirun(d * p, deno(CLI, "train", "--comm", "mpi", ...flags, ...TRAIN), {
-        btl,
-      });
+      const flags = ["--data-parallel", String(d), "--ranks", String(p), "--batch", String(4 * d)];
+      const single = await singleDevice(4 * d);
+      // One job runs every schedule, one model after another (see mpi/_train_schedules.ts).
+      const job = await mpirunJob(
+        d * p,
+        deno(SCHEDULES, ...SCHEDULE_NAMES, "--", ...flags, ...TRAIN),
+        {
+          btl,
+          timeoutMs: 240_000,
+        },
+      );
       assert.equal(job.code, 0, job.stderr);
       assert.deepEqual([...job.pids.keys()].sort(), [...Array(d * p).keys()], "every rank started");
-      const got = jsonLines(job.stdout);
-      assert.equal(got.length, 4, "three steps and the parameter sums, printed once (rank 0)");
-      for (let i = 0; i < 3; i++) {
-        assert.equal(got[i].step, i + 1);
-        const rel = Math.abs(got[i].loss - single[i].loss) / single[i].loss;
-        assert.ok(rel <= 1e-6, `step ${i + 1}: loss ${got[i].loss} vs ${single[i].loss}`);
+      const runs = job.stdout.trim().split("\n").map((l) => JSON.parse(l));
+      assert.deepEqual(runs.map((r) => r.schedule), [...SCHEDULE_NAMES], "one report per schedule");
+      for (const { schedule, code, out } of runs) {
+        const what = `${schedule} at (${d}, ${p}) over ${where}`;
+        assert.equal(code, 0, `${what}: exit code`);
+        const got = jsonLines(out);
+        assert.equal(got.length, 4, `${what}: three steps and the parameter sums, printed once`);
+        for (let i = 0; i < 3; i++) {
+          assert.equal(got[i].step, i + 1);
+          const rel = Math.abs(got[i].loss - single[i].loss) / single[i].loss;
+          assert.ok(
+            rel <= 1e-6,
+            `${what}, step ${i + 1}: loss ${got[i].loss} vs ${single[i].loss}`,
+          );
+        }
+        // The sums of the final weights (a plain sum cancels: 1e-5 as in cli_mpi_test.ts).
+        for (const [k, tol] of [["paramSumSq", 1e-6], ["paramSum", 1e-5]] as const) {
+          const rel = Math.abs(got[3][k] - single[3][k]) / Math.abs(single[3][k]);
+          assert.ok(rel <= tol, `${what}: ${k} ${got[3][k]} vs ${single[3][k]} (rel ${rel})`);
+        }
+        // The same fixed-order average as the in-process group: the same bits.
+        const same = await inProcess(...flags, "--schedule", schedule);
+        assert.deepEqual(got.map((l) => l.loss), same.map((l) => l.loss), what);
+        assert.deepEqual(got[3], same[3], what);
       }
-      // The sums of the final weights (a plain sum cancels: 1e-5 as in cli_mpi_test.ts).
-      for (const [k, tol] of [["paramSumSq", 1e-6], ["paramSum", 1e-5]] as const) {
-        const rel = Math.abs(got[3][k] - single[3][k]) / Math.abs(single[3][k]);
-        assert.ok(rel <= tol, `${k} ${got[3][k]} vs ${single[3][k]} (rel ${rel})`);
-      }
-      // The same fixed-order average as the in-process group: the same bits.
-      const same = await inProcess(...flags);
-      assert.deepEqual(got.map((l) => l.loss), same.map((l) => l.loss));
-      assert.deepEqual(got[3], same[3]);
     },
   );
 }
@@ -127,7 +119,7 @@ for (
 mpiTest(
   "the model API with rankGroup mpi and dataParallel 2 under mpirun -n 4: single-device weights within 1e-6, the in-process file bit for bit",
   async () => {
-    const job = await mpirun(4, deno(DP_RANK, "2", "2", "zb-h1"));
+    const job = await mpirunJob(4, deno(DP_RANK, "2", "2", "zb-h1"));
     assert.equal(job.code, 0, job.stderr);
     const results = job.stdout.trim().split("\n").filter((l) => l.startsWith("RESULT "))
       .map((l) => JSON.parse(l.slice(7))).sort((a, b) => a.rank - b.rank);
@@ -148,8 +140,8 @@ mpiTest(
 mpiTest(
   "a process SIGKILLed mid-training of a (2, 2) job ends it within 20 s, non-zero, naming the lost rank",
   async () => {
-    let killedAt = 0;
-    const job = await mpirun(
+    let killedAt = 0, startedAt = 0;
+    const job = await mpirunJob(
       4,
       deno(CLI, "train", "--comm", "mpi", "--data-parallel", "2", "--ranks", "2", ...[
         "--schedule",
@@ -167,9 +159,14 @@ mpiTest(
       {
         timeoutMs: 60_000,
         onOutput: (j) => {
-          // Kill replica 1's pipeline rank 1 (global rank 3) once training is under way.
+          // Kill replica 1's pipeline rank 1 (global rank 3) once training is
+          // under way and its heartbeats (every second) have said what it does.
           const pid = j.pids.get(3);
-          if (killedAt === 0 && pid !== undefined && j.stdout.includes('"step":2,')) {
+          if (pid !== undefined && startedAt === 0) startedAt = performance.now();
+          if (
+            killedAt === 0 && pid !== undefined && j.stdout.includes('"step":2,') &&
+            performance.now() - startedAt > 2500
+          ) {
             killedAt = performance.now();
             Deno.kill(pid, "SIGKILL");
           }
@@ -182,15 +179,26 @@ mpiTest(
     assert.notEqual(job.code, 0, "the job fails");
     assert.match(
       job.stderr,
-      /rank \d: lost rank 3 \(its process \d+ on \S+ has ended\)|rank 3 lost|process rank 3 with PID \d+ on node \S+ exited on signal 9/,
+      /rank \d: lost rank 3 \(its process \d+ on \S+ has ended[;)]|rank 3 lost|process rank 3 with PID \d+ on node \S+ exited on signal 9/,
+    );
+    // The survivors name the lost rank in the grid and what its last
+    // heartbeat said it was doing: an action, or between two of its steps.
+    assert.match(
+      job.stderr,
+      /lost rank 3 \(its process \d+ on \S+ has ended; its last heartbeat, \d+\.\d s before: replica 1, pipeline rank 1, (?:(?:computing|waiting for the input of|averaging or stepping stage 1 after) 1[FBIW]\d+ \(stage 1, microBatch \d+, iteration \d+\)|(?:between actions of|done with) iteration \d+)\)/,
     );
   },
 );
 
 mpiTest("mpirun -n 3 with --data-parallel 2 --ranks 2: one clear line, exit 2", async () => {
-  const job = await mpirun(
+  const job = await mpirunJob(
     3,
-    deno(CLI, "train", "--comm", "mpi", "--data-parallel", "2", "--ranks", "2", ...TRAIN),
+    deno(CLI, "train", "--comm", "mpi", "--data-parallel", "2", "--ranks", "2", ...TRAIN, ...[
+      "--batch",
+      "8",
+      "--schedule",
+      "1f1b",
+    ]),
     { timeoutMs: 60_000 },
   );
   assert.equal(job.code, 2, job.stderr);

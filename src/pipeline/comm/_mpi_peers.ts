@@ -31,6 +31,9 @@ export interface Peer {
   lastCpuAt: number;
   /** Rejects once the peer has closed (a receive from it then fails). */
   gone: PromiseWithResolvers<never>;
+  /** What its last heartbeat said it was doing ("" if nothing), and when that came. */
+  activity: string;
+  activityAt: number;
 }
 
 const noop = (): void => {};
@@ -68,6 +71,8 @@ export class PeerTable {
         ticks: undefined,
         lastCpuAt: -Infinity,
         gone,
+        activity: "",
+        activityAt: 0,
       };
     });
   }
@@ -115,6 +120,24 @@ export class PeerTable {
     peer.host = host;
     peer.hello = true;
     if (host === this.host) this.#watch.add(q, pid);
+  }
+
+  /** Peer `q`'s heartbeat said what it is doing. */
+  activity(q: number, text: string): void {
+    const p = this.peers[q];
+    p.activity = text;
+    p.activityAt = performance.now();
+  }
+
+  /**
+   * "; its last heartbeat, 0.4 s before: <what it said>" for a peer whose
+   * heartbeat said what it was doing, else "".
+   */
+  lastActivity(q: number): string {
+    const p = this.peers[q];
+    if (p === undefined || p.activity === "") return "";
+    const age = ((performance.now() - p.activityAt) / 1000).toFixed(1);
+    return `; its last heartbeat, ${age} s before: ${p.activity}`;
   }
 
   /** Whether every peer has said hello. */

@@ -28,7 +28,7 @@ const TENSOR_HEAD = 12;
 /** A control envelope: rendezvous, liveness, barrier, failure and user messages. */
 export type ControlEnvelope =
   | { readonly c: "hello"; readonly pid: number; readonly host: string }
-  | { readonly c: "hb" }
+  | { readonly c: "hb"; readonly at?: string }
   | { readonly c: "barrier"; readonly gen: number }
   | { readonly c: "abort"; readonly reason: string }
   | { readonly c: "error"; readonly report: ControlMessage }

@@ -7,6 +7,7 @@ import {
   type CommBackend,
   type ControlHandler,
   type ControlMessage,
+  type LostRank,
   type SendOptions,
 } from "./backend.ts";
 import { checkData, checkPeer, checkTag, isThenable, movedArray } from "./_checks.ts";
@@ -137,10 +138,10 @@ export abstract class RankBackend implements CommBackend {
   }
 
   /** Aborts this rank alone (once, and not after `close`): everything pending fails with `reason`. */
-  protected abortLocal(reason: string): void {
+  protected abortLocal(reason: string, lost?: LostRank): void {
     if (this.#aborted || this.closed) return;
     this.#aborted = true;
-    this.fail(new CommAbortedError(reason));
+    this.fail(new CommAbortedError(reason, lost));
   }
 
   /** Rejects every waiting and later receive with `error`; subclasses add their own waits. */

@@ -87,6 +87,22 @@ export interface CommBackend {
   abort(reason: string): void;
   /** Releases the transport; pending receives reject. Idempotent. */
   close(): void;
+  /**
+   * Optional: `describe` says, when called, what this rank is doing (e.g.
+   * "computing 1F3 (stage 1, microBatch 3, iteration 5)"); null forgets it.
+   * A transport that can lose a peer's process (MPI) sends the latest
+   * description with its heartbeats and quotes it when this rank is lost;
+   * others need not implement it.
+   */
+  reportActivity?(describe: (() => string) | null): void;
+}
+
+/** A peer whose process the transport saw end or go silent (see {@linkcode CommAbortedError.lost}). */
+export interface LostRank {
+  /** The lost rank. */
+  readonly rank: number;
+  /** What was seen, e.g. "its process 4242 on host-a has ended", and its last activity. */
+  readonly why: string;
 }
 
 /**
@@ -103,11 +119,14 @@ export interface CommBackend {
 export class CommAbortedError extends Error {
   /** The reason given to `abort` (or `"closed"`). */
   readonly reason: string;
+  /** Set when the abort is the loss of a peer's process (MPI): which rank, and what was seen. */
+  readonly lost?: LostRank;
 
-  /** Creates the error for `reason`. */
-  constructor(reason: string) {
+  /** Creates the error for `reason`, and the lost peer where that is the cause. */
+  constructor(reason: string, lost?: LostRank) {
     super(`communication aborted: ${reason}`);
     this.name = "CommAbortedError";
     this.reason = reason;
+    if (lost !== undefined) this.lost = lost;
   }
 }

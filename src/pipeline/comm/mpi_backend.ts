@@ -17,8 +17,9 @@
  *   error reports, heartbeats, peer-loss reports and a closing handshake.
  * - Failure: a peer process that has ended (same host: seen through a pidfd
  *   before every MPI call; elsewhere: silent for `peerTimeoutMs`) aborts
- *   every rank with `rank <r> lost: …`; each survivor prints that to stderr
- *   and makes no MPI call any more (Open MPI 4 ends a process whose read of
+ *   every rank with `rank <r> lost: …` (quoting what the lost rank's last
+ *   heartbeat said it was doing, see `reportActivity`); each survivor prints
+ *   that to stderr and makes no MPI call any more (Open MPI 4 ends a process whose read of
  *   a dead peer's data fails). When mpirun ends the job itself (its default
  *   when a rank dies), each survivor prints the lost rank on SIGTERM and
  *   exits with status 143. Over TCP, Open MPI itself may end a survivor
@@ -147,6 +148,7 @@ export class MpiBackend extends RankBackend implements CommBackend {
   #helloWait: (() => void) | null = null;
   #noFinalize = false;
   #heartbeat: ReturnType<typeof setInterval> | undefined;
+  #activity: (() => string) | null = null;
 
   private constructor(session: MpiSession, settings: Settings) {
     super();
@@ -277,6 +279,32 @@ export class MpiBackend extends RankBackend implements CommBackend {
   }
 
   /**
+   * See {@linkcode CommBackend.reportActivity}: each heartbeat carries what
+   * `describe` says then (at most 200 characters), and when this rank's
+   * process is lost the survivors quote the last one they heard, with its
+   * age (a heartbeat goes out every `heartbeatIntervalMs` while the event
+   * loop turns, so it is as old as the rank's last turn at most).
+   *
+   * @example
+   * ```ts
+   * import type { MpiBackend } from "@conveyor/core/runtime";
+   * // A rank names its current action for the others' error messages.
+   * let now = "starting";
+   * function watch(comm: MpiBackend): void {
+   *   comm.reportActivity(() => now);
+   * }
+   * // Outside mpirun, a stand-in shows what the heartbeat would read.
+   * let read: (() => string) | null = null;
+   * watch({ reportActivity: (d: (() => string) | null) => read = d } as unknown as MpiBackend);
+   * now = "computing 1F3";
+   * console.log(read!()); // "computing 1F3"
+   * ```
+   */
+  reportActivity(describe: (() => string) | null): void {
+    this.#activity = describe;
+  }
+
+  /**
    * Rejects pending receives, tells the peers this rank is closing, then
    * drains (this rank's sends complete; what peers still send is received
    * and dropped) until every peer has closed or `closeTimeoutMs` passed, and
@@ -372,7 +400,7 @@ export class MpiBackend extends RankBackend implements CommBackend {
     this.#noFinalize = true;
     const lost = this.#peers.findLost(true);
     const what = lost.length > 0
-      ? lost.map(([q, why]) => `lost rank ${q} (${why})`).join("; ")
+      ? lost.map(([q, why]) => `lost rank ${q} (${why}${this.#peers.lastActivity(q)})`).join("; ")
       : "no peer found lost";
     console.error(`conveyor: rank ${this.rank}: SIGTERM (mpirun is ending the job); ${what}`);
     // No more MPI; exit a little later: mpirun forwards a rank's output only
@@ -442,6 +470,7 @@ export class MpiBackend extends RankBackend implements CommBackend {
         this.#helloWait?.();
         break;
       case "hb":
+        if (typeof body.at === "string") this.#peers.activity(src, body.at);
         break;
       case "barrier":
         this.#barriers.arrive(body.gen, src);
@@ -462,7 +491,7 @@ export class MpiBackend extends RankBackend implements CommBackend {
         console.error(
           `conveyor: rank ${this.rank}: lost rank ${body.rank} (${body.why}; seen by rank ${src})`,
         );
-        this.abortLocal(`rank ${body.rank} lost: ${body.why}`);
+        this.abortLocal(`rank ${body.rank} lost: ${body.why}`, { rank: body.rank, why: body.why });
         this.#engine.stopped = true; // no more MPI calls: see beforePoll
         break;
       }
@@ -489,7 +518,7 @@ export class MpiBackend extends RankBackend implements CommBackend {
     if (this.closed || this.#engine.stopped) return;
     try {
       this.#engine.progress(); // hear what arrived while this thread was busy before judging
-      this.#broadcast({ c: "hb" }, true);
+      this.#broadcast({ c: "hb", at: this.#activityNow() }, true);
     } catch (e) {
       this.#mpiFailed(e as Error);
       return;
@@ -497,10 +526,20 @@ export class MpiBackend extends RankBackend implements CommBackend {
     for (const [q, why] of this.#peers.findLost(false)) this.#peerLost(q, why);
   }
 
+  // What this rank's describer says now ("" without one, or when it throws).
+  #activityNow(): string {
+    try {
+      return this.#activity === null ? "" : String(this.#activity()).slice(0, 200);
+    } catch {
+      return "";
+    }
+  }
+
   // Prints the loss first (Open MPI may end this process in the next MPI
   // call), tells the others, aborts, and makes no MPI call any more.
-  #peerLost(q: number, why: string): void {
+  #peerLost(q: number, seen: string): void {
     if (!this.#peers.markLost(q)) return;
+    const why = seen + this.#peers.lastActivity(q);
     this.#noFinalize = true;
     console.error(`conveyor: rank ${this.rank}: lost rank ${q} (${why})`);
     try {
@@ -508,7 +547,7 @@ export class MpiBackend extends RankBackend implements CommBackend {
     } catch {
       // The others find out by themselves.
     }
-    this.abortLocal(`rank ${q} lost: ${why}`);
+    this.abortLocal(`rank ${q} lost: ${why}`, { rank: q, why });
     this.#engine.stopped = true;
   }
 

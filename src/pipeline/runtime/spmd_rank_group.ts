@@ -34,8 +34,11 @@
  * use global ranks.
  *
  * A rank whose run fails aborts the transport, so every other rank's run
- * rejects with a `CommAbortedError` naming it; a lost process (MPI) is
- * reported by the transport the same way.
+ * rejects with a `CommAbortedError` naming it. A process the transport
+ * finds lost (MPI) fails every other rank's run with a
+ * {@linkcode PipelineRankError} for the lost rank (kind "exit", "hang" or
+ * "stall"), named in the grid, quoting what its last heartbeat said it was
+ * doing (the action is in the text only: the error's `action` is empty).
  *
  * @module
  */
@@ -45,7 +48,9 @@ import { checkSchedule } from "./checked_schedule.ts";
 import { CommAbortedError, type CommBackend } from "../comm/backend.ts";
 import type { CallMap, NoCalls, RankExecutor, RankExecutorFactory } from "./rank_executor.ts";
 import type { RankGroupKind, RankGroupRunOptions, RankGroupRunResult } from "./rank_group.ts";
-import { runRank } from "./rank_interpreter.ts";
+import { type RankState, runRank } from "./rank_interpreter.ts";
+import { formatAction } from "../schedule/action.ts";
+import { PipelineRankError } from "./pipeline_rank_error.ts";
 import { assembleRun, type CheckedRun, type RankShare } from "./_run_results.ts";
 import { executorInit, optionsFor } from "./_placement.ts";
 import { raiseAbort, RankGroupBase } from "./_rank_group_base.ts";
@@ -88,8 +93,9 @@ export interface SpmdRankGroupOptions<C extends CallMap = NoCalls> {
    * Replicas D of the pipeline (data parallelism; default 1): the transport
    * then holds D·P ranks, this process being global rank `comm.rank` =
    * `k·P + p`, pipeline rank p of replica k; each stage's gradients are
-   * averaged across the D replicas right before its optimizer step (the
-   * executor needs `gradients` and `setGradients`).
+   * averaged across the D replicas from its last backward on, and it steps
+   * once the average is in (the executor needs `gradients` and
+   * `setGradients`).
    */
   readonly dataParallel?: number;
 }
@@ -372,6 +378,8 @@ export class SpmdRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<C>
       }
       const offset = this.#clockOffset;
       const P = this.schedule.ranks;
+      const activity = this.#activity(first);
+      comm.reportActivity?.(activity.describe);
       const own = await runRank({
         schedule: this.schedule,
         rank: rank % P,
@@ -384,6 +392,7 @@ export class SpmdRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<C>
         forwardOnly: run.forwardOnly,
         abortFlag: this.#abortFlag,
         policy: this.#policy,
+        onState: activity.onState,
       }).catch((e) => {
         throw this.replicas === 1 ? e : inGrid(e, Math.floor(rank / P), P);
       });
@@ -409,12 +418,80 @@ export class SpmdRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<C>
       if (!(e instanceof CommAbortedError) && refusal === null) {
         raiseAbort(this.#abortFlag, this.#controller, comm, e);
       }
-      this.failedWith = e instanceof Error ? e : new Error(String(e));
+      const named = this.#lostRank(e);
+      this.failedWith = named instanceof Error ? named : new Error(String(named));
       await this.#release();
-      throw e;
+      throw named;
     } finally {
       this.running = false;
     }
+  }
+
+  // What this rank is doing during a run, in words, for the transport's
+  // heartbeats: the survivors quote it if this process is lost.
+  #activity(first: number): {
+    describe: () => string;
+    onState: (state: RankState, index: number, iteration: number) => void;
+  } {
+    const P = this.schedule.ranks;
+    const g = this.#comm.rank;
+    const list = this.schedule.actions[g % P]; // onState's index is into the whole list
+    const place = this.replicas === 1
+      ? ""
+      : `replica ${Math.floor(g / P)}, pipeline rank ${g % P}, `;
+    let state: RankState = "idle", index = -1, iteration = first;
+    return {
+      onState: (s, i, it) => {
+        state = s;
+        index = i;
+        iteration = it;
+      },
+      describe: () => {
+        const a = list[index];
+        if (state === "idle" || state === "done" || a === undefined) {
+          return `${place}${
+            state === "done" ? "done with" : "between actions of"
+          } iteration ${iteration}`;
+        }
+        const at = `${
+          formatAction(a)
+        } (stage ${a.stage}, microBatch ${a.microBatch}, iteration ${iteration})`;
+        return place +
+          (state === "recv"
+            ? `waiting for the input of ${at}`
+            : state === "compute"
+            ? `computing ${at}`
+            : this.replicas > 1
+            ? `averaging or stepping stage ${a.stage} after ${at}`
+            : `in the optimizer step of stage ${a.stage} after ${at}`);
+      },
+    };
+  }
+
+  // A peer process the transport lost, as the rank that failed: a
+  // PipelineRankError for that rank (kind "exit"), named in the grid, quoting
+  // what it was last heard doing; anything else as it is.
+  #lostRank(e: unknown): unknown {
+    if (!(e instanceof CommAbortedError) || e.lost === undefined) return e;
+    const { rank: q, why } = e.lost;
+    const P = this.schedule.ranks;
+    const place = this.replicas > 1 && !why.includes("replica ")
+      ? `replica ${Math.floor(q / P)}, pipeline rank ${q % P}: `
+      : "";
+    // "hung: …" and "stalled: …" (silent peers) keep their kind; an ended
+    // process exited; one silent elsewhere hung.
+    const m = /^(hung|stalled): /.exec(why);
+    const out = new PipelineRankError({
+      rank: q,
+      kind: m === null
+        ? why.startsWith("no message") ? "hang" : "exit"
+        : m[1] === "hung"
+        ? "hang"
+        : "stall",
+      detail: place + (m === null ? why : why.slice(m[0].length)),
+    });
+    out.cause = e;
+    return out;
   }
 
   // Rank 0: hears every other rank's ask for this run, checks that they run
@@ -474,6 +551,7 @@ export class SpmdRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<C>
 
   #release(): Promise<void> {
     this.isClosed = true;
+    this.#comm.reportActivity?.(null);
     this.#disposed ??= (async () => {
       try {
         await this.#executor.dispose?.();

@@ -47,6 +47,23 @@ function createExecutor(init: RankExecutorInit): RankExecutor<Calls> {
   };
 }
 
+// The synthetic executor with the gradients data parallelism reads and sets.
+function withGradients(
+  init: RankExecutorInit,
+  gradients: NonNullable<RankExecutor["gradients"]>,
+  setGradients: NonNullable<RankExecutor["setGradients"]>,
+): RankExecutor {
+  const inner = createSyntheticExecutor({ ...init, options: { ms: 0 } });
+  return {
+    ...inner,
+    forward: inner.forward.bind(inner),
+    backward: inner.backward.bind(inner),
+    step: inner.step.bind(inner),
+    gradients,
+    setGradients,
+  };
+}
+
 // One "process" per rank: its group over its own comm.
 async function spmd(
   schedule: Schedule | ((rank: number) => Schedule),
@@ -285,16 +302,12 @@ Deno.test("SPMD dataParallel 2 × P 2: each process runs its pipeline rank on it
       createExecutor: (init: RankExecutorInit): RankExecutor => {
         const g = (init.options as { global: number }).global;
         seen.push({ rank: init.rank, size: init.comm!.size, global: g });
-        const inner = createSyntheticExecutor({ ...init, options: { ms: 0 } });
-        return {
-          ...inner,
-          forward: inner.forward.bind(inner),
-          backward: inner.backward.bind(inner),
-          step: inner.step.bind(inner),
-          // Global rank g's gradient of its one stage: g + 1, then g + 10.
-          gradients: () => [new Float32Array([g + 1, g + 10])],
-          setGradients: (_s, grads) => void averaged.set(g, [...grads[0]]),
-        };
+        // Global rank g's gradient of its one stage: g + 1, then g + 10.
+        return withGradients(
+          init,
+          () => [new Float32Array([g + 1, g + 10])],
+          (_s, grads) => void averaged.set(g, [...grads[0]]),
+        );
       },
     })
   ));
@@ -346,3 +359,73 @@ Deno.test("SPMD dataParallel: other than D·P processes, or a bad D, is refused 
     for (const c of comms) c.close();
   }
 });
+
+// A transport whose receives fail, once `lose()` is called, as MPI's do when
+// it finds rank `lost` gone: a CommAbortedError carrying the lost rank.
+function losing(comm: InProcessBackend, lost: number, why: string) {
+  let gone = false;
+  const proxy = new Proxy(comm, {
+    get(target, key) {
+      if (key === "recv") {
+        return (peer: number, tag: string) =>
+          gone
+            ? Promise.reject(new CommAbortedError(`rank ${lost} lost: ${why}`, { rank: lost, why }))
+            : target.recv(peer, tag);
+      }
+      const v = Reflect.get(target, key);
+      return typeof v === "function" ? v.bind(target) : v;
+    },
+  });
+  return { comm: proxy, lose: () => void (gone = true) };
+}
+
+for (
+  const [d, why, kind, message] of [
+    [
+      1,
+      "its process 4242 on host-a has ended; its last heartbeat, 0.3 s before: computing 1F0 (stage 1, microBatch 0, iteration 0)",
+      "exit",
+      "rank 1 exited: its process 4242 on host-a has ended; its last heartbeat, 0.3 s before: computing 1F0 (stage 1, microBatch 0, iteration 0)",
+    ],
+    [
+      2,
+      "hung: no message for 5.0 s and its process 4243 used no CPU for 5.0 s (it is stopped)",
+      "hang",
+      "rank 1 hung: replica 1, pipeline rank 0: no message for 5.0 s and its process 4243 used no CPU for 5.0 s (it is stopped)",
+    ],
+    [
+      2,
+      "no message for 15.0 s from host-b",
+      "hang",
+      "rank 1 hung: replica 1, pipeline rank 0: no message for 15.0 s from host-b",
+    ],
+  ] as const
+) {
+  Deno.test(`SpmdRankGroup: a process the transport lost (${kind}, D = ${d}: "${why.split(" ").slice(0, 3).join(" ")} …") fails the others' run with a PipelineRankError for it, named in the grid`, async () => {
+    // P = 2 at D = 1; D = 2 replicas of P = 1: either way global rank 1 is lost.
+    const schedule = generateSchedule("1f1b", { ranks: 3 - d, microBatches: 2 });
+    const comms = InProcessBackend.createGroup(2);
+    const zero = losing(comms[0], 1, why);
+    const groups = await Promise.all([zero.comm, comms[1]].map((comm) =>
+      SpmdRankGroup.create({
+        schedule,
+        comm,
+        dataParallel: d,
+        createExecutor: (init: RankExecutorInit): RankExecutor =>
+          withGradients(init, () => [new Float32Array([1])], () => {}),
+      })
+    ));
+    try {
+      zero.lose(); // rank 1's process is gone: it never runs
+      const e = await groups[0].run().then(() => null, (e) => e);
+      assert.ok(e instanceof PipelineRankError, `a PipelineRankError, got ${e}`);
+      assert.equal(e.rank, 1);
+      assert.equal(e.kind, kind);
+      assert.equal(e.message, message);
+      assert.ok(e.cause instanceof CommAbortedError);
+    } finally {
+      await Promise.all(groups.map((g) => g.dispose()));
+      for (const c of comms) c.close();
+    }
+  });
+}
