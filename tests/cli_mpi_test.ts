@@ -10,7 +10,7 @@
 import assert from "node:assert/strict";
 import { cli } from "./_cli.ts";
 import { SCHEDULE_NAMES } from "../src/pipeline/schedule/generate.ts";
-import { childEnv, mpirun as runMpirun, SHM, TCP } from "./mpi/_mpirun.ts";
+import { childEnv, mpirunJob, SHM, TCP } from "./mpi/_mpirun.ts";
 import { mpiTest } from "./mpi/_open_mpi.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
@@ -33,46 +33,6 @@ const TRAIN = [
   "cpu",
   "--json",
 ];
-
-interface Job {
-  code: number;
-  ms: number;
-  /** performance.now() when mpirun ended. */
-  endedAt: number;
-  stdout: string;
-  stderr: string;
-  /** Rank → pid, from each rank's start line (`cli.ts train --comm mpi`). */
-  pids: Map<number, number>;
-}
-
-interface JobOptions {
-  btl?: string;
-  env?: Record<string, string>;
-  timeoutMs?: number;
-  /** Called with the job so far whenever stdout or stderr grows. */
-  onOutput?: (job: Job) => void;
-}
-
-// Runs `mpirun -n <n> <program args>`; collects output and every rank's pid.
-async function mpirun(n: number, program: string[], options: JobOptions = {}): Promise<Job> {
-  const job: Job = { code: -1, ms: 0, endedAt: 0, stdout: "", stderr: "", pids: new Map() };
-  const grew = (into: "stdout" | "stderr") => (text: string) => {
-    job[into] += text;
-    for (const m of job.stderr.matchAll(/conveyor: rank (\d+) of \d+: host [^,]*, pid (\d+)/g)) {
-      job.pids.set(Number(m[1]), Number(m[2]));
-    }
-    options.onOutput?.(job);
-  };
-  const end = await runMpirun(n, program, {
-    btl: options.btl,
-    env: options.env,
-    timeoutMs: options.timeoutMs ?? 120_000,
-    onStdout: grew("stdout"),
-    onStderr: grew("stderr"),
-    rankPids: () => job.pids.values(),
-  });
-  return Object.assign(job, end);
-}
 
 function parseJsonLines(out: string) {
   const lines = out.trim().split("\n").map((l) => JSON.parse(l));
@@ -113,7 +73,7 @@ function deno(script: string, ...args: string[]): string[] {
 mpiTest(
   "clipping under mpirun (no barrier, a clipped step redone on every process) equals single-device clipGradNorm",
   async () => {
-    const job = await mpirun(2, deno(MODEL_RANK, "zb-h2", "0.5"));
+    const job = await mpirunJob(2, deno(MODEL_RANK, "zb-h2", "0.5"));
     assert.equal(job.code, 0, job.stderr);
     const results = job.stdout.trim().split("\n").filter((l) => l.startsWith("RESULT "))
       .map((l) => JSON.parse(l.slice(7))).sort((a, b) => a.rank - b.rank);
@@ -133,7 +93,7 @@ for (const [btl, where] of [[SHM, "shared memory"], [TCP, "TCP only"]] as const)
     mpiTest(
       `cli train --comm mpi, P = ${p} over ${where}: every schedule equals --ranks 1`,
       async () => {
-        const job = await mpirun(
+        const job = await mpirunJob(
           p,
           deno(SCHEDULES, ...SCHEDULE_NAMES, "--", "--ranks", String(p), ...TRAIN),
           { btl },
@@ -163,7 +123,7 @@ mpiTest(
   "mpirun -n 2 deno run -A cli.ts train --comm mpi prints the --json contract once, from rank 0",
   async () => {
     for (const [p, schedule, btl] of [[2, "1f1b", SHM], [4, "zb-v", TCP]] as const) {
-      const job = await mpirun(
+      const job = await mpirunJob(
         p,
         deno(CLI, "train", "--comm", "mpi", "--schedule", schedule, "--ranks", String(p), ...TRAIN),
         { btl },
@@ -186,7 +146,7 @@ mpiTest(
 mpiTest(
   "the model API under mpirun: batches on rank 0 only, save, load and predict on every rank",
   async () => {
-    const job = await mpirun(3, deno(MODEL_RANK, "zb-h1"));
+    const job = await mpirunJob(3, deno(MODEL_RANK, "zb-h1"));
     assert.equal(job.code, 0, job.stderr);
     const results = job.stdout.trim().split("\n").filter((l) => l.startsWith("RESULT "))
       .map((l) => JSON.parse(l.slice(7))).sort((a, b) => a.rank - b.rank);
@@ -209,7 +169,7 @@ for (const [btl, where] of [[SHM, "shared memory"], [TCP, "TCP only"]] as const)
     `a rank SIGKILLed mid-training over ${where} ends the job within 20 s, non-zero, the survivor naming it`,
     async () => {
       let killedAt = 0;
-      const job = await mpirun(
+      const job = await mpirunJob(
         2,
         deno(
           CLI,
@@ -245,7 +205,7 @@ for (const [btl, where] of [[SHM, "shared memory"], [TCP, "TCP only"]] as const)
       // may end rank 0 first, and mpirun names the killed rank itself.
       assert.match(
         job.stderr,
-        /rank 0: lost rank 1 \(its process \d+ on \S+ has ended\)|rank 1 lost|process rank 1 with PID \d+ on node \S+ exited on signal 9/,
+        /rank 0: lost rank 1 \(its process \d+ on \S+ has ended[;)]|rank 1 lost|process rank 1 with PID \d+ on node \S+ exited on signal 9/,
       );
     },
   );
@@ -255,7 +215,7 @@ mpiTest(
   "a rank SIGSTOPped mid-training ends the job within heartbeatTimeoutMs (5 s), non-zero, the survivor naming it",
   async () => {
     let stoppedAt = 0;
-    const job = await mpirun(
+    const job = await mpirunJob(
       2,
       deno(
         CLI,
@@ -315,7 +275,7 @@ for (const [flag, mine, theirs] of [["--seed", "1", "2"], ["--batch", "8", "16"]
           v,
         );
       // MPMD: one command line per rank.
-      const job = await mpirun(1, [...args(mine), ":", "-n", "1", ...args(theirs)], {
+      const job = await mpirunJob(1, [...args(mine), ":", "-n", "1", ...args(theirs)], {
         timeoutMs: 60_000,
       });
       assert.notEqual(job.code, 0, `the job fails:\n${job.stdout}\n${job.stderr}`);
@@ -392,7 +352,7 @@ mpiTest("bad MPI launches with Open MPI are one clear line each, exit 2", async 
     ],
   ];
   for (const [n, perms, env, re] of cases) {
-    const job = await mpirun(n, [Deno.execPath(), "run", ...perms, CLI, ...flags], { env });
+    const job = await mpirunJob(n, [Deno.execPath(), "run", ...perms, CLI, ...flags], { env });
     assert.equal(job.code, 2, job.stderr);
     assert.match(job.stderr, re);
     assert.equal(

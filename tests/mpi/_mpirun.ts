@@ -1,7 +1,8 @@
 // Running real `mpirun` jobs (Open MPI) from the tests: a clean child
 // environment, a clear failure when mpirun is missing, a time limit that
 // kills every process of the job, and the check that no rank process
-// outlives its job. Shared by tests/cli_mpi_test.ts and
+// outlives its job. Shared by tests/cli_mpi_test.ts,
+// tests/cli_mpi_data_parallel_test.ts and
 // tests/pipeline/comm/mpi_backend_test.ts.
 
 import assert from "node:assert/strict";
@@ -171,4 +172,59 @@ export async function mpirun(
   );
   await assertAllEnded([...seen, ...options.rankPids()]);
   return { code: status.code, ms, endedAt };
+}
+
+/** A finished mpirun job whose ranks print `conveyor: rank R of N: host H, pid PID` at start. */
+export interface MpirunJob extends MpirunEnd {
+  stdout: string;
+  stderr: string;
+  /** Rank → pid, from each rank's start line. */
+  pids: Map<number, number>;
+}
+
+/** Options of {@linkcode mpirunJob}. */
+export interface MpirunJobOptions {
+  /** Open MPI's byte transfer layers (default {@linkcode SHM}). */
+  readonly btl?: string;
+  /** More environment for the ranks. */
+  readonly env?: Record<string, string>;
+  /** The job is killed, and the test fails, after this long (ms; default 120 000). */
+  readonly timeoutMs?: number;
+  /** Called with the job so far whenever its stdout or stderr grows. */
+  readonly onOutput?: (job: MpirunJob) => void;
+}
+
+/**
+ * {@linkcode mpirun} collecting the job's output and each rank's pid from
+ * its start line (the pids are killed at the time limit and checked to end).
+ */
+export async function mpirunJob(
+  n: number,
+  program: readonly string[],
+  options: MpirunJobOptions = {},
+): Promise<MpirunJob> {
+  const job: MpirunJob = {
+    code: -1,
+    ms: 0,
+    endedAt: 0,
+    stdout: "",
+    stderr: "",
+    pids: new Map(),
+  };
+  const grew = (into: "stdout" | "stderr") => (text: string) => {
+    job[into] += text;
+    for (const m of job.stderr.matchAll(/conveyor: rank (\d+) of \d+: host [^,]*, pid (\d+)/g)) {
+      job.pids.set(Number(m[1]), Number(m[2]));
+    }
+    options.onOutput?.(job);
+  };
+  const end = await mpirun(n, program, {
+    btl: options.btl,
+    env: options.env,
+    timeoutMs: options.timeoutMs ?? 120_000,
+    onStdout: grew("stdout"),
+    onStderr: grew("stderr"),
+    rankPids: () => job.pids.values(),
+  });
+  return Object.assign(job, end);
 }

@@ -221,15 +221,9 @@ Deno.test("replicas that disagree are refused when saving, naming the replica an
   );
 });
 
-for (
-  const [d, p, names] of [
-    [2, 1, ["1f1b", "zb-h1"]],
-    [2, 2, ["gpipe", "interleaved-1f1b", "zb-v"]],
-    [4, 1, ["zb-h2"]],
-  ] as const
-) {
-  Deno.test(`workers, (D, P) = (${d}, ${p}): ${names.join(", ")} equal single-device SGD (tiny GPT, rel ${TOL}); replicas identical; every worker ends`, async () => {
-    for (const name of names) {
+for (const [d, p] of GRID) {
+  Deno.test(`workers, (D, P) = (${d}, ${p}): every schedule equals single-device SGD (tiny GPT, rel ${TOL}); replicas identical; every worker ends`, async () => {
+    for (const name of SCHEDULE_NAMES) {
       await expectSingleDevice(
         { schedule: name, ranks: p, dataParallel: d, rankGroup: "workers" },
         gptBatches,

@@ -8,51 +8,22 @@
 
 import assert from "node:assert/strict";
 import { InProcessBackend } from "../../../src/pipeline/comm/in_process.ts";
-import type { OptimizerSpec } from "../../../src/nn/optimizer_spec.ts";
-import {
-  PipelineParallelModel,
-  type PipelineParallelModelOptions,
-} from "../../../src/pipeline/model/pipeline_parallel_model.ts";
+import { PipelineParallelModel } from "../../../src/pipeline/model/pipeline_parallel_model.ts";
 import { cpuModel, gpt, referenceTraining, tokenBatches } from "./_reference_training.ts";
+import { SPMD_SGD, spmdModels } from "./_spmd_models.ts";
 import { maxRelative, paramError, tensorsOf } from "./_compare.ts";
 
-const SGD: OptimizerSpec = { kind: "sgd", lr: 0.1, momentum: 0.9, weightDecay: 0.01 };
+const SGD = SPMD_SGD;
 const M = 2;
 const batches = tokenBatches(2, 8);
 const ref = await referenceTraining(gpt(), SGD, batches);
-
-async function spmdModels(
-  n: number,
-  options: Partial<PipelineParallelModelOptions>,
-): Promise<{ models: PipelineParallelModel[]; comms: InProcessBackend[] }> {
-  const comms = InProcessBackend.createGroup(n);
-  const nets = comms.map(() => gpt());
-  try {
-    const models = await Promise.all(comms.map((comm, r) =>
-      PipelineParallelModel.create({
-        model: nets[r],
-        microBatches: M,
-        optimizer: SGD,
-        loss: "cross-entropy",
-        backend: "cpu",
-        rankGroup: "mpi",
-        comm,
-        schedule: "1f1b",
-        ...options,
-      })
-    ));
-    return { models, comms };
-  } finally {
-    for (const n of nets) n.dispose();
-  }
-}
 
 for (const [d, p, schedule] of [[2, 2, "zb-h1"], [2, 1, "1f1b"], [3, 1, "gpipe"]] as const) {
   Deno.test(`SPMD dataParallel ${d} × ${p} ranks (${schedule}): single-device training, in-process bits`, async () => {
     const rows = d * 4;
     const data = rows === 8 ? batches : tokenBatches(2, rows);
     const want = rows === 8 ? ref : await referenceTraining(gpt(), SGD, data);
-    const { models, comms } = await spmdModels(d * p, { schedule, ranks: p, dataParallel: d });
+    const { models, comms } = await spmdModels(d * p, M, { schedule, ranks: p, dataParallel: d });
     try {
       assert.deepEqual(models.map((m) => m.localRank), [...Array(d * p).keys()]);
       assert.ok(models.every((m) => m.dataParallel === d && m.ranks === p));

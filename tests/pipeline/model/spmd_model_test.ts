@@ -7,46 +7,18 @@
 import assert from "node:assert/strict";
 import { loadSafetensors, saveSafetensors } from "../../../src/nn/safetensors.ts";
 import { InProcessBackend } from "../../../src/pipeline/comm/in_process.ts";
-import type { OptimizerSpec } from "../../../src/nn/optimizer_spec.ts";
 import {
   PipelineParallelModel,
   type PipelineParallelModelOptions,
 } from "../../../src/pipeline/model/pipeline_parallel_model.ts";
 import { cpu, GPT, gpt, referenceTraining, tokenBatches } from "./_reference_training.ts";
+import { SPMD_SGD, spmdModels } from "./_spmd_models.ts";
 import { maxRelative, paramError, tensorsOf } from "./_compare.ts";
 
-const SGD: OptimizerSpec = { kind: "sgd", lr: 0.1, momentum: 0.9, weightDecay: 0.01 };
+const SGD = SPMD_SGD;
 const M = 4;
 const batches = tokenBatches(2, 6);
 const ref = await referenceTraining(gpt(), SGD, batches);
-
-// P models, one per simulated process, created concurrently.
-async function spmdModels(
-  p: number,
-  options: Partial<PipelineParallelModelOptions> = {},
-): Promise<{ models: PipelineParallelModel[]; comms: InProcessBackend[] }> {
-  const comms = InProcessBackend.createGroup(p);
-  const nets = comms.map(() => gpt());
-  try {
-    const models = await Promise.all(comms.map((comm, r) =>
-      PipelineParallelModel.create({
-        model: nets[r],
-        schedule: "1f1b",
-        ranks: p,
-        microBatches: M,
-        optimizer: SGD,
-        loss: "cross-entropy",
-        backend: "cpu",
-        rankGroup: "mpi",
-        comm,
-        ...options,
-      })
-    ));
-    return { models, comms };
-  } finally {
-    for (const n of nets) n.dispose();
-  }
-}
 
 async function disposeAll(models: PipelineParallelModel[], comms: InProcessBackend[]) {
   await Promise.all(models.map((m) => m.dispose()));
@@ -55,7 +27,7 @@ async function disposeAll(models: PipelineParallelModel[], comms: InProcessBacke
 
 for (const name of ["zb-h1", "interleaved-1f1b"] as const) {
   Deno.test(`SPMD ${name}, P = 2: every rank's steps give single-device losses and parameters`, async () => {
-    const { models, comms } = await spmdModels(2, { schedule: name });
+    const { models, comms } = await spmdModels(2, M, { schedule: name });
     try {
       assert.deepEqual(models.map((m) => [m.rankGroup, m.localRank]), [["mpi", 0], ["mpi", 1]]);
       const results = await Promise.all(models.map((m) => m.train(batches)));
@@ -81,7 +53,7 @@ for (const name of ["zb-h1", "interleaved-1f1b"] as const) {
 }
 
 Deno.test("SPMD, P = 3: batches on rank 0 only equal batches everywhere; null is refused elsewhere", async () => {
-  const { models, comms } = await spmdModels(3, { schedule: "gpipe" });
+  const { models, comms } = await spmdModels(3, M, { schedule: "gpipe" });
   try {
     const losses = await Promise.all(models.map(async (m, r) => {
       const first = await m.step(r === 0 ? batches[0] : null);
@@ -113,7 +85,7 @@ Deno.test("SPMD, P = 3: batches on rank 0 only equal batches everywhere; null is
 });
 
 Deno.test("SPMD, P = 2: save, load and predict give the single-device bytes and outputs on every rank", async () => {
-  const { models, comms } = await spmdModels(2, { schedule: "zb-v" });
+  const { models, comms } = await spmdModels(2, M, { schedule: "zb-v" });
   const single = gpt();
   try {
     const initial = await saveSafetensors(single);
