@@ -30,6 +30,14 @@
  * runs beside it, so compare the busiest-rank speed-up with the measured
  * one before reading a slow (2, 1) as the runtime's.
  *
+ * The same grid runs as MPI processes too (`mpirun -n D·P` over shared
+ * memory, `rankGroup: "mpi"`, `bench/_mpi_pipeline_rank.ts`): one job per
+ * grid point and round, taking its turn in the round after the workers'
+ * points; each job warms up one step, then times `--steps` steps as above
+ * (its launch is not timed) and measures its own link between ranks 0 and
+ * 1 (`measureLink`) for the simulator. Its speed-up is over `mpirun -n 1`.
+ * Skipped, saying so, where `mpirun` is not installed, or with `--no-mpi`.
+ *
  * Then a projection to 16 hosts: for each P of the grid, the (1, P)
  * point's measured per-stage costs, gradient bytes and optimizer steps,
  * simulated at D = 1, 2, 4, 8, 16 replicas (each replica a batch of its
@@ -38,11 +46,12 @@
  * the network between hosts.
  *
  * ```sh
- * deno run -A bench/data_parallel.ts [--steps 4] [--repeats 3] [--dim 128] [--json]
+ * deno run -A bench/data_parallel.ts [--steps 4] [--repeats 3] [--dim 128] [--no-mpi] [--json]
  * ```
  *
- * `--json` prints one line per grid point (`cpu`: the accounting above,
- * or null), then one `{"projection": …}`
+ * `--json` prints one line per grid point and rank group (`rankGroup`:
+ * `"workers"` or `"mpi"`; `cpu`: the accounting above, or null; MPI
+ * points have none), then one `{"projection": …}`
  * line (a bandwidth of `null` stands for unbounded: a transfer that copies
  * nothing).
  *
@@ -66,6 +75,10 @@ import { measuredCosts, REAL_COMPUTE, realBatches } from "./_real_compute.ts";
 import { measureWorkerLink } from "./_worker_link.ts";
 import { projectReplicas, stepWithOptimizer } from "./_data_parallel_projection.ts";
 import { cpuBetween, cpuSnapshot, type CpuSpan } from "./_cpu_accounting.ts";
+import { mpirunRows } from "./_mpirun.ts";
+import type { ActionCosts } from "../src/pipeline/analysis/simulate.ts";
+
+const MPI_RANK = new URL("./_mpi_pipeline_rank.ts", import.meta.url).pathname;
 
 const { values } = parseArgs({
   args: Deno.args,
@@ -79,6 +92,7 @@ const { values } = parseArgs({
     schedule: { type: "string", default: "1f1b" },
     "link-latency-ms": { type: "string" },
     "link-bytes-per-ms": { type: "string" },
+    "no-mpi": { type: "boolean", default: false },
     json: { type: "boolean", default: false },
   },
 });
@@ -208,6 +222,58 @@ function cpuSummary(spans: readonly CpuSpan[]) {
   };
 }
 
+// A grid point run as MPI processes: each round's median step, and what its
+// last job measured (costs of its last step, gradient bytes, its link).
+interface MpiPoint {
+  readonly d: number;
+  readonly p: number;
+  readonly rounds: number[];
+  last: { costs: ActionCosts; gradientBytes: number[]; link: AllReduceLink | null } | null;
+}
+
+// Why the MPI rows are skipped, or null when mpirun is there.
+async function mpiSkipped(): Promise<string | null> {
+  if (values["no-mpi"]) return "--no-mpi";
+  try {
+    const out = await new Deno.Command("mpirun", { args: ["--version"], stdout: "null" }).output();
+    return out.success ? null : "mpirun --version failed";
+  } catch {
+    return "mpirun not found on PATH (Open MPI: apt-get install -y openmpi-bin libopenmpi-dev)";
+  }
+}
+
+// One job of `pt`: `mpirun -n D·P` over shared memory, one warm-up step,
+// then `steps` timed steps.
+async function mpiRound(pt: MpiPoint): Promise<void> {
+  const config = Object.entries(CFG).map(([k, v]) => `${k}=${v}`);
+  const args = [schedule, "1", String(steps), ...config, `dataParallel=${pt.d}`];
+  const out = await mpirunRows(pt.d * pt.p, "vader,self", MPI_RANK, args);
+  if (!out.success || out.rows.length === 0) {
+    throw new Error(
+      `mpirun -n ${pt.d * pt.p} (D ${pt.d}, P ${pt.p}) failed:\n${out.stdout}${out.stderr}`,
+    );
+  }
+  const row = out.rows[0] as {
+    stepTimesMs: number[];
+    costs: ActionCosts;
+    gradientBytes: number[];
+    link: { latencyMs: number; bytesPerMs: number | null } | null;
+  };
+  pt.rounds.push(median(row.stepTimesMs));
+  pt.last = {
+    costs: row.costs,
+    gradientBytes: row.gradientBytes,
+    // JSON writes an unbounded bandwidth as null.
+    link: row.link === null
+      ? null
+      : { latencyMs: row.link.latencyMs, bytesPerMs: row.link.bytesPerMs ?? Infinity },
+  };
+}
+
+const mpiSkip = await mpiSkipped();
+const mpiPoints: MpiPoint[] = mpiSkip === null
+  ? GRID.map(([d, p]) => ({ d, p, rounds: [], last: null }))
+  : [];
 const points: Point[] = [];
 const linkStart = performance.now();
 const link: AllReduceLink = givenLink ?? await measureWorkerLink();
@@ -229,51 +295,97 @@ try {
       }
       pt.rounds.push(median(times));
     }
+    for (const pt of mpiPoints) await mpiRound(pt);
   }
-  const base = median(points[0].rounds);
-  const rows = points.map((pt) => {
-    const events = pt.model.lastEvents;
-    const costs = measuredCosts(events, pt.model.schedule.stageToRank.length);
+  // One row: the measured rounds beside the simulator's step from `costs`
+  // (the point's last step), on `pointLink` for the all-reduce.
+  const rowOf = (
+    rankGroup: "workers" | "mpi",
+    pt: Point,
+    rounds: readonly number[],
+    base: number,
+    costs: ActionCosts,
+    gradientBytes: readonly number[],
+    pointLink: AllReduceLink,
+    linkMeasured: boolean,
+    cpu: ReturnType<typeof cpuSummary>,
+  ) => {
     const sim = simulate(pt.model.schedule, {
       costs,
-      ...(pt.d === 1 ? {} : { dataParallel: pt.d, link, gradientBytes: pt.gradientBytes }),
+      ...(pt.d === 1 ? {} : { dataParallel: pt.d, link: pointLink, gradientBytes }),
     });
-    const stepMs = median(pt.rounds);
+    const stepMs = median(rounds);
     const withOptimizer = stepWithOptimizer(pt.model.schedule, sim, pt.optimizerMs);
     return {
+      rankGroup,
       dataParallel: pt.d,
       ranks: pt.p,
       stepMs,
-      spreadMs: Math.max(...pt.rounds) - Math.min(...pt.rounds),
+      spreadMs: Math.max(...rounds) - Math.min(...rounds),
       speedup: base / stepMs,
       simulatedMs: sim.makespan,
       simulatedOverMeasured: sim.makespan / stepMs,
       optimizerMs: pt.optimizerMs,
       simulatedWithOptimizerMs: withOptimizer,
       withOptimizerOverMeasured: withOptimizer / stepMs,
-      linkLatencyMs: link.latencyMs,
-      linkBytesPerMs: link.bytesPerMs,
-      linkMeasured: givenLink === null,
-      cpu: cpuSummary(pt.cpu),
+      linkLatencyMs: pointLink.latencyMs,
+      linkBytesPerMs: pointLink.bytesPerMs,
+      linkMeasured,
+      cpu,
       // For the projection: one pipeline's costs at the whole batch.
       costs,
     };
-  });
-  // The projection: P fixed, D = 1 … 16 replicas, from each (1, P) point.
-  const projection = rows.filter((r) => r.dataParallel === 1).map((r) => {
-    const pt = points.find((q) => q.d === 1 && q.p === r.ranks)!;
-    return {
-      ranks: r.ranks,
-      rows: projectReplicas(
-        pt.model.schedule,
-        r.costs,
-        pt.gradientBytes,
-        link,
-        pt.optimizerMs,
-        PROJECTED,
+  };
+  const base = median(points[0].rounds);
+  const rows = points.map((pt) =>
+    rowOf(
+      "workers",
+      pt,
+      pt.rounds,
+      base,
+      measuredCosts(pt.model.lastEvents, pt.model.schedule.stageToRank.length),
+      pt.gradientBytes,
+      link,
+      givenLink === null,
+      cpuSummary(pt.cpu),
+    )
+  );
+  const mpiBase = mpiPoints.length > 0 ? median(mpiPoints[0].rounds) : 0;
+  for (const m of mpiPoints) {
+    // The same model, schedule and optimizer as the workers' point.
+    const pt = points.find((q) => q.d === m.d && q.p === m.p)!;
+    const own = m.last!.link;
+    rows.push(
+      rowOf(
+        "mpi",
+        pt,
+        m.rounds,
+        mpiBase,
+        m.last!.costs,
+        m.last!.gradientBytes,
+        givenLink ?? own ?? link,
+        givenLink === null && own !== null,
+        null,
       ),
-    };
-  });
+    );
+  }
+  // The projection: P fixed, D = 1 … 16 replicas, from each (1, P) point.
+  const projection = rows.filter((r) => r.rankGroup === "workers" && r.dataParallel === 1).map(
+    (r) => {
+      const pt = points.find((q) => q.d === 1 && q.p === r.ranks)!;
+      return {
+        ranks: r.ranks,
+        rows: projectReplicas(
+          pt.model.schedule,
+          r.costs,
+          pt.gradientBytes,
+          link,
+          pt.optimizerMs,
+          PROJECTED,
+        ),
+      };
+    },
+  );
   if (values.json) {
     for (const { costs: _, ...r } of rows) console.log(JSON.stringify(r));
     console.log(JSON.stringify({
@@ -299,25 +411,33 @@ try {
         }: ${link.latencyMs.toFixed(3)} ms latency, ${bw}\n`,
     );
     console.log(
-      "| (D, P) | step ms (median) | spread ms | speed-up | simulated ms | sim / measured " +
+      "| ranks as | (D, P) | step ms (median) | spread ms | speed-up | simulated ms | sim / measured " +
         "| + optimizer ms | (+ opt) / measured |",
     );
     console.log(
-      "| :----- | ---------------: | --------: | -------: | -----------: | -------------: " +
+      "| :------- | :----- | ---------------: | --------: | -------: | -----------: | -------------: " +
         "| -------------: | -----------------: |",
     );
     for (const r of rows) {
       console.log(
-        `| (${r.dataParallel}, ${r.ranks}) | ${r.stepMs.toFixed(1).padStart(16)} | ${
-          r.spreadMs.toFixed(1).padStart(9)
-        } | ${r.speedup.toFixed(2).padStart(8)} | ${r.simulatedMs.toFixed(1).padStart(12)} | ${
-          r.simulatedOverMeasured.toFixed(2).padStart(14)
-        } | ${r.simulatedWithOptimizerMs.toFixed(1).padStart(14)} | ${
-          r.withOptimizerOverMeasured.toFixed(2).padStart(18)
-        } |`,
+        `| ${r.rankGroup === "mpi" ? "MPI     " : "workers "} | (${r.dataParallel}, ${r.ranks}) | ${
+          r.stepMs.toFixed(1).padStart(16)
+        } | ${r.spreadMs.toFixed(1).padStart(9)} | ${r.speedup.toFixed(2).padStart(8)} | ${
+          r.simulatedMs.toFixed(1).padStart(12)
+        } | ${r.simulatedOverMeasured.toFixed(2).padStart(14)} | ${
+          r.simulatedWithOptimizerMs.toFixed(1).padStart(14)
+        } | ${r.withOptimizerOverMeasured.toFixed(2).padStart(18)} |`,
       );
     }
-    if (rows.every((r) => r.cpu !== null)) {
+    console.log(
+      mpiSkip === null
+        ? "\nMPI: `mpirun -n D·P` over shared memory, one job per point and round (its launch " +
+          "and warm-up step not timed), speed-up over `mpirun -n 1`; its simulated step uses the " +
+          "link the job measured between ranks 0 and 1."
+        : `\nMPI rows skipped: ${mpiSkip}.`,
+    );
+    const workerRows = rows.filter((r) => r.rankGroup === "workers");
+    if (workerRows.every((r) => r.cpu !== null)) {
       console.log(
         "\n## Where the CPU went (Linux /proc; per step, medians)\n\n" +
           "busiest rank: CPU of the busiest rank thread (the step on a core per rank with nothing " +
@@ -332,8 +452,8 @@ try {
       console.log(
         "| :----- | --------------: | -----------: | --------: | ---------------: | ----------------------: | -----------------------: |",
       );
-      const baseCpu = rows[0].cpu!.busiestRankCpuMs;
-      for (const r of rows) {
+      const baseCpu = workerRows[0].cpu!.busiestRankCpuMs;
+      for (const r of workerRows) {
         const c = r.cpu!;
         console.log(
           `| (${r.dataParallel}, ${r.ranks}) | ${c.busiestRankCpuMs.toFixed(1).padStart(15)} | ${
