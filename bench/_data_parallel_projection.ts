@@ -68,7 +68,8 @@ export interface ProjectionRow {
  * `costs` in ms, each replica on a batch of its own) for each replica
  * count in `replicas`, every stage's gradients (`gradientBytes`) averaged
  * by a ring all-reduce on `link`, with the optimizer steps
- * ({@linkcode stepWithOptimizer}), and the implied throughput speed-up over
+ * ({@linkcode stepWithOptimizer}) and `stepOverheadMs` (the step's time
+ * outside the actions, default 0), and the implied throughput speed-up over
  * one replica.
  */
 export function projectReplicas(
@@ -78,14 +79,21 @@ export function projectReplicas(
   link: AllReduceLink,
   optimizerMs: readonly number[],
   replicas: readonly number[],
+  stepOverheadMs = 0,
 ): ProjectionRow[] {
+  if (!Number.isFinite(stepOverheadMs) || stepOverheadMs < 0) {
+    throw new RangeError(`stepOverheadMs must be a finite number >= 0, got ${stepOverheadMs}`);
+  }
   const step = (d: number) => {
     const sim = simulate(schedule, {
       costs,
       ...(d === 1 ? {} : { dataParallel: d, link, gradientBytes: [...gradientBytes] }),
     });
     const allReduceMs = Math.max(0, ...(sim.allReduce ?? []).map((a) => a.end - a.start));
-    return { stepMs: stepWithOptimizer(schedule, sim, optimizerMs), allReduceMs };
+    return {
+      stepMs: stepWithOptimizer(schedule, sim, optimizerMs) + stepOverheadMs,
+      allReduceMs,
+    };
   };
   const one = step(1).stepMs;
   return replicas.map((d) => {

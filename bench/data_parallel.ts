@@ -11,7 +11,13 @@
  * per-action costs measured in the point's own last round, each stage's
  * gradient bytes and the link for the all-reduce, beside the measured
  * median; and the same with each stage's optimizer step added (its time
- * measured on this thread; the simulator itself has no optimizer cost).
+ * measured on this thread; the simulator itself has no optimizer cost);
+ * and the prediction: that plus the step's time outside the actions (the
+ * main thread's hand-out of the batch and collection of the results, each
+ * rank's loop between actions), calibrated once per rank group as the
+ * (1, 1) row's measured minus simulated-with-optimizer step and added to
+ * every row of the group (`predictedMs`, `predictedOverMeasured`,
+ * `stepOverheadMs` in `--json`).
  *
  * The link is measured before the grid is built: two workers time
  * ping-pongs over the runtime's worker transport (`WorkerBackend`) with
@@ -46,7 +52,7 @@
  * the network between hosts.
  *
  * ```sh
- * deno run -A bench/data_parallel.ts [--steps 4] [--repeats 3] [--dim 128] [--no-mpi] [--json]
+ * deno run -A bench/data_parallel.ts [--steps 4] [--repeats 5] [--dim 128] [--no-mpi] [--json]
  * ```
  *
  * `--json` prints one line per grid point and rank group (`rankGroup`:
@@ -84,7 +90,7 @@ const { values } = parseArgs({
   args: Deno.args,
   options: {
     steps: { type: "string", default: "4" },
-    repeats: { type: "string", default: "3" },
+    repeats: { type: "string", default: "5" },
     dim: { type: "string", default: "128" },
     layers: { type: "string", default: "4" },
     batch: { type: "string", default: "16" },
@@ -369,6 +375,20 @@ try {
       ),
     );
   }
+  // The step outside the simulated actions (the main thread's hand-out of
+  // the batch and collection of the results, each rank's loop between
+  // actions): calibrated once per rank group on its (1, 1) row, as measured
+  // minus simulated with the optimizer, and added to every row of the
+  // group, so that (1, 1) is the one row it cannot predict.
+  const overheadOf = (group: "workers" | "mpi") => {
+    const one = rows.find((r) => r.rankGroup === group && r.dataParallel === 1 && r.ranks === 1);
+    return one === undefined ? 0 : Math.max(0, one.stepMs - one.simulatedWithOptimizerMs);
+  };
+  const calibrated = rows.map((r) => {
+    const stepOverheadMs = overheadOf(r.rankGroup);
+    const predictedMs = r.simulatedWithOptimizerMs + stepOverheadMs;
+    return { ...r, stepOverheadMs, predictedMs, predictedOverMeasured: predictedMs / r.stepMs };
+  });
   // The projection: P fixed, D = 1 … 16 replicas, from each (1, P) point.
   const projection = rows.filter((r) => r.rankGroup === "workers" && r.dataParallel === 1).map(
     (r) => {
@@ -382,12 +402,13 @@ try {
           link,
           pt.optimizerMs,
           PROJECTED,
+          overheadOf("workers"),
         ),
       };
     },
   );
   if (values.json) {
-    for (const { costs: _, ...r } of rows) console.log(JSON.stringify(r));
+    for (const { costs: _, ...r } of calibrated) console.log(JSON.stringify(r));
     console.log(JSON.stringify({
       projection: {
         what: "simulated, not measured: each replica a batch of its own on the link below",
@@ -412,13 +433,13 @@ try {
     );
     console.log(
       "| ranks as | (D, P) | step ms (median) | spread ms | speed-up | simulated ms | sim / measured " +
-        "| + optimizer ms | (+ opt) / measured |",
+        "| + optimizer ms | (+ opt) / measured | predicted ms | predicted / measured |",
     );
     console.log(
       "| :------- | :----- | ---------------: | --------: | -------: | -----------: | -------------: " +
-        "| -------------: | -----------------: |",
+        "| -------------: | -----------------: | -----------: | -------------------: |",
     );
-    for (const r of rows) {
+    for (const r of calibrated) {
       console.log(
         `| ${r.rankGroup === "mpi" ? "MPI     " : "workers "} | (${r.dataParallel}, ${r.ranks}) | ${
           r.stepMs.toFixed(1).padStart(16)
@@ -426,7 +447,9 @@ try {
           r.simulatedMs.toFixed(1).padStart(12)
         } | ${r.simulatedOverMeasured.toFixed(2).padStart(14)} | ${
           r.simulatedWithOptimizerMs.toFixed(1).padStart(14)
-        } | ${r.withOptimizerOverMeasured.toFixed(2).padStart(18)} |`,
+        } | ${r.withOptimizerOverMeasured.toFixed(2).padStart(18)} | ${
+          r.predictedMs.toFixed(1).padStart(12)
+        } | ${r.predictedOverMeasured.toFixed(2).padStart(20)} |`,
       );
     }
     console.log(
@@ -468,12 +491,20 @@ try {
     }
     console.log(
       '\n"+ optimizer": each stage\'s optimizer step (timed on the main thread) added after ' +
-        "its all-reduce; the simulator has no optimizer cost of its own.",
+        'its all-reduce; the simulator has no optimizer cost of its own. "predicted": that ' +
+        "plus the step's time outside the actions (the main thread's hand-out and collection, " +
+        "each rank's loop between actions), calibrated once per rank group on its (1, 1) row " +
+        `(measured minus "+ optimizer": ${
+          calibrated.filter((r) => r.dataParallel === 1 && r.ranks === 1).map((r) =>
+            `${r.rankGroup} ${r.stepOverheadMs.toFixed(1)} ms`
+          ).join(", ")
+        }), so (1, 1) meets it by construction and the other rows test it.`,
     );
     console.log(
       "\n## Projection to 16 hosts (simulated, not measured)\n\n" +
         "Each replica on a host of its own with a batch of its own (the global batch grows with " +
-        "D), the (1, P) point's measured per-stage costs, gradient bytes and optimizer steps, " +
+        "D), the (1, P) point's measured per-stage costs, gradient bytes and optimizer steps " +
+        "and the workers' calibrated time outside the actions, " +
         "every stage's gradients averaged by a ring all-reduce on the link above. The link " +
         "between two workers of one process stands in for the network: a real network is " +
         "slower (give its latency and bandwidth with --link-latency-ms / --link-bytes-per-ms); " +

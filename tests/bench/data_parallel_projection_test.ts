@@ -58,6 +58,15 @@ Deno.test("projectReplicas: one stage adds the ring all-reduce 2(D−1)/D·bytes
     8,
   ]);
   assert.deepEqual(free.map((r) => r.speedup), [1, 8]);
+  // A step overhead adds to every step: D · 125 / (125 + ring).
+  const over = projectReplicas(p1, costs, [8000], link, [3], [1, 4], 2);
+  const ring4 = (2 * 3 / 4) * 8 + 2 * 3 * 0.5;
+  assert.ok(Math.abs(over[1].stepMs - (125 + ring4)) < 1e-9, `${over[1].stepMs}`);
+  assert.ok(Math.abs(over[1].speedup - (4 * 125) / (125 + ring4)) < 1e-12);
+  assert.throws(
+    () => projectReplicas(p1, costs, [8000], link, [3], [1], -1),
+    /stepOverheadMs must be a finite number >= 0, got -1/,
+  );
 });
 
 Deno.test("measureWorkerLink: two workers agree on a measured link (finite latency, positive bandwidth); bad sizes are refused", async () => {
