@@ -10,12 +10,19 @@ import type { GradNorm, RolledBack } from "./step_validation.ts";
 export const ABORT_INDEX = 0;
 /** First rank slot; rank r's slot starts at SLOT_BASE + r * SLOT_SIZE. */
 export const SLOT_BASE = 4;
-/** Int32 cells per rank: state, action index, iteration, progress counter. */
-export const SLOT_SIZE = 4;
+/** Int32 cells per rank: state, action index, iteration, progress counter, heartbeat counter. */
+export const SLOT_SIZE = 5;
 export const STATE = 0;
 export const INDEX = 1;
 export const ITERATION = 2;
 export const PROGRESS = 3;
+/**
+ * Counts the rank's heartbeats: a timer on the worker's event loop adds one
+ * every heartbeat interval (it stops while the thread computes or hangs),
+ * and the watchdog reads it. A cell rather than a message: nothing wakes
+ * for it, so idle ranks cost next to no CPU.
+ */
+export const BEAT = 4;
 
 /** State codes on the board. */
 export const STATE_CODES = { idle: 0, recv: 1, compute: 2, step: 3, done: 4 } as const;
@@ -42,6 +49,11 @@ export function writeSlot(
   Atomics.store(board, base + INDEX, index);
   Atomics.store(board, base + ITERATION, iteration);
   Atomics.add(board, base + PROGRESS, 1);
+}
+
+/** Adds one to rank `rank`'s heartbeat counter (see {@linkcode BEAT}). */
+export function beat(board: Int32Array, rank: number): void {
+  Atomics.add(board, SLOT_BASE + rank * SLOT_SIZE + BEAT, 1);
 }
 
 export interface ExecutorSpec {

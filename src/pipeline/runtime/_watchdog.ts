@@ -5,7 +5,7 @@
 import { formatAction } from "../schedule/action.ts";
 import type { Schedule } from "../schedule/schedule.ts";
 import { type PipelineFailureKind, PipelineRankError } from "./pipeline_rank_error.ts";
-import { INDEX, ITERATION, PROGRESS, readSlot, STATE, STATE_CODES } from "./_protocol.ts";
+import { BEAT, INDEX, ITERATION, PROGRESS, readSlot, STATE, STATE_CODES } from "./_protocol.ts";
 import { threadAlive, threadCpuTicks } from "./_threads.ts";
 
 /** Limits of the watchdog, ms. */
@@ -24,6 +24,8 @@ export class Watchdog {
   readonly #board: Int32Array;
   readonly #limits: WatchdogLimits;
   readonly #lastHeartbeat: number[];
+  // Per rank: its heartbeat counter on the board when last read.
+  readonly #beats: number[];
   // Per rank: its worker's OS thread id (where /proc tells it), the CPU time
   // (clock ticks) last read for it while it was silent, and when that last
   // grew: a silent rank that computes is not hung.
@@ -44,6 +46,7 @@ export class Watchdog {
     this.#board = board;
     this.#limits = limits;
     this.#lastHeartbeat = new Array<number>(p).fill(Infinity);
+    this.#beats = new Array<number>(p).fill(0);
     this.#thread = new Array<number | undefined>(p).fill(undefined);
     this.#cpuTicks = new Array<number | undefined>(p).fill(undefined);
     this.#lastCpuAt = new Array<number>(p).fill(-Infinity);
@@ -81,6 +84,14 @@ export class Watchdog {
   check(now: number, running: boolean): PipelineRankError | null {
     if (!this.#armed) return null;
     const p = this.#lastHeartbeat.length;
+    // A heartbeat counter that moved since the last check: heard now.
+    for (let r = 0; r < p; r++) {
+      const beats = this.#slot(r, BEAT);
+      if (beats !== this.#beats[r]) {
+        this.#beats[r] = beats;
+        this.#lastHeartbeat[r] = now;
+      }
+    }
     for (let r = 0; r < p; r++) {
       if (threadAlive(this.#thread[r]) === false) {
         return this.blame(

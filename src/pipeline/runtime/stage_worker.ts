@@ -25,6 +25,7 @@ import type { CommBackend } from "../comm/backend.ts";
 import { GradientSync, gridPlace, inGrid, ReplicaComm } from "./gradient_sync.ts";
 import {
   ABORT_INDEX,
+  beat,
   type ErrorReport,
   type FromWorker,
   type STATE_CODES,
@@ -51,6 +52,7 @@ let view: CommBackend | null = null;
 let sync: GradientSync | null = null;
 let executor: RankExecutor<CallMap> | null = null;
 let board: Int32Array | null = null;
+let heartbeat: ReturnType<typeof setInterval> | undefined;
 let policy: RunPolicy = checkRunPolicy(undefined);
 let clock: () => number = () => performance.now();
 const controller = new AbortController();
@@ -117,13 +119,17 @@ async function handle(msg: ToWorker): Promise<void> {
         clock = () => performance.now() + offset;
         const P = schedule.ranks;
         ({ replica, pipelineRank } = gridPlace(rank, P));
+        // Heartbeats go on the board, not the control channel (see BEAT).
         comm = await WorkerBackend.connect({
           rank,
           size: P * msg.replicas,
           runId: msg.runId,
           ports: msg.ports,
-          heartbeatIntervalMs: msg.heartbeatIntervalMs,
+          heartbeatIntervalMs: 0,
         }, { timeoutMs: msg.connectTimeoutMs });
+        const beats = board;
+        beat(beats, rank);
+        heartbeat = setInterval(() => beat(beats, rank), msg.heartbeatIntervalMs);
         const factory: RankExecutorFactory<CallMap> =
           (await import(msg.executor.module)).createRankExecutor;
         if (typeof factory !== "function") {
@@ -202,6 +208,7 @@ async function handle(msg: ToWorker): Promise<void> {
       try {
         await executor?.dispose?.();
       } finally {
+        clearInterval(heartbeat);
         comm?.close();
         scope.postMessage({ type: "disposed" });
         scope.close();

@@ -29,7 +29,8 @@ export interface WorkerRankGroupOptions {
   /** Executor of every rank. */
   readonly executor: ExecutorChoice;
   /**
-   * How often each worker sends a heartbeat, ms (default 200, or with the
+   * How often each worker beats (advances its heartbeat counter on the
+   * shared status board), ms (default 200, or with the
    * policy's `heartbeatMs` a quarter of it, between 5 and 200).
    */
   readonly heartbeatIntervalMs?: number;

@@ -2,7 +2,8 @@
  * One Deno worker per rank: a {@linkcode RankGroup} whose ranks each run
  * their action list in their own thread, tensors moving over MessagePorts
  * and control over a BroadcastChannel, with a watchdog that fails fast when
- * a rank throws, exits, stops sending heartbeats or stops making progress.
+ * a rank throws, exits, stops its heartbeats (a counter on the shared status
+ * board that a timer on its event loop advances) or stops making progress.
  *
  * The workers and the control channel keep the process alive only while a
  * startup, run, call or dispose is pending: between calls they are unref'd

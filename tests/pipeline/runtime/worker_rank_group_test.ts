@@ -16,6 +16,7 @@ import { assertFollowsSchedule, CROSS_THREAD_CLOCK_MS as SLACK } from "./_timeli
 import { type AffineCalls, referenceTraining } from "./_affine_executor.ts";
 import type { CallMap, NoCalls } from "../../../src/pipeline/runtime/rank_executor.ts";
 import { deadlocked2x2 } from "../_hand_schedules.ts";
+import { CHANNEL_PREFIX } from "../../../src/pipeline/comm/_envelope.ts";
 
 const AFFINE = new URL("./_affine_executor.ts", import.meta.url).href;
 const SPIN = new URL("./_spin_executor.ts", import.meta.url).href;
@@ -240,6 +241,31 @@ Deno.test("worker group: an action computing synchronously past the heartbeat ti
     assert.ok(spun.end - spun.start >= spinMs, `1F0 took ${spun.end - spun.start} ms`);
     // The pool is still usable: nothing was declared hung.
     assert.equal(pool.failure, null);
+    assert.equal((await pool.run()).events.length, 8);
+  });
+});
+
+Deno.test("worker group: heartbeats go on the shared board: an idle group posts none on its control channel, and is not hung", async () => {
+  const schedule = generateSchedule("1f1b", { ranks: 2, microBatches: 2 });
+  await withPool({
+    schedule,
+    executor: { module: SYNTH, options: { ms: 1 } },
+    heartbeatIntervalMs: 50,
+    policy: { heartbeatMs: 300 },
+  }, async (pool) => {
+    const channel = new BroadcastChannel(CHANNEL_PREFIX + pool.runId);
+    const kinds: string[] = [];
+    channel.onmessage = (e) => kinds.push(String((e.data as { c?: unknown })?.c));
+    try {
+      await pool.run();
+      // Over three heartbeat timeouts of idling: a rank whose beats were not
+      // seen would be declared hung.
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+    } finally {
+      channel.close();
+    }
+    assert.equal(pool.failure, null);
+    assert.deepEqual(kinds.filter((c) => c === "hb"), [], `control messages: ${kinds.join(", ")}`);
     assert.equal((await pool.run()).events.length, 8);
   });
 });
