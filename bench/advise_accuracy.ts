@@ -36,6 +36,14 @@
  * largest over the steps), and the advice without verification within
  * 60 s on the tiny GPT.
  *
+ * A shared machine changes speed over minutes, and the rounds come minutes
+ * after the advice: under each model's calibration line a drift line sets
+ * the schedules the advisor trained for its calibration (1F1B, ZB-H1)
+ * measured during the advice beside the same schedules in the rounds, their
+ * geometric mean ratio, and every error with that factor taken out
+ * (`machineDrift`, `driftLine`; `drift` in `--json`). The verdict itself
+ * judges the raw errors.
+ *
  * @module
  */
 
@@ -110,6 +118,71 @@ export interface ModelRun {
   readonly spread: number;
   /** The calibration the predictions took, in words. */
   readonly calibration: string;
+  /** How much slower the machine ran in the rounds than during the advice. */
+  readonly drift: Drift;
+}
+
+/**
+ * The machine's drift between the advice and the measured rounds: the
+ * schedules the advisor trained for its calibration, measured again in the
+ * rounds. On a shared machine a slow spell of minutes moves every
+ * measurement of the rounds alike; this factor tells it from an error of
+ * the advisor's model.
+ */
+export interface Drift {
+  /** Each calibration run whose schedule is in the rows: its ms during the advice and in the rounds. */
+  readonly runs: readonly {
+    readonly schedule: string;
+    readonly adviceMs: number;
+    readonly roundsMs: number;
+  }[];
+  /** Geometric mean of `roundsMs / adviceMs` over `runs` (1 when there is none). */
+  readonly factor: number;
+}
+
+/**
+ * The drift ({@linkcode Drift}) from the advisor's calibration runs (their
+ * schedule and measured ms per step) and the rows measured in the rounds.
+ */
+export function machineDrift(
+  rows: readonly AccuracyRow[],
+  calibrationRuns: readonly { readonly schedule: string; readonly measuredMs: number }[],
+): Drift {
+  const runs = calibrationRuns.flatMap((c) => {
+    const r = rows.find((x) => x.schedule === c.schedule);
+    return r === undefined || !(c.measuredMs > 0)
+      ? []
+      : [{ schedule: c.schedule, adviceMs: c.measuredMs, roundsMs: r.measuredMs }];
+  });
+  const logs = runs.map((r) => Math.log(r.roundsMs / r.adviceMs));
+  const factor = runs.length === 0 ? 1 : Math.exp(logs.reduce((a, b) => a + b, 0) / runs.length);
+  return { runs, factor };
+}
+
+/**
+ * The errors with the machine's drift taken out (measured / (predicted ·
+ * drift) − 1), in words: how far the advisor's model missed once the
+ * machine's own change of speed between advice and rounds is set aside.
+ * The calibration schedules meet it by construction (their prediction was
+ * fitted to the advice's runs).
+ */
+export function driftLine(run: ModelRun): string {
+  const { runs, factor } = run.drift;
+  if (runs.length === 0) return `${run.model}: no calibration run to measure the machine's drift`;
+  const adjusted = run.rows.map((r) => ({
+    schedule: r.schedule,
+    error: r.measuredMs / (r.predictedMs * factor) - 1,
+  }));
+  const within = adjusted.filter((a) => Math.abs(a.error) <= 0.1).length;
+  return `${run.model}: the machine's drift between the advice and the rounds: ${
+    runs.map((r) =>
+      `${r.schedule} ${r.adviceMs.toFixed(0)} → ${r.roundsMs.toFixed(0)} ms (${
+        pct(r.roundsMs / r.adviceMs - 1)
+      })`
+    ).join(", ")
+  }, ×${factor.toFixed(3)}; errors with it taken out: ${
+    adjusted.map((a) => `${a.schedule} ${pct(a.error)}`).join(", ")
+  } (within 10%: ${within} of ${adjusted.length}; the calibration schedules by construction)`;
 }
 
 function tinyGpt(): { model: Sequential; sample: TrainingBatch } {
@@ -372,6 +445,7 @@ export async function measureModel(
           ).join(", ")
         }; ${(k.elapsedMs / 1000).toFixed(1)} s`
       ).join(" | "),
+      drift: machineDrift(rows, together.calibrations.flatMap((k) => k.runs)),
     };
   } finally {
     model.dispose();
@@ -592,6 +666,7 @@ if (import.meta.main) {
       picks: Object.fromEntries(runs.map((r) => [r.model, r.pick])),
       adviseSeconds: Object.fromEntries(runs.map((r) => [r.model, r.adviseSeconds])),
       indistinguishable: Object.fromEntries(runs.map((r) => [r.model, indistinguishable(r.rows)])),
+      drift: Object.fromEntries(runs.map((r) => [r.model, r.drift])),
       verdict,
     }));
   } else {
@@ -611,7 +686,7 @@ if (import.meta.main) {
         `${pickLine(r)}; advice in ${r.adviseSeconds.toFixed(1)} s ` +
           `(profile spread ${
             (100 * r.spread).toFixed(0)
-          }%)\n${r.model} calibration: ${r.calibration}`,
+          }%)\n${r.model} calibration: ${r.calibration}\n${driftLine(r)}`,
       );
     }
     console.log(verdict);

@@ -4,7 +4,9 @@ import assert from "node:assert/strict";
 import {
   type AccuracyRow,
   accuracyVerdict,
+  driftLine,
   indistinguishable,
+  machineDrift,
   type ModelRun,
   overlapMs,
 } from "../../bench/advise_accuracy.ts";
@@ -65,6 +67,7 @@ Deno.test("accuracyVerdict: a pick over 5% off passes only when indistinguishabl
     adviseSeconds: 10,
     spread: 0.1,
     calibration: "",
+    drift: { runs: [], factor: 1 },
   });
   // b's median is 108 (8% off a's 100) but its range 95–112 meets a's 98–104.
   const close = [row("a", 100, [100, 104, 98]), row("b", 108, [108, 95, 112])];
@@ -78,4 +81,32 @@ Deno.test("accuracyVerdict: a pick over 5% off passes only when indistinguishabl
   // A prediction more than 10% off fails.
   const off = [row("a", 80, [100, 104, 98])];
   assert.match(accuracyVerdict([run("a", off)]), /FAIL.*gpt a ms \+25\.0%/);
+});
+
+Deno.test("machineDrift: the geometric mean of the calibration schedules' rounds / advice; driftLine takes it out", () => {
+  const rows = [row("a", 100, [120, 121, 119]), row("b", 200, [210, 209, 211]), row("c", 50, [66])];
+  // a ran 1.2× slower in the rounds than in the advice, b 1.05×; c was not calibrated on; z not measured.
+  const drift = machineDrift(rows, [
+    { schedule: "a", measuredMs: 100 },
+    { schedule: "b", measuredMs: 200 },
+    { schedule: "z", measuredMs: 10 },
+  ]);
+  assert.deepEqual(drift.runs.map((r) => [r.schedule, r.adviceMs, r.roundsMs]), [
+    ["a", 100, 120],
+    ["b", 200, 210],
+  ]);
+  assert.ok(Math.abs(drift.factor - Math.sqrt(1.2 * 1.05)) < 1e-12, `${drift.factor}`);
+  assert.deepEqual(machineDrift(rows, []), { runs: [], factor: 1 });
+  const line = driftLine({
+    model: "gpt",
+    rows,
+    pick: "a",
+    adviseSeconds: 1,
+    spread: 0,
+    calibration: "",
+    drift,
+  });
+  // c: 66 / (50 · 1.1225) − 1 = +17.6%, over 10%; a +6.9%, b −6.5%.
+  assert.match(line, /a 100 → 120 ms \(\+20\.0%\), b 200 → 210 ms \(\+5\.0%\), ×1\.122/);
+  assert.match(line, /a \+6\.9%, b -6\.5%, c \+17\.6% \(within 10%: 2 of 3/);
 });
