@@ -163,8 +163,8 @@ export function machineDrift(
  * The errors with the machine's drift taken out (measured / (predicted ·
  * drift) − 1), in words: how far the advisor's model missed once the
  * machine's own change of speed between advice and rounds is set aside.
- * The calibration schedules meet it by construction (their prediction was
- * fitted to the advice's runs).
+ * A calibration schedule's own error is then about what the calibration's
+ * fit left of it (the prediction was fitted to the advice's runs).
  */
 export function driftLine(run: ModelRun): string {
   const { runs, factor } = run.drift;
@@ -182,7 +182,7 @@ export function driftLine(run: ModelRun): string {
     ).join(", ")
   }, ×${factor.toFixed(3)}; errors with it taken out: ${
     adjusted.map((a) => `${a.schedule} ${pct(a.error)}`).join(", ")
-  } (within 10%: ${within} of ${adjusted.length}; the calibration schedules by construction)`;
+  } (within 10%: ${within} of ${adjusted.length}; a calibration schedule's own error here is about what its fit left)`;
 }
 
 function tinyGpt(): { model: Sequential; sample: TrainingBatch } {
