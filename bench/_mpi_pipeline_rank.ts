@@ -16,6 +16,7 @@ import { TINY_CORPUS } from "../src/nn/data/tiny_corpus.ts";
 import { createTinyGPT } from "../src/nn/gpt.ts";
 import { CpuBackend } from "../src/tensor/cpu/backend.ts";
 import { PipelineParallelModel } from "../src/pipeline/model/pipeline_parallel_model.ts";
+import type { TimedEvent } from "../src/pipeline/schedule/schedule.ts";
 import {
   measuredCosts,
   REAL_COMPUTE,
@@ -76,8 +77,8 @@ const stageBytes = gradientBytes(model.partition.boundaries);
 net.dispose();
 if (warmup > 0) await model.train(realBatches(cfg, warmup, 100));
 // bench/data_parallel.ts (grid): each step timed from its call to its end,
-// as it times workers, and the last step's events for the simulator's
-// costs. bench/mpi_pipeline.ts: the steady-state period of one train call.
+// as it times workers, and every timed step's events for the simulator's
+// costs (each kind's median per stage). bench/mpi_pipeline.ts: the steady-state period of one train call.
 const row = grid ? await timedSteps() : await trainedPeriod();
 if (comm.rank === 0) console.log("ROW " + JSON.stringify({ schedule, ranks: p, link, ...row }));
 await model.dispose();
@@ -85,15 +86,17 @@ comm.close();
 
 async function timedSteps(): Promise<Record<string, unknown>> {
   const stepTimesMs: number[] = [];
+  const events: TimedEvent[] = [];
   for (const b of realBatches(cfg, steps, 7)) {
     const t = performance.now();
     await model.step(b);
     stepTimesMs.push(performance.now() - t);
+    events.push(...model.lastEvents);
   }
   return {
     dataParallel: d,
     stepTimesMs,
-    costs: measuredCosts(model.lastEvents, model.schedule.stageToRank.length),
+    costs: measuredCosts(events, model.schedule.stageToRank.length),
     gradientBytes: stageBytes,
   };
 }

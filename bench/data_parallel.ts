@@ -8,7 +8,8 @@
  * them alike). Per grid point: the median step over the rounds' medians,
  * the spread (max − min of the rounds' medians), the speed-up over
  * (1, 1), and the simulator's prediction of the step: `simulate` with the
- * per-action costs measured in the point's own last round, each stage's
+ * per-action costs measured in the point's own timed steps (each kind's
+ * median per stage over every timed step of every round), each stage's
  * gradient bytes and the link for the all-reduce, beside the measured
  * median; and the same with each stage's optimizer step added (its time
  * measured on this thread; the simulator itself has no optimizer cost);
@@ -83,6 +84,7 @@ import { projectReplicas, stepWithOptimizer } from "./_data_parallel_projection.
 import { cpuBetween, cpuSnapshot, type CpuSpan } from "./_cpu_accounting.ts";
 import { mpirunRows } from "./_mpirun.ts";
 import type { ActionCosts } from "../src/pipeline/analysis/simulate.ts";
+import type { TimedEvent } from "../src/pipeline/schedule/schedule.ts";
 
 const MPI_RANK = new URL("./_mpi_pipeline_rank.ts", import.meta.url).pathname;
 
@@ -156,6 +158,8 @@ interface Point {
   readonly rounds: number[];
   /** Each timed step's CPU accounting (empty where /proc cannot be read). */
   readonly cpu: CpuSpan[];
+  /** Every timed step's events (for the per-action costs). */
+  readonly events: TimedEvent[];
 }
 
 async function build(d: number, p: number): Promise<Point> {
@@ -185,7 +189,16 @@ async function build(d: number, p: number): Promise<Point> {
       net.layers.slice(from, b[s + 1]).flatMap((l) => l.parameters())
         .reduce((n, q) => n + 4 * q.value.size, 0)
     );
-    return { d, p, model, gradientBytes, optimizerMs: optimizerSteps(net, b), rounds: [], cpu: [] };
+    return {
+      d,
+      p,
+      model,
+      gradientBytes,
+      optimizerMs: optimizerSteps(net, b),
+      rounds: [],
+      cpu: [],
+      events: [],
+    };
   } finally {
     net.dispose();
   }
@@ -228,13 +241,27 @@ function cpuSummary(spans: readonly CpuSpan[]) {
   };
 }
 
-// A grid point run as MPI processes: each round's median step, and what its
-// last job measured (costs of its last step, gradient bytes, its link).
+// A grid point run as MPI processes: each round's median step and per-action
+// costs (medians over its timed steps), and what its last job measured
+// (gradient bytes, its link).
 interface MpiPoint {
   readonly d: number;
   readonly p: number;
   readonly rounds: number[];
-  last: { costs: ActionCosts; gradientBytes: number[]; link: AllReduceLink | null } | null;
+  readonly costs: ActionCosts[];
+  last: { gradientBytes: number[]; link: AllReduceLink | null } | null;
+}
+
+// Each kind's per-stage median over several rounds' costs (a kind missing
+// from one round is left out).
+function medianCosts(rounds: readonly ActionCosts[]): ActionCosts {
+  const out: Partial<Record<keyof ActionCosts, number[]>> = {};
+  for (const kind of ["F", "B", "I", "W"] as const) {
+    const lists = rounds.map((c) => c[kind]);
+    if (lists.length === 0 || lists.some((l) => !Array.isArray(l))) continue;
+    out[kind] = (lists[0] as number[]).map((_, s) => median(lists.map((l) => (l as number[])[s])));
+  }
+  return out as ActionCosts;
 }
 
 // Why the MPI rows are skipped, or null when mpirun is there.
@@ -266,8 +293,8 @@ async function mpiRound(pt: MpiPoint): Promise<void> {
     link: { latencyMs: number; bytesPerMs: number | null } | null;
   };
   pt.rounds.push(median(row.stepTimesMs));
+  pt.costs.push(row.costs);
   pt.last = {
-    costs: row.costs,
     gradientBytes: row.gradientBytes,
     // JSON writes an unbounded bandwidth as null.
     link: row.link === null
@@ -278,7 +305,7 @@ async function mpiRound(pt: MpiPoint): Promise<void> {
 
 const mpiSkip = await mpiSkipped();
 const mpiPoints: MpiPoint[] = mpiSkip === null
-  ? GRID.map(([d, p]) => ({ d, p, rounds: [], last: null }))
+  ? GRID.map(([d, p]) => ({ d, p, rounds: [], costs: [], last: null }))
   : [];
 const points: Point[] = [];
 const linkStart = performance.now();
@@ -297,6 +324,7 @@ try {
         await pt.model.step(b);
         times.push(performance.now() - t);
         const after = cpuSnapshot();
+        pt.events.push(...pt.model.lastEvents);
         if (before !== null && after !== null) pt.cpu.push(cpuBetween(before, after, pt.d * pt.p));
       }
       pt.rounds.push(median(times));
@@ -304,7 +332,7 @@ try {
     for (const pt of mpiPoints) await mpiRound(pt);
   }
   // One row: the measured rounds beside the simulator's step from `costs`
-  // (the point's last step), on `pointLink` for the all-reduce.
+  // (medians over the point's timed steps), on `pointLink` for the all-reduce.
   const rowOf = (
     rankGroup: "workers" | "mpi",
     pt: Point,
@@ -349,7 +377,7 @@ try {
       pt,
       pt.rounds,
       base,
-      measuredCosts(pt.model.lastEvents, pt.model.schedule.stageToRank.length),
+      measuredCosts(pt.events, pt.model.schedule.stageToRank.length),
       pt.gradientBytes,
       link,
       givenLink === null,
@@ -367,7 +395,7 @@ try {
         pt,
         m.rounds,
         mpiBase,
-        m.last!.costs,
+        medianCosts(m.costs),
         m.last!.gradientBytes,
         givenLink ?? own ?? link,
         givenLink === null && own !== null,
