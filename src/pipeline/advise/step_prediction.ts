@@ -442,9 +442,10 @@ export interface PredictOptions {
  * `costs` and the hand-over delay, and returns the median period from the
  * second step on (as the benches measure training), its bubble, and the
  * first step's makespan. Each stage's optimizer step, which runs right
- * after its last backward, is spread over its m backward actions (its W
- * where the schedule splits I and W, else its B): the rank's busy time is
- * exact, the order within the step approximate.
+ * after its last backward, is spread over its m weight-gradient actions
+ * (per micro-batch its W where the schedule splits I and W, else its B;
+ * a schedule may mix both in one stage): the rank's busy time is exact,
+ * the order within the step approximate.
  *
  * With `together` (see {@linkcode PredictOptions}) each action is a fixed
  * amount of work done at the rate its costs give for the number of ranks
@@ -498,10 +499,6 @@ export function predictStep(
       table[k].forEach((v, s) => checkMs(`${name}.${k}[${s}]`, v));
     }
   }
-  const split = new Array<boolean>(S).fill(false);
-  for (const list of schedule.actions) {
-    for (const a of list) if (a.kind === "W") split[a.stage] = true;
-  }
   const m = schedule.microBatches;
   // The runtime's cost per step and rank, shared among the rank's stages.
   const perStep = overheads.stepMs === undefined
@@ -510,11 +507,14 @@ export function predictStep(
   const held = schedule.stageToRank.map((r) => schedule.stageToRank.filter((x) => x === r).length);
   const stepOf = (c: StageCostTable, s: number) =>
     perStep > 0 ? c.step[s] + perStep / held[s] : c.step[s];
+  // Each micro-batch's weight gradient of a stage is computed by exactly one
+  // action, its B or its W (DualPipeV mixes both within a stage), so a
+  // step's share per micro-batch goes on both kinds: m shares in all.
   const spread = (c: StageCostTable) => ({
     F: [...c.F],
     I: [...c.I],
-    W: c.W.map((w, s) => w + (split[s] ? stepOf(c, s) / m : 0)),
-    B: c.B.map((b, s) => b + (split[s] ? 0 : stepOf(c, s) / m)),
+    W: c.W.map((w, s) => w + stepOf(c, s) / m),
+    B: c.B.map((b, s) => b + stepOf(c, s) / m),
   });
   const simCosts = spread(costs);
   // The plain simulator checks the schedule (structure, deadlock) in any case.

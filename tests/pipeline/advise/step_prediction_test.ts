@@ -53,6 +53,38 @@ Deno.test("predictStep: a stage's optimizer step adds its time to the rank's bus
   assert.equal(predictStep(h, { ...base, step: [6] }, zero).stepMs, 18);
 });
 
+Deno.test("predictStep: each rank's busy time holds every one of its stages' optimizer steps, whatever mix of B and W its schedule runs", () => {
+  // DualPipeV runs most micro-batches of a stage as B and a few as I + W:
+  // the step must still be counted in full, once per stage.
+  for (const name of SCHEDULE_NAMES) {
+    const p = 2, m = 8;
+    let s;
+    try {
+      s = generateSchedule(name, { ranks: p, microBatches: m });
+    } catch {
+      continue; // a schedule that needs other shapes
+    }
+    const S = s.stageToRank.length;
+    const c = {
+      F: new Array(S).fill(1),
+      I: new Array(S).fill(1),
+      W: new Array(S).fill(1),
+      B: new Array(S).fill(2),
+    };
+    const plain = predictStep(s, { ...c, step: new Array(S).fill(0) }, zero).costs;
+    const stepped = predictStep(s, { ...c, step: new Array(S).fill(4) }, zero).costs;
+    s.actions.forEach((list, r) => {
+      const busy = (k: typeof plain) =>
+        list.reduce((a, x) => a + (k[x.kind] as number[])[x.stage], 0);
+      const held = s.stageToRank.filter((x) => x === r).length;
+      assert.ok(
+        Math.abs(busy(stepped) - busy(plain) - 4 * held) < 1e-9,
+        `${name} rank ${r}: ${busy(stepped) - busy(plain)} ms of steps, want ${4 * held}`,
+      );
+    });
+  }
+});
+
 Deno.test("stageCosts and layerLoads: sums per stage by hand", () => {
   const layers = [
     { F: t(1), I: t(2), W: t(3), step: t(8) },
