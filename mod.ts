@@ -175,7 +175,7 @@ export type {
 // `@conveyor/core/tensor`).
 export type { BackendKind } from "./src/tensor/create_backend.ts";
 export type { Shape } from "./src/tensor/backend.ts";
-export { CpuBackend } from "./src/tensor/cpu/backend.ts";
+export { CpuBackend, type CpuBackendOptions } from "./src/tensor/cpu/backend.ts";
 export { Rng, type RngState } from "./src/tensor/random.ts";
 
 // Types the signatures above name: tensors and the backend contract (ops
@@ -187,6 +187,7 @@ export type {
   Backend,
   BackendName,
   BinaryOp,
+  BufferPoolStats,
   CrossEntropyResult,
   InvalidIndex,
   LayerNormResult,

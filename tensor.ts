@@ -31,6 +31,7 @@ export type {
   Backend,
   BackendName,
   BinaryOp,
+  BufferPoolStats,
   CrossEntropyResult,
   InvalidIndex,
   LayerNormResult,
@@ -42,10 +43,9 @@ export type {
   UnaryGradOp,
   UnaryOp,
 } from "./src/tensor/backend.ts";
-export { CpuBackend } from "./src/tensor/cpu/backend.ts";
+export { CpuBackend, type CpuBackendOptions } from "./src/tensor/cpu/backend.ts";
 export { WebGPUBackend } from "./src/tensor/webgpu/mod.ts";
 export type {
-  BufferPoolStats,
   MatmulConfig,
   MatmulTuneResult,
   WebGPUBackendOptions,

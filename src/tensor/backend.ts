@@ -33,6 +33,34 @@ export type Shape = readonly number[];
 export type BackendName = "cpu" | "webgpu";
 
 /**
+ * Statistics of a backend's storage pool, for tests and diagnostics: the
+ * WebGPU backend's GPU buffers (`WebGPUBackend.pool`), the CPU backend's
+ * Float32Arrays (`CpuBackend.pool`). Disposed tensors give their storage
+ * back to the pool, and new tensors take it from there before allocating.
+ *
+ * @example
+ * ```ts
+ * import type { BufferPoolStats } from "@conveyor/core/tensor";
+ * const s: BufferPoolStats = { allocatedBytes: 4096, idleBytes: 1024, created: 3, reused: 7 };
+ * console.log(s.reused / (s.reused + s.created)); // share of allocations served by reuse
+ * ```
+ */
+export interface BufferPoolStats {
+  /**
+   * Bytes of storage the pool has created and not given back: GPU buffers
+   * not destroyed; on the CPU, arrays not dropped for the garbage collector
+   * (storage of a tensor never disposed stays counted).
+   */
+  readonly allocatedBytes: number;
+  /** Bytes of that storage idle in the pool right now (no tensor uses it). */
+  readonly idleBytes: number;
+  /** Buffers or arrays created so far. */
+  readonly created: number;
+  /** Allocations served from idle storage instead of new storage. */
+  readonly reused: number;
+}
+
+/**
  * Memory accounting of one backend instance: bytes held by live tensors now,
  * and the most ever held at once since creation or the last `resetPeak`.
  *

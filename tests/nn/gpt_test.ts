@@ -90,6 +90,38 @@ Deno.test("training: the loss falls from about ln(56) ≈ 4.03 to below 3.0 in 8
   assert.equal(be.memory.liveBytes, 0, "no tensor leaked by 80 training steps");
 });
 
+// The CPU backend reuses disposed tensors' storage: training must not see it.
+Deno.test("training: the CPU backend's storage reuse changes no bit of 6 AdamW steps", async () => {
+  const tok = CharTokenizer.fromText(TINY_CORPUS);
+  const data = tok.encode(TINY_CORPUS);
+  const train = async (be: CpuBackend) => {
+    const model = createTinyGPT(
+      { vocabSize: tok.vocabSize, seqLen: 16, dim: 16, heads: 2, layers: 2, seed: 4 },
+      be,
+    );
+    const opt = new AdamW(model.parameters(), { lr: 1e-2, weightDecay: 0.1 });
+    const rng = new Rng(5);
+    for (let s = 0; s < 6; s++) {
+      const b = sampleBatch(data, 4, 16, rng);
+      const x = be.fromData(b.ids, b.shape), t = be.fromData(b.targets, b.shape);
+      const y = model.forward(x);
+      const { loss, grad } = crossEntropyLoss(y, t);
+      model.zeroGrad();
+      model.backward(grad).dispose();
+      opt.step();
+      for (const z of [x, t, y, loss, grad]) z.dispose();
+    }
+    const out = await Promise.all(model.parameters().map((p) => p.value.toArray()));
+    opt.dispose();
+    model.dispose();
+    return out;
+  };
+  const pooled = new CpuBackend();
+  const reused = await train(pooled);
+  assert.ok(pooled.pool.reused > 100, `storage reused ${pooled.pool.reused} times`);
+  assert.deepEqual(reused, await train(new CpuBackend({ poolBytes: 0 })));
+});
+
 Deno.test("createTinyGPT: bad configs name the values", () => {
   const be = new CpuBackend();
   assertThrowsWith(() => createTinyGPT({ ...small, heads: 3 }, be), RangeError, [

@@ -22,6 +22,10 @@ import {
 } from "./_elementwise.ts";
 import { permuteInto } from "./_layout.ts";
 import { matmulInto } from "./_matmul.ts";
+import { ArrayPool } from "./_array_pool.ts";
+import { checkPoolBytes, type CpuBackendOptions } from "./backend_options.ts";
+
+export type { CpuBackendOptions };
 import {
   logSumExpInto,
   rmsNormBackwardInputInto,
@@ -67,22 +71,60 @@ export class CpuBackend implements B.Backend {
   /** Human-readable description. */
   readonly description: string = "CPU reference (Float32Array)";
   readonly #memory = new MemoryTracker();
+  readonly #pool: ArrayPool;
   #closed = false;
+
+  /**
+   * A CPU backend.
+   *
+   * @param options `poolBytes`: how many bytes of disposed tensors' storage
+   * to keep for reuse (default 256 MiB; 0 keeps none).
+   * @throws {RangeError} When `poolBytes` is not a non-negative integer.
+   */
+  constructor(options: CpuBackendOptions = {}) {
+    this.#pool = new ArrayPool(checkPoolBytes(options));
+  }
 
   /** Memory accounting of tensors created on this backend. */
   get memory(): B.MemoryStats {
     return this.#memory;
   }
 
-  #wrap(shape: B.Shape, buf: Float32Array): Tensor {
-    if (this.#closed) throw closedError();
-    this.#memory.alloc(buf.byteLength);
-    return createTensor(this, shape, buf, buf.byteLength);
+  /**
+   * Statistics of the pool of Float32Arrays behind the tensors: a disposed
+   * tensor's storage is kept (up to `poolBytes`) for the next tensor of its
+   * size.
+   *
+   * @example
+   * ```ts
+   * import assert from "node:assert/strict";
+   * import { CpuBackend } from "@conveyor/core";
+   * const be = new CpuBackend();
+   * be.zeros([256, 256]).dispose();
+   * be.zeros([256, 256]).dispose(); // the first one's storage again
+   * assert.equal(be.pool.created, 1);
+   * assert.equal(be.pool.reused, 1);
+   * assert.equal(be.pool.idleBytes, 256 * 256 * 4);
+   * ```
+   */
+  get pool(): B.BufferPoolStats {
+    return this.#pool.stats;
   }
 
-  #alloc(shape: B.Shape): [Tensor, Float32Array] {
-    const buf = new Float32Array(shapeSize(shape));
-    return [this.#wrap(shape, buf), buf];
+  // Every tensor's storage comes from the pool (see `_array_pool.ts`): zeros
+  // unless `zero` is false, when the caller overwrites every value.
+  #alloc(shape: B.Shape, zero = true): [Tensor, Float32Array] {
+    if (this.#closed) throw closedError();
+    const buf = this.#pool.acquire(shapeSize(shape), zero);
+    this.#memory.alloc(buf.byteLength);
+    return [createTensor(this, shape, buf, buf.byteLength), buf];
+  }
+
+  // A tensor holding `values` rounded to f32.
+  #fromValues(shape: B.Shape, values: ArrayLike<number>): Tensor {
+    const [out, O] = this.#alloc(shape, false);
+    O.set(values);
+    return out;
   }
 
   // ---- storage -----------------------------------------------------------
@@ -90,7 +132,7 @@ export class CpuBackend implements B.Backend {
   /** Creates a tensor holding a copy of `data`. */
   fromData(data: Float32Array, shape: B.Shape): Tensor {
     checkFromData(data, shape);
-    return this.#wrap(shape, new Float32Array(data));
+    return this.#fromValues(shape, data);
   }
 
   /** Creates a tensor of zeros. */
@@ -102,7 +144,9 @@ export class CpuBackend implements B.Backend {
   /** Creates a tensor with every element `value`. */
   full(shape: B.Shape, value: number): Tensor {
     checkZeros(shape);
-    return this.#wrap(shape, new Float32Array(shapeSize(shape)).fill(value));
+    const [out, O] = this.#alloc(shape, false);
+    O.fill(value);
+    return out;
   }
 
   /** The first entry of `ids` that is not an integer in [0, n), or null. */
@@ -118,12 +162,13 @@ export class CpuBackend implements B.Backend {
 
   /** Copies a tensor's contents out now (the data is in host memory). */
   readSync(t: Tensor): Float32Array {
-    return new Float32Array(data(t));
+    return data(t).slice();
   }
 
-  /** Releases storage (called by `Tensor.dispose`). */
-  release(_storage: unknown, bytes: number): void {
+  /** Releases storage (called by `Tensor.dispose`): kept for reuse up to `poolBytes`. */
+  release(storage: unknown, bytes: number): void {
     this.#memory.free(bytes);
+    if (!this.#closed && storage instanceof Float32Array) this.#pool.release(storage);
   }
 
   /** No-op: CPU kernels run synchronously. */
@@ -141,11 +186,13 @@ export class CpuBackend implements B.Backend {
 
   /**
    * Marks the backend closed: every later op, `fromData` or `read` throws a
-   * TypeError. There is nothing else to release (the storage is ordinary
-   * garbage-collected memory); disposing tensors afterwards is harmless.
+   * TypeError. The pool's idle storage is dropped (for the garbage
+   * collector; nothing else to release); disposing tensors afterwards is
+   * harmless.
    */
   close(): void {
     this.#closed = true;
+    this.#pool.trim();
   }
 
   // ---- kernels -------------------------------------------------------------
@@ -195,7 +242,7 @@ export class CpuBackend implements B.Backend {
 
   /** A fresh copy. */
   copy(x: Tensor): Tensor {
-    return this.#wrap(x.shape, new Float32Array(data(x)));
+    return this.#fromValues(x.shape, data(x));
   }
 
   /** In place `dst ← src`. */
@@ -366,8 +413,8 @@ export class CpuBackend implements B.Backend {
       }
     }
     return {
-      dgamma: this.#wrap([n], Float32Array.from(dg)),
-      dbeta: this.#wrap([n], Float32Array.from(db)),
+      dgamma: this.#fromValues([n], dg),
+      dbeta: this.#fromValues([n], db),
     };
   }
 
@@ -390,7 +437,10 @@ export class CpuBackend implements B.Backend {
   /** RMS norm weight gradient. */
   rmsNormBackwardWeight(dy: Tensor, x: Tensor, rstd: Tensor): Tensor {
     const n = x.cols;
-    return this.#wrap([n], rmsNormBackwardWeight(data(dy), data(x), data(rstd), rowCount(x), n));
+    return this.#fromValues(
+      [n],
+      rmsNormBackwardWeight(data(dy), data(x), data(rstd), rowCount(x), n),
+    );
   }
 
   /** Row-wise log Σ exp. */
@@ -408,7 +458,7 @@ export class CpuBackend implements B.Backend {
       const o = r * n;
       for (let j = 0; j < n; j++) acc[j] += X[o + j];
     }
-    return this.#wrap([n], Float32Array.from(acc));
+    return this.#fromValues([n], acc);
   }
 
   /** Sum of all elements, `[1]`. */
@@ -416,7 +466,7 @@ export class CpuBackend implements B.Backend {
     const X = data(x);
     let s = 0;
     for (let i = 0; i < X.length; i++) s += X[i];
-    return this.#wrap([1], Float32Array.of(s));
+    return this.#fromValues([1], [s]);
   }
 
   /** Sum of squares, `[1]`. */
@@ -424,7 +474,7 @@ export class CpuBackend implements B.Backend {
     const X = data(x);
     let s = 0;
     for (let i = 0; i < X.length; i++) s += X[i] * X[i];
-    return this.#wrap([1], Float32Array.of(s));
+    return this.#fromValues([1], [s]);
   }
 
   /** Softmax cross-entropy forward. */
@@ -519,7 +569,7 @@ export class CpuBackend implements B.Backend {
   sliceRows(x: Tensor, start: number, end: number): Tensor {
     const inner = shapeSize(x.shape.slice(1));
     const shape = [end - start, ...x.shape.slice(1)];
-    return this.#wrap(shape, data(x).slice(start * inner, end * inner));
+    return this.#fromValues(shape, data(x).subarray(start * inner, end * inner));
   }
 
   /** Concatenation along dimension 0. */

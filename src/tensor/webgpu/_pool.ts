@@ -17,26 +17,9 @@
  * @module
  */
 
-/**
- * Statistics of a buffer pool, for tests and diagnostics.
- *
- * @example
- * ```ts
- * import type { BufferPoolStats } from "@conveyor/core/tensor";
- * const s: BufferPoolStats = { allocatedBytes: 4096, idleBytes: 1024, created: 3, reused: 7 };
- * console.log(s.reused / (s.reused + s.created)); // share of allocations served by reuse
- * ```
- */
-export interface BufferPoolStats {
-  /** Bytes of GPU buffers the pool has created and not destroyed. */
-  readonly allocatedBytes: number;
-  /** Bytes of those buffers that are idle in the pool right now. */
-  readonly idleBytes: number;
-  /** Buffers created so far. */
-  readonly created: number;
-  /** Acquisitions served by an idle buffer instead of a new one. */
-  readonly reused: number;
-}
+import type { BufferPoolStats } from "../backend.ts";
+
+export type { BufferPoolStats };
 
 const MIN_BYTES = 16;
 
