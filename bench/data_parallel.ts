@@ -40,8 +40,10 @@
  * The same grid runs as MPI processes too (`mpirun -n D·P` over shared
  * memory, `rankGroup: "mpi"`, `bench/_mpi_pipeline_rank.ts`): one job per
  * grid point and round, taking its turn in the round after the workers'
- * points; each job warms up one step, then times `--steps` steps as above
- * (its launch is not timed) and measures its own link between ranks 0 and
+ * points; each job warms up `--mpi-warmup` steps (3: a fresh process's
+ * first steps run slower while V8 compiles, and two processes compiling at
+ * once have no spare core for it, where one has), then times `--steps`
+ * steps as above (its launch is not timed) and measures its own link between ranks 0 and
  * 1 (`measureLink`) for the simulator. Its speed-up is over `mpirun -n 1`.
  * Skipped, saying so, where `mpirun` is not installed, or with `--no-mpi`.
  *
@@ -53,7 +55,7 @@
  * the network between hosts.
  *
  * ```sh
- * deno run -A bench/data_parallel.ts [--steps 4] [--repeats 5] [--dim 128] [--no-mpi] [--json]
+ * deno run -A bench/data_parallel.ts [--steps 4] [--repeats 5] [--mpi-warmup 3] [--dim 128] [--no-mpi] [--json]
  * ```
  *
  * `--json` prints one line per grid point and rank group (`rankGroup`:
@@ -93,6 +95,7 @@ const { values } = parseArgs({
   options: {
     steps: { type: "string", default: "4" },
     repeats: { type: "string", default: "5" },
+    "mpi-warmup": { type: "string", default: "3" },
     dim: { type: "string", default: "128" },
     layers: { type: "string", default: "4" },
     batch: { type: "string", default: "16" },
@@ -121,6 +124,7 @@ function positive(name: keyof typeof values, zero = true): number {
   return v;
 }
 const steps = positiveInt("steps"), repeats = positiveInt("repeats");
+const mpiWarmup = positiveInt("mpi-warmup");
 const CFG = {
   ...REAL_COMPUTE,
   dim: positiveInt("dim"),
@@ -275,11 +279,11 @@ async function mpiSkipped(): Promise<string | null> {
   }
 }
 
-// One job of `pt`: `mpirun -n D·P` over shared memory, one warm-up step,
-// then `steps` timed steps.
+// One job of `pt`: `mpirun -n D·P` over shared memory, `mpiWarmup` warm-up
+// steps, then `steps` timed steps.
 async function mpiRound(pt: MpiPoint): Promise<void> {
   const config = Object.entries(CFG).map(([k, v]) => `${k}=${v}`);
-  const args = [schedule, "1", String(steps), ...config, `dataParallel=${pt.d}`];
+  const args = [schedule, String(mpiWarmup), String(steps), ...config, `dataParallel=${pt.d}`];
   const out = await mpirunRows(pt.d * pt.p, "vader,self", MPI_RANK, args);
   if (!out.success || out.rows.length === 0) {
     throw new Error(
@@ -482,9 +486,9 @@ try {
     }
     console.log(
       mpiSkip === null
-        ? "\nMPI: `mpirun -n D·P` over shared memory, one job per point and round (its launch " +
-          "and warm-up step not timed), speed-up over `mpirun -n 1`; its simulated step uses the " +
-          "link the job measured between ranks 0 and 1."
+        ? `\nMPI: \`mpirun -n D·P\` over shared memory, one job per point and round (its launch ` +
+          `and ${mpiWarmup} warm-up steps not timed), speed-up over \`mpirun -n 1\`; its simulated step uses the ` +
+          `link the job measured between ranks 0 and 1.`
         : `\nMPI rows skipped: ${mpiSkip}.`,
     );
     const workerRows = rows.filter((r) => r.rankGroup === "workers");
