@@ -42,6 +42,7 @@ import { passTiming } from "../pipeline/partition/layer_passes.ts";
 import { type CliCommand, type CliIo, UsageError } from "./command.ts";
 import { checkTrainMemory } from "./_train_memory.ts";
 import { flagCommand, type FlagValues, HELP_LINE, integer, positiveInt } from "./_options.ts";
+import { GPT_FLAGS, readGptFlags } from "./_gpt_flags.ts";
 
 export type { AdviceJson } from "../pipeline/advise/advice_table.ts";
 
@@ -51,12 +52,7 @@ const FLAGS = {
   microbatches: { type: "string" },
   model: { type: "string" },
   backend: { type: "string" },
-  batch: { type: "string" },
-  "seq-len": { type: "string" },
-  dim: { type: "string" },
-  heads: { type: "string" },
-  layers: { type: "string" },
-  seed: { type: "string" },
+  ...GPT_FLAGS,
   "rank-memory": { type: "string" },
   repeats: { type: "string" },
   warmup: { type: "string" },
@@ -68,8 +64,6 @@ const FLAGS = {
   summary: { type: "boolean" },
   help: { type: "boolean", short: "h" },
 } as const;
-
-const GPT_FLAGS = ["batch", "seq-len", "dim", "heads", "layers", "seed"] as const;
 
 const USAGE = `Usage: cli.ts advise [--ranks P[,P…]] [--microbatches M[,M…]] [options]
        cli.ts advise --model PATH [options]
@@ -171,20 +165,8 @@ interface Subject {
 
 // The built-in tiny GPT, with train's flags and defaults.
 function tinyGpt(values: FlagValues, schedules: string[], ranks: number[], ms: number[]): Subject {
-  const batch = positiveInt(values, "batch", false) ?? Math.max(8, ...ms);
-  const seqLen = positiveInt(values, "seq-len", false) ?? 16;
-  const dim = positiveInt(values, "dim", false) ?? 16;
-  const heads = positiveInt(values, "heads", false) ?? 2;
-  const seed = integer(values, "seed", 1);
-  if (dim % heads !== 0) {
-    throw new UsageError(`--heads must divide --dim, got --heads ${heads} and --dim ${dim}`);
-  }
-  if (batch < Math.max(...ms)) {
-    throw new UsageError(
-      `--batch ${batch} is smaller than --microbatches ${Math.max(...ms)}: ` +
-        "each micro-batch needs at least one sequence",
-    );
-  }
+  const gpt = readGptFlags(values, Math.max(8, ...ms), Math.max(...ms));
+  const { batch, seqLen, dim, heads, seed } = gpt;
   // Enough layers for the most stages any candidate cuts the model into.
   let stages = 1;
   for (const name of schedules) {
@@ -199,7 +181,7 @@ function tinyGpt(values: FlagValues, schedules: string[], ranks: number[], ms: n
       }
     }
   }
-  const layers = positiveInt(values, "layers", false) ?? Math.max(2, stages - 3);
+  const layers = gpt.layersFor(stages);
   const tok = CharTokenizer.fromText(TINY_CORPUS);
   checkTrainMemory({
     batch,
@@ -339,7 +321,7 @@ async function run(values: FlagValues, io: CliIo): Promise<number> {
     throw new UsageError(`--verify-steps must be at least 2, got ${verifySteps}`);
   }
   if (values.model !== undefined) {
-    const given = GPT_FLAGS.filter((f) => values[f] !== undefined);
+    const given = Object.keys(GPT_FLAGS).filter((f) => values[f] !== undefined);
     if (given.length > 0) {
       throw new UsageError(
         `--${given[0]} describes the built-in tiny GPT; it does not apply with --model`,

@@ -50,6 +50,7 @@ import { MpiSetupError } from "../pipeline/comm/mpi_backend.ts";
 import type { CliCommand, CliIo } from "./command.ts";
 import { UsageError } from "./command.ts";
 import { checkTrainMemory } from "./_train_memory.ts";
+import { GPT_FLAGS, readGptFlags } from "./_gpt_flags.ts";
 import {
   checkMpiLaunch,
   hostName,
@@ -63,7 +64,6 @@ import {
   flagCommand,
   type FlagValues,
   HELP_LINE,
-  integer,
   nonNegative,
   positiveInt,
   positiveNumber,
@@ -80,15 +80,10 @@ const FLAGS = {
   "comm-delay": { type: "string" },
   "memory-limit": { type: "string" },
   steps: { type: "string" },
-  seed: { type: "string" },
   backend: { type: "string" },
   json: { type: "boolean" },
-  batch: { type: "string" },
+  ...GPT_FLAGS,
   "data-parallel": { type: "string" },
-  "seq-len": { type: "string" },
-  dim: { type: "string" },
-  heads: { type: "string" },
-  layers: { type: "string" },
   lr: { type: "string" },
   "in-process": { type: "boolean" },
   trace: { type: "string" },
@@ -324,35 +319,23 @@ async function train(
 ): Promise<number> {
   const spec = readSpec(values);
   const steps = positiveInt(values, "steps", false) ?? 3;
-  const seed = integer(values, "seed", 1);
   const backend = values.backend ?? "auto";
   if (backend !== "cpu" && backend !== "webgpu" && backend !== "auto") {
     throw new UsageError(`--backend must be cpu, webgpu or auto, got ${JSON.stringify(backend)}`);
   }
   const replicas = positiveInt(values, "data-parallel", false) ?? 1;
-  const batch = positiveInt(values, "batch", false) ?? Math.max(8, spec.microBatches * replicas);
+  const gpt = readGptFlags(values, Math.max(8, spec.microBatches * replicas), spec.microBatches);
+  const { batch, seqLen, dim, heads, seed } = gpt;
   if (replicas > 1 && (batch % replicas !== 0 || batch / replicas < spec.microBatches)) {
     throw new UsageError(
       `--batch ${batch} cannot be cut into ${replicas} equal shards (--data-parallel ` +
         `${replicas}) of at least --microbatches ${spec.microBatches} sequences`,
     );
   }
-  const seqLen = positiveInt(values, "seq-len", false) ?? 16;
-  const dim = positiveInt(values, "dim", false) ?? 16;
-  const heads = positiveInt(values, "heads", false) ?? 2;
   const lr = positiveNumber(values, "lr", 0.01);
-  if (dim % heads !== 0) {
-    throw new UsageError(`--heads must divide --dim, got --heads ${heads} and --dim ${dim}`);
-  }
-  if (batch < spec.microBatches) {
-    throw new UsageError(
-      `--batch ${batch} is smaller than --microbatches ${spec.microBatches}: ` +
-        "each micro-batch needs at least one sequence",
-    );
-  }
   const schedule = buildSchedule(spec);
   const stages = schedule.stageToRank.length;
-  const layers = positiveInt(values, "layers", false) ?? Math.max(2, stages - 3);
+  const layers = gpt.layersFor(stages);
   if (layers + 3 < stages) {
     throw new UsageError(
       `--layers ${layers} gives ${layers + 3} layers (embedding, blocks, norm, head), ` +
