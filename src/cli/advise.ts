@@ -202,7 +202,9 @@ function tinyGpt(values: FlagValues, schedules: string[], ranks: number[], ms: n
     sample: { inputs: b.ids, shape: b.shape, targets: b.targets },
     loss: "cross-entropy",
     modules: [],
-    title: `tiny GPT: ${layers} blocks, dim ${dim}, ${heads} heads, a ${batch} × ${seqLen} batch`,
+    title: `tiny GPT: ${layers} block${
+      layers === 1 ? "" : "s"
+    }, dim ${dim}, ${heads} heads, a ${batch} × ${seqLen} batch`,
   };
 }
 
@@ -276,9 +278,9 @@ function header(advice: Advice, title: string, backend: string): string {
   for (const p of advice.profiles) {
     const pr = p.profile;
     lines.push(
-      `profile at P = ${p.ranks} (${p.concurrency} cop${
-        p.concurrency === 1 ? "y" : "ies"
-      } computing at once), ${pr.rows}-row micro-batches: ` +
+      `profile at P = ${p.ranks} (${
+        p.concurrency === 1 ? "one copy alone" : `${p.concurrency} copies computing at once`
+      }), ${pr.rows}-row micro-batches: ` +
         `F + I + W through the model ${
           passTiming(pr.totals).median.toFixed(1)
         } ms per micro-batch (median of ${pr.totals.length} sweeps, interquartile spread ${

@@ -443,7 +443,9 @@ async function train(
     if (!values.json) {
       const nParams = (await model.parameterStats()).count;
       io.out(
-        `tiny GPT: ${layers} blocks, dim ${dim}, ${heads} heads, ${nParams} parameters, ` +
+        `tiny GPT: ${layers} block${
+          layers === 1 ? "" : "s"
+        }, dim ${dim}, ${heads} heads, ${nParams} parameters, ` +
           `vocabulary ${tok.vocabSize}\n` +
           `pipeline: ${schedule.name}, ${schedule.ranks} rank${
             schedule.ranks === 1 ? "" : "s"

@@ -93,7 +93,7 @@ export class CpuBackend implements B.Backend {
   /**
    * Statistics of the pool of Float32Arrays behind the tensors: a disposed
    * tensor's storage is kept (up to `poolBytes`) for the next tensor of its
-   * size.
+   * size. Tensors of at most 16 values are neither kept nor counted.
    *
    * @example
    * ```ts
