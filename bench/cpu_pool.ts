@@ -19,7 +19,8 @@
  * deno run -A bench/cpu_pool.ts [--rounds 3] [--steps 4] [--warmup 2] [--json]
  * ```
  *
- * About 1.5 minutes here (2 cores). Measure on a quiet machine.
+ * About a minute here (2 cores). Measure on a quiet machine: the step
+ * times of one setting swing by 20% on a noisy one, the helpers' CPU less.
  *
  * @module
  */
