@@ -625,3 +625,30 @@ Deno.test("cli train --data-parallel 2 (D·P = 4 workers) equals single-device t
   assert.equal(bad.code, 2, bad.err);
   assert.match(bad.err, /--batch 7 cannot be cut into 2 equal shards/);
 });
+
+Deno.test("train: with --backend auto (the default) the pipeline line names the backend the ranks chose", async () => {
+  // A child process: backend "auto" looks for a WebGPU adapter, kept out of the test process.
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "-A",
+      new URL("../cli.ts", import.meta.url).pathname,
+      "train",
+      "--schedule",
+      "1f1b",
+      "--stages",
+      "2",
+      "--microbatches",
+      "2",
+      "--steps",
+      "1",
+      "--in-process",
+    ],
+    env: { NO_COLOR: "1" },
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const text = new TextDecoder().decode(out.stdout);
+  assert.ok(out.success, new TextDecoder().decode(out.stderr));
+  assert.match(text, /, backend auto: (cpu|webgpu), in-process\n/);
+});

@@ -442,6 +442,10 @@ async function train(
     }
     if (!values.json) {
       const nParams = (await model.parameterStats()).count;
+      // With "auto", the backend the ranks chose.
+      const chosen = backend !== "auto"
+        ? backend
+        : `auto: ${[...new Set((await model.rankInfo()).map((r) => r.backend))].join(", ")}`;
       io.out(
         `tiny GPT: ${layers} block${
           layers === 1 ? "" : "s"
@@ -453,7 +457,7 @@ async function train(
           `${schedule.stagesPerRank} stage${schedule.stagesPerRank === 1 ? "" : "s"}` +
           `${replicas === 1 ? "" : ` × ${replicas} data-parallel replicas`}, ` +
           `${schedule.microBatches} micro-batches of a ${batch} × ${seqLen} batch, ` +
-          `backend ${backend}, ${model.rankGroup === "mpi" ? "MPI processes" : model.rankGroup}\n` +
+          `backend ${chosen}, ${model.rankGroup === "mpi" ? "MPI processes" : model.rankGroup}\n` +
           `stages (layers): ${
             model.partition.boundaries.slice(0, -1).map((b, s) =>
               `[${b}, ${model.partition.boundaries[s + 1]})`
