@@ -56,6 +56,27 @@ for (const be of backends) {
   });
 }
 
+// One training step of `model` on `rows` sequences of 16 sampled from `data`; the loss.
+async function trainStep(
+  be: CpuBackend,
+  model: ReturnType<typeof createTinyGPT>,
+  opt: AdamW,
+  data: readonly number[],
+  rows: number,
+  rng: Rng,
+): Promise<number> {
+  const b = sampleBatch(data, rows, 16, rng);
+  const x = be.fromData(b.ids, b.shape), t = be.fromData(b.targets, b.shape);
+  const y = model.forward(x);
+  const { loss, grad } = crossEntropyLoss(y, t);
+  model.zeroGrad();
+  model.backward(grad).dispose();
+  opt.step();
+  const value = (await loss.toArray())[0];
+  for (const z of [x, t, y, loss, grad]) z.dispose();
+  return value;
+}
+
 // 80 AdamW steps (lr 2e-2) of a 1-block GPT (dim 16, 2 heads, T = 16, batch 8) on the shipped
 // corpus (56 characters): measured here 4.044 at the first step, 2.642 as the mean of the last 10.
 Deno.test("training: the loss falls from about ln(56) ≈ 4.03 to below 3.0 in 80 steps (CPU)", async () => {
@@ -70,17 +91,7 @@ Deno.test("training: the loss falls from about ln(56) ≈ 4.03 to below 3.0 in 8
   const opt = new AdamW(model.parameters(), { lr: 2e-2, weightDecay: 0 });
   const rng = new Rng(3);
   const losses: number[] = [];
-  for (let s = 0; s < 80; s++) {
-    const b = sampleBatch(data, 8, 16, rng);
-    const x = be.fromData(b.ids, b.shape), t = be.fromData(b.targets, b.shape);
-    const y = model.forward(x);
-    const { loss, grad } = crossEntropyLoss(y, t);
-    model.zeroGrad();
-    model.backward(grad).dispose();
-    opt.step();
-    losses.push((await loss.toArray())[0]);
-    for (const z of [x, t, y, loss, grad]) z.dispose();
-  }
+  for (let s = 0; s < 80; s++) losses.push(await trainStep(be, model, opt, data, 8, rng));
   assert.ok(Math.abs(losses[0] - lnV) < 0.1, `first loss ${losses[0]} vs ln V ${lnV}`);
   const last = losses.slice(-10).reduce((a, b) => a + b, 0) / 10;
   assert.ok(last < 3.0, `mean of the last 10 losses ${last} should be below 3.0`);
@@ -101,16 +112,7 @@ Deno.test("training: the CPU backend's storage reuse changes no bit of 6 AdamW s
     );
     const opt = new AdamW(model.parameters(), { lr: 1e-2, weightDecay: 0.1 });
     const rng = new Rng(5);
-    for (let s = 0; s < 6; s++) {
-      const b = sampleBatch(data, 4, 16, rng);
-      const x = be.fromData(b.ids, b.shape), t = be.fromData(b.targets, b.shape);
-      const y = model.forward(x);
-      const { loss, grad } = crossEntropyLoss(y, t);
-      model.zeroGrad();
-      model.backward(grad).dispose();
-      opt.step();
-      for (const z of [x, t, y, loss, grad]) z.dispose();
-    }
+    for (let s = 0; s < 6; s++) await trainStep(be, model, opt, data, 4, rng);
     const out = await Promise.all(model.parameters().map((p) => p.value.toArray()));
     opt.dispose();
     model.dispose();
