@@ -24,14 +24,14 @@ import { permuteInto } from "./_layout.ts";
 import { matmulInto } from "./_matmul.ts";
 import { ArrayPool } from "./_array_pool.ts";
 import { checkPoolBytes, type CpuBackendOptions } from "./backend_options.ts";
-
-export type { CpuBackendOptions };
 import {
   logSumExpInto,
   rmsNormBackwardInputInto,
   rmsNormBackwardWeight,
   rmsNormInto,
 } from "./_rows.ts";
+
+export type { CpuBackendOptions };
 
 /** Storage of a CPU tensor; a TypeError once its backend is closed. */
 function data(t: Tensor): Float32Array {
@@ -79,6 +79,8 @@ export class CpuBackend implements B.Backend {
    *
    * @param options `poolBytes`: how many bytes of disposed tensors' storage
    * to keep for reuse (default 256 MiB; 0 keeps none).
+   * @throws {TypeError} When `options` is not an object, names an unknown
+   * option, or `poolBytes` is not a number.
    * @throws {RangeError} When `poolBytes` is not a non-negative integer.
    */
   constructor(options: CpuBackendOptions = {}) {
