@@ -109,7 +109,15 @@ function checkGrads(bucket: GradientBucket, grads: readonly Float32Array[]): voi
 
 /**
  * One replica's values of `bucket`, gathered from its parameters'
- * gradients `grads` into one new buffer, in the bucket's order.
+ * gradients `grads` into one buffer, in the bucket's order: a new one, or
+ * `into` (a buffer of the bucket's length to reuse).
+ *
+ * @param bucket The bucket, from {@linkcode planBuckets}.
+ * @param grads The replica's gradients, one array per parameter.
+ * @param into A buffer of `bucket.length` values to write into, instead of a new one.
+ * @returns The packed values (`into` when given).
+ * @throws {TypeError} When `grads` is not an array.
+ * @throws {RangeError} When a gradient is too short, or `into` is not a Float32Array of the bucket's length.
  *
  * @example
  * ```ts
@@ -118,11 +126,25 @@ function checkGrads(bucket: GradientBucket, grads: readonly Float32Array[]): voi
  * const [first] = planBuckets([2, 2], 12); // 3 values a bucket
  * const buf = packBucket(first, [new Float32Array([1, 2]), new Float32Array([3, 4])]);
  * assert.deepEqual([...buf], [1, 2, 3]);
+ * const again = packBucket(first, [new Float32Array([5, 6]), new Float32Array([7, 8])], buf);
+ * assert.equal(again, buf);
+ * assert.deepEqual([...buf], [5, 6, 7]);
  * ```
  */
-export function packBucket(bucket: GradientBucket, grads: readonly Float32Array[]): Float32Array {
+export function packBucket(
+  bucket: GradientBucket,
+  grads: readonly Float32Array[],
+  into?: Float32Array,
+): Float32Array {
   checkGrads(bucket, grads);
-  const out = new Float32Array(bucket.length);
+  if (into !== undefined && (!(into instanceof Float32Array) || into.length !== bucket.length)) {
+    throw new RangeError(
+      `into must be a Float32Array of the bucket's ${bucket.length} values, got ${
+        into instanceof Float32Array ? `${into.length}` : typeof into
+      }`,
+    );
+  }
+  const out = into ?? new Float32Array(bucket.length);
   let at = 0;
   for (const s of bucket.segments) {
     out.set(grads[s.param].subarray(s.start, s.end), at);

@@ -204,6 +204,13 @@ export class GradientSync {
   readonly #comm: CommBackend;
   readonly #bucketBytes: number;
   readonly #plans = new Map<number, ReturnType<typeof planBuckets>>();
+  // Per stage and bucket, the buffers the other replicas sent last time,
+  // kept to pack this rank's next sends into (at most D − 1 each): in a
+  // steady run a rank receives as many buffers of a bucket as it sends, so
+  // the exchange allocates nothing after its first step. Fresh buffers of
+  // a few MiB every step kept V8 collecting (its young generation counts
+  // their bytes): that cost a (2, 1) step of the tiny GPT ~25 ms.
+  readonly #spare = new Map<number, Float32Array[][]>();
 
   /** The average of `options.comm`'s rank across its replicas. */
   constructor(options: GradientSyncOptions) {
@@ -277,7 +284,7 @@ export class GradientSync {
     iteration: number,
     attempt: number,
     gradients: readonly Float32Array[] | Promise<readonly Float32Array[]>,
-  ): Promise<Float32Array[]> {
+  ): Promise<readonly Float32Array[]> {
     const grads = await gradients;
     let plan = this.#plans.get(stage);
     if (plan === undefined) {
@@ -285,23 +292,27 @@ export class GradientSync {
       this.#plans.set(stage, plan);
     }
     const own = this.replica, d = this.replicas;
-    // Each bucket packed once per other replica and handed over (no second
-    // copy); this rank's own values are read in place for the average.
+    let spare = this.#spare.get(stage);
+    if (spare === undefined) {
+      spare = plan.map(() => []);
+      this.#spare.set(stage, spare);
+    }
+    // Each bucket packed once per other replica into a spare buffer (or a
+    // new one) and handed over (no second copy); this rank's own values are
+    // read in place for the average.
     const sends: Promise<void>[] = [];
     const tags = plan.map((bucket, b) => {
       const tag = reduceTag(iteration, attempt, stage, b);
       for (let k = 0; k < d; k++) {
         if (k !== own) {
-          const sent = this.#comm.send(this.peers[k], tag, packBucket(bucket, grads), {
-            transfer: true,
-          });
+          const buf = packBucket(bucket, grads, spare[b].pop());
+          const sent = this.#comm.send(this.peers[k], tag, buf, { transfer: true });
           sent.catch(() => {}); // a failed receive may come first: awaited below, never unhandled
           sends.push(sent);
         }
       }
       return tag;
     });
-    const out = grads.map((g) => new Float32Array(g.length));
     const parts: Float32Array[] = new Array(d);
     for (let b = 0; b < plan.length; b++) {
       const bucket = plan[b];
@@ -317,19 +328,21 @@ export class GradientSync {
         }
         received[k] = r;
       }
+      // The average goes into this rank's own copy (the executor's
+      // `gradients` gave copies for the runtime to keep): value i of every
+      // part is read before value i is written.
       let at = 0;
       for (const seg of bucket.segments) {
         const n = seg.end - seg.start;
-        for (let k = 0; k < d; k++) {
-          parts[k] = received[k]?.subarray(at, at + n) ??
-            grads[seg.param].subarray(seg.start, seg.end);
-        }
-        averageInto(parts, out[seg.param].subarray(seg.start, seg.end));
+        const mine = grads[seg.param].subarray(seg.start, seg.end);
+        for (let k = 0; k < d; k++) parts[k] = received[k]?.subarray(at, at + n) ?? mine;
+        averageInto(parts, mine);
         at += n;
       }
+      for (const r of received) if (r !== null && spare[b].length < d - 1) spare[b].push(r);
     }
     await Promise.all(sends);
-    return out;
+    return grads;
   }
 }
 

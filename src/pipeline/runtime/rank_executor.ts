@@ -201,7 +201,7 @@ export interface RankExecutor<C extends CallMap = NoCalls> {
   /**
    * Data parallelism: `stage`'s accumulated gradients of the iteration, one
    * array per parameter in the stage's parameter order (copies: the runtime
-   * may keep them). Called right before the stage's optimizer step, once
+   * keeps them and writes the average into them). Called right before the stage's optimizer step, once
    * its last backward is done; {@linkcode RankExecutor.setGradients} then
    * gives the average across the replicas back.
    */

@@ -63,6 +63,20 @@ Deno.test("packBucket / unpackBucket: round trip over a parameter cut in two", (
   assert.throws(() => unpackBucket(plan[0], new Float32Array(3), back), /2 values, got 3/);
 });
 
+Deno.test("packBucket into a given buffer: overwrites it whole and returns it; a buffer of another length is refused before any write", () => {
+  const plan = planBuckets([3, 2], 8);
+  const into = new Float32Array([9, 9]);
+  const got = packBucket(plan[1], [new Float32Array([1, 2, 3]), new Float32Array([4, 5])], into);
+  assert.equal(got, into);
+  assert.deepEqual([...into], [3, 4]);
+  const short = new Float32Array([7]);
+  assert.throws(
+    () => packBucket(plan[1], [new Float32Array([1, 2, 3]), new Float32Array([4, 5])], short),
+    /into must be a Float32Array of the bucket's 2 values, got 1/,
+  );
+  assert.deepEqual([...short], [7]);
+});
+
 Deno.test("BucketAverage: hand-computed averages; refuses a bad replica, length or duplicate", () => {
   const avg = new BucketAverage(3, 3);
   assert.equal(avg.add(1, new Float32Array([2, -1, 0.5])), false);

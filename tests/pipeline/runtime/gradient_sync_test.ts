@@ -25,7 +25,7 @@ Deno.test("GradientSync: every replica gets the same float64-summed mean, bucket
   await Promise.all(
     comms.map((comm, k) =>
       new GradientSync({ comm, replicas: d, pipelineRanks: 1, bucketBytes: 4 }).reduce(2, 5, 0, {
-        gradients: () => grads[k],
+        gradients: () => grads[k].map((g) => g.slice()), // copies, as the executor contract says
         setGradients: (stage, g) => {
           assert.equal(stage, 2);
           got[k] = [...g];
@@ -36,6 +36,76 @@ Deno.test("GradientSync: every replica gets the same float64-summed mean, bucket
   const mean = (i: number, j: number) => (grads[0][i][j] + grads[1][i][j] + grads[2][i][j]) / 3;
   const want = [Float32Array.from([mean(0, 0), mean(0, 1)]), Float32Array.from([mean(1, 0)])];
   for (let k = 0; k < d; k++) assert.deepEqual(got[k], want, `replica ${k}`);
+  for (const c of comms) c.close();
+});
+
+// Replica `k`'s transport, logging the arrays it sends and receives.
+function logged(comm: CommBackend, sent: Float32Array[], received: Float32Array[]): CommBackend {
+  return new Proxy(comm, {
+    get(target, key) {
+      if (key === "send") {
+        return (peer: number, tag: string, data: Float32Array, o?: { transfer?: boolean }) => {
+          sent.push(data);
+          return target.send(peer, tag, data, o);
+        };
+      }
+      if (key === "recv") {
+        return async (peer: number, tag: string) => {
+          const r = await target.recv(peer, tag);
+          received.push(r);
+          return r;
+        };
+      }
+      const v = Reflect.get(target, key);
+      return typeof v === "function" ? v.bind(target) : v;
+    },
+  });
+}
+
+Deno.test("GradientSync: from its second step on, a rank packs its sends into the buffers it received, and the average stays exact", async () => {
+  const d = 3;
+  const comms = InProcessBackend.createGroup(d);
+  const logs = comms.map(() => ({ sent: [] as Float32Array[], received: [] as Float32Array[] }));
+  const syncs = comms.map((comm, k) =>
+    new GradientSync({
+      comm: logged(comm, logs[k].sent, logs[k].received),
+      replicas: d,
+      pipelineRanks: 1,
+      bucketBytes: 8, // buckets of 2 values: [a0 a1] [a2 b0] [b1]
+    })
+  );
+  let previous: Float32Array[][] = [];
+  for (let it = 0; it < 3; it++) {
+    const grads = [0, 1, 2].map((k) => [
+      Float32Array.from([k + it, 2 * k, -k]),
+      Float32Array.from([10 * k + it, 0.5 * k]),
+    ]);
+    const got: Float32Array[][] = [];
+    for (const l of logs) l.sent.length = l.received.length = 0;
+    await Promise.all(syncs.map((sync, k) =>
+      sync.reduce(0, it, 0, {
+        gradients: () => grads[k].map((g) => g.slice()),
+        setGradients: (_s, g) => void (got[k] = [...g]),
+      })
+    ));
+    const mean = (p: number, i: number) => (grads[0][p][i] + grads[1][p][i] + grads[2][p][i]) / 3;
+    const want = [
+      Float32Array.from([0, 1, 2].map((i) => mean(0, i))),
+      Float32Array.from([0, 1].map((i) => mean(1, i))),
+    ];
+    for (let k = 0; k < d; k++) assert.deepEqual(got[k], want, `iteration ${it}, replica ${k}`);
+    // 3 buckets, each sent to and received from 2 peers.
+    for (const l of logs) assert.deepEqual([l.sent.length, l.received.length], [6, 6]);
+    if (it > 0) {
+      // Every buffer sent this time is one received last time (none new).
+      for (const [k, l] of logs.entries()) {
+        for (const s of l.sent) {
+          assert.ok(previous[k].includes(s), `replica ${k} sent a new buffer`);
+        }
+      }
+    }
+    previous = logs.map((l) => [...l.received]);
+  }
   for (const c of comms) c.close();
 });
 
