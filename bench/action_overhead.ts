@@ -14,7 +14,7 @@
  * @module
  */
 
-import { parseArgs } from "node:util";
+import { benchArgs } from "./_args.ts";
 import { generateSchedule } from "../src/pipeline/schedule/generate.ts";
 import { InProcessRankGroup } from "../src/pipeline/runtime/in_process_rank_group.ts";
 import { WorkerRankGroup } from "../src/pipeline/runtime/worker_rank_group.ts";
@@ -24,7 +24,7 @@ import {
   SYNTHETIC_EXECUTOR_URL,
 } from "../src/pipeline/testing/synthetic_executor.ts";
 
-const { values } = parseArgs({ args: Deno.args, options: { json: { type: "boolean" } } });
+const values = benchArgs("bench/action_overhead.ts", { json: { type: "boolean" } });
 const schedule = generateSchedule("zb-h1", { ranks: 2, microBatches: 8 });
 const ITERATIONS = 50, RUNS = 7;
 const quantile = (xs: number[], q: number) =>

@@ -47,7 +47,7 @@
  * @module
  */
 
-import { parseArgs } from "node:util";
+import { benchArgs } from "./_args.ts";
 import { GELU } from "../src/nn/gelu.ts";
 import { Linear } from "../src/nn/linear.ts";
 import { Sequential } from "../src/nn/sequential.ts";
@@ -606,19 +606,14 @@ export function accuracyVerdict(runs: readonly ModelRun[]): string {
 }
 
 if (import.meta.main) {
-  const { values } = parseArgs({
-    args: Deno.args,
-    options: {
-      model: { type: "string", default: "both" },
-      schedule: { type: "string", multiple: true },
-      warmup: { type: "string", default: "2" },
-      steps: { type: "string", default: "5" },
-      rounds: { type: "string", default: "3" },
-      repeats: { type: "string", default: "5" },
-      json: { type: "boolean", default: false },
-    },
-    strict: true,
-    allowPositionals: false,
+  const values = benchArgs("bench/advise_accuracy.ts", {
+    model: { type: "string", default: "both" },
+    schedule: { type: "string", multiple: true },
+    warmup: { type: "string", default: "2" },
+    steps: { type: "string", default: "5" },
+    rounds: { type: "string", default: "3" },
+    repeats: { type: "string", default: "5" },
+    json: { type: "boolean", default: false },
   });
   const models = values.model === "both" ? ["gpt", "mlp"] as const : [values.model];
   for (const m of models) {

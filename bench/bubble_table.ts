@@ -13,7 +13,7 @@
  * @module
  */
 
-import { parseArgs } from "node:util";
+import { benchArgs } from "./_args.ts";
 import { estimateBubbleFraction } from "../src/pipeline/analysis/bubble_estimate.ts";
 import {
   generateSchedule,
@@ -155,16 +155,11 @@ export function formatTable(rows: readonly BubbleRow[], iterations: number): str
 }
 
 if (import.meta.main) {
-  const { values } = parseArgs({
-    args: Deno.args,
-    options: {
-      ranks: { type: "string", default: "2,4,8" },
-      microbatches: { type: "string", default: "8,16,32" },
-      iterations: { type: "string", default: "4" },
-      json: { type: "boolean", default: false },
-    },
-    strict: true,
-    allowPositionals: false,
+  const values = benchArgs("bench/bubble_table.ts", {
+    ranks: { type: "string", default: "2,4,8" },
+    microbatches: { type: "string", default: "8,16,32" },
+    iterations: { type: "string", default: "4" },
+    json: { type: "boolean", default: false },
   });
   const iterations = list("iterations", values.iterations)[0];
   if (iterations < 2) throw new RangeError(`--iterations must be >= 2, got ${iterations}`);

@@ -13,7 +13,7 @@
  * @module
  */
 
-import { parseArgs } from "node:util";
+import { benchArgs } from "./_args.ts";
 import { GELU } from "../src/nn/gelu.ts";
 import type { Layer } from "../src/nn/layer.ts";
 import { Linear } from "../src/nn/linear.ts";
@@ -110,15 +110,12 @@ function measure(
 }
 
 function main(): void {
-  const { values } = parseArgs({
-    args: Deno.args,
-    options: {
-      stack: { type: "string", default: "linear-gelu" },
-      rows: { type: "string", default: "256" },
-      width: { type: "string", default: "64" },
-      repeats: { type: "string", default: "5" },
-      json: { type: "boolean", default: false },
-    },
+  const values = benchArgs("bench/checkpoint_bench.ts", {
+    stack: { type: "string", default: "linear-gelu" },
+    rows: { type: "string", default: "256" },
+    width: { type: "string", default: "64" },
+    repeats: { type: "string", default: "5" },
+    json: { type: "boolean", default: false },
   });
   const kind = values.stack as StackKind;
   if (!["linear-gelu", "mlp", "transformer"].includes(kind)) {

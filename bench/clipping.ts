@@ -19,16 +19,13 @@
  * @module
  */
 
-import { parseArgs } from "node:util";
+import { benchArgs } from "./_args.ts";
 import { createRealPipeline, REAL_COMPUTE, realBatches } from "./_real_compute.ts";
 
-const { values } = parseArgs({
-  args: Deno.args,
-  options: {
-    schedule: { type: "string", multiple: true },
-    calls: { type: "string", default: "3" },
-    steps: { type: "string", default: "8" },
-  },
+const values = benchArgs("bench/clipping.ts", {
+  schedule: { type: "string", multiple: true },
+  calls: { type: "string", default: "3" },
+  steps: { type: "string", default: "8" },
 });
 const schedules = values.schedule ?? ["zb-h2", "1f1b"];
 const calls = Number(values.calls);

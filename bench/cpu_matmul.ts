@@ -13,11 +13,11 @@
  * @module
  */
 
-import { parseArgs } from "node:util";
+import { benchArgs } from "./_args.ts";
 import { CpuBackend } from "../mod.ts";
 import { ops } from "../tensor.ts";
 
-const { values } = parseArgs({ args: Deno.args, options: { json: { type: "boolean" } } });
+const values = benchArgs("bench/cpu_matmul.ts", { json: { type: "boolean" } });
 const be = new CpuBackend();
 
 function data(n: number): Float32Array {

@@ -25,18 +25,15 @@
  * @module
  */
 
-import { parseArgs } from "node:util";
+import { benchArgs } from "./_args.ts";
 import { type CpuSnapshot, cpuSnapshot } from "./_cpu_accounting.ts";
 import type { PoolWorkerJob } from "./_cpu_pool_worker.ts";
 
-const { values } = parseArgs({
-  args: Deno.args,
-  options: {
-    rounds: { type: "string", default: "3" },
-    steps: { type: "string", default: "4" },
-    warmup: { type: "string", default: "2" },
-    json: { type: "boolean", default: false },
-  },
+const values = benchArgs("bench/cpu_pool.ts", {
+  rounds: { type: "string", default: "3" },
+  steps: { type: "string", default: "4" },
+  warmup: { type: "string", default: "2" },
+  json: { type: "boolean", default: false },
 });
 function positiveInt(name: "rounds" | "steps" | "warmup"): number {
   const v = Number(values[name]);

@@ -69,7 +69,7 @@
  * @module
  */
 
-import { parseArgs } from "node:util";
+import { benchArgs } from "./_args.ts";
 import { CharTokenizer } from "../src/nn/char_tokenizer.ts";
 import { TINY_CORPUS } from "../src/nn/data/tiny_corpus.ts";
 import { createTinyGPT } from "../src/nn/gpt.ts";
@@ -90,22 +90,19 @@ import type { TimedEvent } from "../src/pipeline/schedule/schedule.ts";
 
 const MPI_RANK = new URL("./_mpi_pipeline_rank.ts", import.meta.url).pathname;
 
-const { values } = parseArgs({
-  args: Deno.args,
-  options: {
-    steps: { type: "string", default: "4" },
-    repeats: { type: "string", default: "5" },
-    "mpi-warmup": { type: "string", default: "3" },
-    dim: { type: "string", default: "128" },
-    layers: { type: "string", default: "4" },
-    batch: { type: "string", default: "16" },
-    microbatches: { type: "string", default: "4" },
-    schedule: { type: "string", default: "1f1b" },
-    "link-latency-ms": { type: "string" },
-    "link-bytes-per-ms": { type: "string" },
-    "no-mpi": { type: "boolean", default: false },
-    json: { type: "boolean", default: false },
-  },
+const values = benchArgs("bench/data_parallel.ts", {
+  steps: { type: "string", default: "4" },
+  repeats: { type: "string", default: "5" },
+  "mpi-warmup": { type: "string", default: "3" },
+  dim: { type: "string", default: "128" },
+  layers: { type: "string", default: "4" },
+  batch: { type: "string", default: "16" },
+  microbatches: { type: "string", default: "4" },
+  schedule: { type: "string", default: "1f1b" },
+  "link-latency-ms": { type: "string" },
+  "link-bytes-per-ms": { type: "string" },
+  "no-mpi": { type: "boolean", default: false },
+  json: { type: "boolean", default: false },
 });
 function positiveInt(name: keyof typeof values): number {
   const v = Number(values[name]);

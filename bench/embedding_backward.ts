@@ -15,16 +15,18 @@
  * @module
  */
 
-import { parseArgs } from "node:util";
+import { benchArgs } from "./_args.ts";
 import { CpuBackend } from "../src/tensor/cpu/backend.ts";
 import * as ops from "../src/tensor/ops.ts";
 import type { Tensor } from "../src/tensor/tensor.ts";
 import { WebGPUBackend } from "../src/tensor/webgpu/mod.ts";
 
-const args = parseArgs({
-  args: Deno.args,
-  options: { n: { type: "string" }, c: { type: "string" } },
-});
+const args = {
+  values: benchArgs("bench/embedding_backward.ts", {
+    n: { type: "string" },
+    c: { type: "string" },
+  }),
+};
 const N = Number(args.values.n ?? 8192), C = Number(args.values.c ?? 64);
 
 const scan = await WebGPUBackend.create({ matmul: "default", embeddingBackward: "scan" });

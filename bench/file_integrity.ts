@@ -8,14 +8,14 @@
  * @module
  */
 
-import { parseArgs } from "node:util";
+import { benchArgs } from "./_args.ts";
 import { encodeSafetensors, parseSafetensors } from "../format.ts";
 import { decodeSafetensors } from "../src/nn/safetensors.ts";
 import { crc32 } from "../src/nn/_crc32.ts";
 
-const { values } = parseArgs({
-  args: Deno.args,
-  options: { mb: { type: "string", default: "100" }, runs: { type: "string", default: "7" } },
+const values = benchArgs("bench/file_integrity.ts", {
+  mb: { type: "string", default: "100" },
+  runs: { type: "string", default: "7" },
 });
 const mb = Number(values.mb), runs = Number(values.runs);
 

@@ -18,7 +18,7 @@
  * @module
  */
 
-import { parseArgs } from "node:util";
+import { benchArgs } from "./_args.ts";
 import { createBackend, ops, type Tensor, WebGPUBackend } from "../tensor.ts";
 
 interface Row {
@@ -40,12 +40,9 @@ interface Impl {
   release(): void;
 }
 
-const { values } = parseArgs({
-  args: Deno.args,
-  options: {
-    json: { type: "boolean", default: false },
-    samples: { type: "string", default: "3" },
-  },
+const values = benchArgs("bench/kernels.ts", {
+  json: { type: "boolean", default: false },
+  samples: { type: "string", default: "3" },
 });
 const SAMPLES = Number(values.samples);
 if (!Number.isInteger(SAMPLES) || SAMPLES < 1) {

@@ -30,7 +30,7 @@
  * @module
  */
 
-import { parseArgs } from "node:util";
+import { benchArgs } from "./_args.ts";
 import { generateSchedule, SCHEDULE_NAMES } from "../src/pipeline/schedule/generate.ts";
 import { simulate } from "../src/pipeline/analysis/simulate.ts";
 import { WorkerRankGroup } from "../src/pipeline/runtime/worker_rank_group.ts";
@@ -176,20 +176,17 @@ function table(rows: RuntimeRow[]): string {
 }
 
 if (import.meta.main) {
-  const { values } = parseArgs({
-    args: Deno.args,
-    options: {
-      ms: { type: "string", default: "25" },
-      ranks: { type: "string", default: "4" },
-      microbatches: { type: "string", default: "8" },
-      repeats: { type: "string", default: "3" },
-      iterations: { type: "string", default: "8" },
-      "steady-from": { type: "string", default: "2" },
-      schedule: { type: "string", multiple: true },
-      json: { type: "boolean" },
-      // Post-validation of every step (the non-finite check), as a model with nonFinite runs.
-      "validate-steps": { type: "boolean" },
-    },
+  const values = benchArgs("bench/measured_vs_simulated.ts", {
+    ms: { type: "string", default: "25" },
+    ranks: { type: "string", default: "4" },
+    microbatches: { type: "string", default: "8" },
+    repeats: { type: "string", default: "3" },
+    iterations: { type: "string", default: "8" },
+    "steady-from": { type: "string", default: "2" },
+    schedule: { type: "string", multiple: true },
+    json: { type: "boolean" },
+    // Post-validation of every step (the non-finite check), as a model with nonFinite runs.
+    "validate-steps": { type: "boolean" },
   });
   const ms = Number(values.ms);
   const p = Number(values.ranks);

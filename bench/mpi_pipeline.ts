@@ -31,7 +31,7 @@
  * @module
  */
 
-import { parseArgs } from "node:util";
+import { benchArgs } from "./_args.ts";
 import { generateSchedule, SCHEDULE_NAMES } from "../src/pipeline/schedule/generate.ts";
 import { simulate } from "../src/pipeline/analysis/simulate.ts";
 import { summarizeTimeline } from "../src/pipeline/analysis/timeline_summary.ts";
@@ -169,19 +169,14 @@ function baseRow(r: MpiRun, transport: "shm" | "tcp", cores: number) {
 export const MPI_SPEEDUP_TARGETS: Readonly<Record<string, number>> = { "1f1b": 1.6, "zb-h1": 1.75 };
 
 if (import.meta.main) {
-  const { values } = parseArgs({
-    args: Deno.args,
-    options: {
-      schedule: { type: "string", multiple: true },
-      ranks: { type: "string", default: "2" },
-      predict: { type: "string", multiple: true },
-      project: { type: "string", default: "16" },
-      warmup: { type: "string", default: "1" },
-      steps: { type: "string", default: "4" },
-      json: { type: "boolean", default: false },
-    },
-    strict: true,
-    allowPositionals: false,
+  const values = benchArgs("bench/mpi_pipeline.ts", {
+    schedule: { type: "string", multiple: true },
+    ranks: { type: "string", default: "2" },
+    predict: { type: "string", multiple: true },
+    project: { type: "string", default: "16" },
+    warmup: { type: "string", default: "1" },
+    steps: { type: "string", default: "4" },
+    json: { type: "boolean", default: false },
   });
   const int = (flag: string, text: string, min: number) => {
     const v = Number(text);

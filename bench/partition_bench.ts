@@ -11,7 +11,7 @@
  * @module
  */
 
-import { parseArgs } from "node:util";
+import { benchArgs } from "./_args.ts";
 import { LayerNorm } from "../src/nn/layer_norm.ts";
 import { Linear } from "../src/nn/linear.ts";
 import { Sequential } from "../src/nn/sequential.ts";
@@ -50,16 +50,13 @@ function fmt(x: number): string {
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({
-    args: Deno.args,
-    options: {
-      blocks: { type: "string", default: "12" },
-      vocab: { type: "string", default: "8192" },
-      dim: { type: "string", default: "64" },
-      seq: { type: "string", default: "32" },
-      batch: { type: "string", default: "4" },
-      json: { type: "boolean", default: false },
-    },
+  const values = benchArgs("bench/partition_bench.ts", {
+    blocks: { type: "string", default: "12" },
+    vocab: { type: "string", default: "8192" },
+    dim: { type: "string", default: "64" },
+    seq: { type: "string", default: "32" },
+    batch: { type: "string", default: "4" },
+    json: { type: "boolean", default: false },
   });
   const blocks = Number(values.blocks), vocab = Number(values.vocab), dim = Number(values.dim);
   const seq = Number(values.seq), batch = Number(values.batch);

@@ -37,7 +37,7 @@
  * @module
  */
 
-import { parseArgs } from "node:util";
+import { benchArgs } from "./_args.ts";
 import { SCHEDULE_NAMES } from "../src/pipeline/schedule/generate.ts";
 import { simulate } from "../src/pipeline/analysis/simulate.ts";
 import { summarizeTimeline } from "../src/pipeline/analysis/timeline_summary.ts";
@@ -236,24 +236,19 @@ function positive(flag: string, text: string, min = 1): number {
 }
 
 if (import.meta.main) {
-  const { values } = parseArgs({
-    args: Deno.args,
-    options: {
-      ranks: { type: "string", default: "2" },
-      microbatches: { type: "string", default: String(REAL_COMPUTE.microBatches) },
-      batch: { type: "string", default: String(REAL_COMPUTE.batch) },
-      "seq-len": { type: "string", default: String(REAL_COMPUTE.seqLen) },
-      dim: { type: "string", default: String(REAL_COMPUTE.dim) },
-      layers: { type: "string", default: String(REAL_COMPUTE.layers) },
-      heads: { type: "string", default: String(REAL_COMPUTE.heads) },
-      backend: { type: "string", default: REAL_COMPUTE.backend },
-      warmup: { type: "string", default: "2" },
-      steps: { type: "string", default: "8" },
-      schedule: { type: "string", multiple: true },
-      json: { type: "boolean", default: false },
-    },
-    strict: true,
-    allowPositionals: false,
+  const values = benchArgs("bench/pipeline_speedup.ts", {
+    ranks: { type: "string", default: "2" },
+    microbatches: { type: "string", default: String(REAL_COMPUTE.microBatches) },
+    batch: { type: "string", default: String(REAL_COMPUTE.batch) },
+    "seq-len": { type: "string", default: String(REAL_COMPUTE.seqLen) },
+    dim: { type: "string", default: String(REAL_COMPUTE.dim) },
+    layers: { type: "string", default: String(REAL_COMPUTE.layers) },
+    heads: { type: "string", default: String(REAL_COMPUTE.heads) },
+    backend: { type: "string", default: REAL_COMPUTE.backend },
+    warmup: { type: "string", default: "2" },
+    steps: { type: "string", default: "8" },
+    schedule: { type: "string", multiple: true },
+    json: { type: "boolean", default: false },
   });
   if (values.backend !== "cpu" && values.backend !== "webgpu") {
     throw new RangeError(`--backend must be cpu or webgpu, got "${values.backend}"`);

@@ -14,12 +14,12 @@
  * @module
  */
 
-import { parseArgs } from "node:util";
+import { benchArgs } from "./_args.ts";
 import { createRealPipeline, REAL_COMPUTE, realBatches } from "./_real_compute.ts";
 
-const { values } = parseArgs({
-  args: Deno.args,
-  options: { steps: { type: "string", default: "10" }, json: { type: "boolean", default: false } },
+const values = benchArgs("bench/rank_groups.ts", {
+  steps: { type: "string", default: "10" },
+  json: { type: "boolean", default: false },
 });
 const steps = Number(values.steps);
 if (!Number.isInteger(steps) || steps < 1) {

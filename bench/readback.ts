@@ -30,7 +30,7 @@
  * @module
  */
 
-import { parseArgs } from "node:util";
+import { benchArgs } from "./_args.ts";
 import { WebGPUBackend } from "../src/tensor/webgpu/backend.ts";
 import type { Tensor } from "../src/tensor/tensor.ts";
 import * as ops from "../src/tensor/ops.ts";
@@ -320,14 +320,10 @@ export function readbackVerdict(rows: readonly ReadbackRow[]): string {
 }
 
 if (import.meta.main) {
-  const { values } = parseArgs({
-    args: Deno.args,
-    options: {
-      rounds: { type: "string", default: "40" },
-      steps: { type: "string", default: "12" },
-      json: { type: "boolean", default: false },
-    },
-    strict: true,
+  const values = benchArgs("bench/readback.ts", {
+    rounds: { type: "string", default: "40" },
+    steps: { type: "string", default: "12" },
+    json: { type: "boolean", default: false },
   });
   const rounds = Number(values.rounds);
   const steps = Number(values.steps);

@@ -28,7 +28,7 @@
  * @module
  */
 
-import { parseArgs } from "node:util";
+import { benchArgs } from "./_args.ts";
 import { generateSchedule, SCHEDULE_NAMES } from "../src/pipeline/schedule/generate.ts";
 import { simulate } from "../src/pipeline/analysis/simulate.ts";
 import { renderSvg } from "../src/pipeline/render/render_svg.ts";
@@ -59,21 +59,16 @@ function integer(flag: string, text: string, min: number): number {
   return v;
 }
 
-const { values } = parseArgs({
-  args: Deno.args,
-  options: {
-    ranks: { type: "string", default: env("RANKS") ?? String(BENCH_P) },
-    microbatches: { type: "string", default: env("MICROBATCHES") ?? String(BENCH_M) },
-    ms: { type: "string", default: env("MS") ?? "20" },
-    repeats: { type: "string", default: env("REPEATS") ?? "3" },
-    iterations: { type: "string", default: env("ITERATIONS") ?? "8" },
-    "steady-from": { type: "string", default: env("STEADY_FROM") ?? "2" },
-    "simulated-only": { type: "boolean", default: env("MEASURE") === "0" },
-    json: { type: "boolean", default: false },
-    svg: { type: "string" },
-  },
-  strict: true,
-  allowPositionals: false,
+const values = benchArgs("bench/schedules_bench.ts", {
+  ranks: { type: "string", default: env("RANKS") ?? String(BENCH_P) },
+  microbatches: { type: "string", default: env("MICROBATCHES") ?? String(BENCH_M) },
+  ms: { type: "string", default: env("MS") ?? "20" },
+  repeats: { type: "string", default: env("REPEATS") ?? "3" },
+  iterations: { type: "string", default: env("ITERATIONS") ?? "8" },
+  "steady-from": { type: "string", default: env("STEADY_FROM") ?? "2" },
+  "simulated-only": { type: "boolean", default: env("MEASURE") === "0" },
+  json: { type: "boolean", default: false },
+  svg: { type: "string" },
 });
 const p = integer("ranks", values.ranks, 1);
 const m = integer("microbatches", values.microbatches, 1);

@@ -8,15 +8,12 @@
  * @module
  */
 
-import { parseArgs } from "node:util";
+import { benchArgs } from "./_args.ts";
 import { Linear } from "../mod.ts";
 import { type Backend, createBackend, ops, type Tensor } from "../tensor.ts";
 import { SGD } from "../nn.ts";
 
-const { values } = parseArgs({
-  args: Deno.args,
-  options: { steps: { type: "string", default: "20" } },
-});
+const values = benchArgs("bench/sgd_step.ts", { steps: { type: "string", default: "20" } });
 const steps = Number(values.steps);
 
 /** The update SGD ran before `sgdInPlace`: scale, axpys and a fresh momentum buffer per step. */

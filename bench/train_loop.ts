@@ -26,17 +26,14 @@
  * @module
  */
 
-import { parseArgs } from "node:util";
+import { benchArgs } from "./_args.ts";
 import { summarizeTimeline } from "../src/pipeline/analysis/timeline_summary.ts";
 import { createRealPipeline, REAL_COMPUTE, realBatches } from "./_real_compute.ts";
 
-const { values } = parseArgs({
-  args: Deno.args,
-  options: {
-    calls: { type: "string", default: "5" },
-    schedule: { type: "string", default: "zb-h1" },
-    exact: { type: "boolean", default: false },
-  },
+const values = benchArgs("bench/train_loop.ts", {
+  calls: { type: "string", default: "5" },
+  schedule: { type: "string", default: "zb-h1" },
+  exact: { type: "boolean", default: false },
 });
 const calls = Number(values.calls);
 const schedule = String(values.schedule);

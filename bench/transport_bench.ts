@@ -35,7 +35,7 @@
  * @module
  */
 
-import { parseArgs } from "node:util";
+import { benchArgs } from "./_args.ts";
 import { createPortMesh } from "../src/pipeline/comm/worker_backend.ts";
 import { InProcessBackend } from "../src/pipeline/comm/in_process.ts";
 import { ControlPlane } from "../src/pipeline/comm/control_plane.ts";
@@ -330,9 +330,9 @@ function sweepTable(sweep: MpiFigures[]): string {
 }
 
 if (import.meta.main) {
-  const { values } = parseArgs({
-    args: Deno.args,
-    options: { json: { type: "boolean" }, "poll-sweep": { type: "boolean" } },
+  const values = benchArgs("bench/transport_bench.ts", {
+    json: { type: "boolean" },
+    "poll-sweep": { type: "boolean" },
   });
   if (values["poll-sweep"]) {
     const sweep = await mpiPollSweep();

@@ -23,11 +23,10 @@
  * @module
  */
 
-import { parseArgs } from "node:util";
+import { benchArgs } from "./_args.ts";
 
-const { values } = parseArgs({
-  args: Deno.args,
-  options: { runs: { type: "string", default: "200" } },
+const values = benchArgs("bench/webgpu_exit_crash.ts", {
+  runs: { type: "string", default: "200" },
 });
 const runs = Number(values.runs);
 if (!Number.isInteger(runs) || runs < 1) {

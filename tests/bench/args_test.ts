@@ -1,0 +1,59 @@
+// bench/_args.ts: every `deno run` bench reads its flags the same way.
+// `--help` lists the flags with their defaults and exits 0; a mistyped flag,
+// a flag without its value or a stray argument is one line naming it and
+// exit code 2, before the bench does any work. Run as child processes (the
+// helper exits), with no permissions: --help and a refusal need none.
+
+import assert from "node:assert/strict";
+import { benchArgs } from "../../bench/_args.ts";
+
+async function runBench(script: string, ...args: string[]) {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--no-check",
+      "--no-prompt",
+      new URL(`../../bench/${script}`, import.meta.url).pathname,
+      ...args,
+    ],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const text = (b: Uint8Array) => new TextDecoder().decode(b);
+  return { code: out.code, stdout: text(out.stdout), stderr: text(out.stderr) };
+}
+
+Deno.test("bench flags: --help lists each flag with its default and exits 0", async () => {
+  const r = await runBench("sgd_step.ts", "--help");
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /^Usage: deno run -A bench\/sgd_step\.ts \[flags\]/);
+  assert.match(r.stdout, /--steps VALUE +default 20/);
+  assert.match(r.stdout, /--help +this text/);
+});
+
+Deno.test("bench flags: a mistyped flag, a missing value or a stray argument is one line and exit code 2", async () => {
+  const typo = await runBench("sgd_step.ts", "--stpes", "3");
+  assert.equal(typo.code, 2);
+  assert.equal(
+    typo.stderr.trim(),
+    "bench/sgd_step.ts: unknown flag --stpes; did you mean --steps? (see --help)",
+  );
+  const bare = await runBench("sgd_step.ts", "--steps");
+  assert.equal(bare.code, 2);
+  assert.equal(bare.stderr.trim(), "bench/sgd_step.ts: --steps needs a value (see --help)");
+  const stray = await runBench("sgd_step.ts", "20");
+  assert.equal(stray.code, 2);
+  assert.equal(stray.stderr.trim(), 'bench/sgd_step.ts: unexpected argument "20" (see --help)');
+});
+
+Deno.test("bench flags: values, defaults and repeated flags come back as parseArgs gives them", () => {
+  const v = benchArgs("bench/x.ts", {
+    steps: { type: "string", default: "4" },
+    json: { type: "boolean", default: false },
+    schedule: { type: "string", multiple: true },
+  }, ["--json", "--schedule", "gpipe", "--schedule=1f1b"]);
+  assert.deepEqual({ ...v }, { steps: "4", json: true, schedule: ["gpipe", "1f1b"] });
+  for (const args of [["--steps=-1"], ["--steps", "-1"]]) {
+    assert.equal(benchArgs("bench/x.ts", { steps: { type: "string" } }, args).steps, "-1");
+  }
+});
