@@ -30,15 +30,16 @@ export function formatShape(shape: readonly unknown[]): string {
 }
 
 /**
- * A value for an error message: numbers, booleans, null, undefined and
- * strings as they are (long strings cut), arrays and typed arrays by type
+ * A value for an error message: numbers, booleans, null and undefined as
+ * they are, strings quoted (long strings cut), arrays and typed arrays by type
  * and length, other objects by their constructor's name.
  *
  * @example
  * ```ts
  * import { describeValue } from "./describe.ts";
  * console.log(describeValue(new Float64Array(1e6))); // "a Float64Array of 1000000"
- * console.log(describeValue("abc")); // "abc"
+ * console.log(describeValue("abc")); // "\"abc\""
+ * console.log(describeValue("2") === describeValue(2)); // false
  * console.log(describeValue(NaN)); // "NaN"
  * ```
  */
@@ -48,7 +49,10 @@ export function describeValue(v: unknown): string {
   }
   if (typeof v === "bigint") return `${v}n`;
   if (typeof v === "string") {
-    return v.length > MAX_CHARS ? `${v.slice(0, MAX_CHARS)}… (${v.length} characters)` : v;
+    // Quoted, so that "2" (a string) is not read as the number 2.
+    return v.length > MAX_CHARS
+      ? `${JSON.stringify(v.slice(0, MAX_CHARS))}… (${v.length} characters)`
+      : JSON.stringify(v);
   }
   if (typeof v === "function") return "a function";
   if (typeof v === "symbol") return String(v);

@@ -244,7 +244,7 @@ Deno.test("layerFromSpec: unknown kinds and malformed specs are named", () => {
   assert.throws(() => layerFromSpec(null as unknown as LayerSpec, be), TypeError);
   assert.throws(
     () => layerFromSpec({ kind: "Linear", args: { inFeatures: "4", outFeatures: 2 } }, be),
-    /Linear\.args\.inFeatures must be a number, got 4/,
+    /Linear\.args\.inFeatures must be a number, got "4"/,
   );
   assert.throws(
     () => layerFromSpec({ kind: "Linear", args: { inFeatures: 0, outFeatures: 2 } }, be),

@@ -30,7 +30,7 @@ function disposeAll(ps: Parameter[]): void {
 Deno.test("checkOptimizerSpec: bad specs are refused with the value and the rule", () => {
   const cases: [string, unknown, new (...a: never[]) => Error, RegExp][] = [
     ["null", null, TypeError, /optimizer must be an object .*, got null/],
-    ["a string", "sgd", TypeError, /optimizer must be an object .*, got sgd/],
+    ["a string", "sgd", TypeError, /optimizer must be an object .*, got "sgd"/],
     ["no kind", { lr: 1 }, TypeError, /optimizer\.kind must be "adamw" or "sgd", got undefined/],
     ["unknown kind", { kind: "adam" }, TypeError, /optimizer\.kind .*, got "adam"/],
     [
@@ -77,7 +77,7 @@ Deno.test("checkOptimizerSpec: bad specs are refused with the value and the rule
       /AdamW: beta2 must lie in \[0, 1\), got -0\.5/,
     ],
     ["eps 0", { kind: "adamw", eps: 0 }, RangeError, /AdamW: eps must be positive, got 0/],
-    ["lr a string", { kind: "sgd", lr: "0.1" }, RangeError, /SGD: lr of group 0 .*, got 0\.1/],
+    ["lr a string", { kind: "sgd", lr: "0.1" }, RangeError, /SGD: lr of group 0 .*, got "0\.1"/],
   ];
   for (const [what, spec, type, message] of cases) {
     assert.throws(

@@ -148,7 +148,7 @@ Deno.test("Tensor.reshape and checkShape: bad shapes name the shapes and the ele
   }
   assert.throws(
     () => checkShape("2x3" as unknown as Shape, "input shape"),
-    /input shape must be an array of dimensions, got 2x3/,
+    /input shape must be an array of dimensions, got "2x3"/,
   );
   assert.throws(() => checkShape([2, -1]), /shape must hold non-negative integers, got \[2, -1\]/);
   checkShape([]);

@@ -42,7 +42,11 @@ Deno.test("invalid everyNLayers is a RangeError with the value", () => {
     assert.throws(
       () => make({ enabled: true, everyNLayers: bad }),
       (e: Error) =>
-        e instanceof RangeError && e.message === `everyNLayers must be an integer >= 1, got ${bad}`,
+        e instanceof RangeError &&
+        e.message ===
+          `everyNLayers must be an integer >= 1, got ${
+            typeof bad === "string" ? JSON.stringify(bad) : bad
+          }`,
     );
   }
 });
@@ -53,7 +57,10 @@ Deno.test("invalid maxActivationsInMemory is a RangeError with the value", () =>
       () => make({ maxActivationsInMemory: bad }),
       (e: Error) =>
         e instanceof RangeError &&
-        e.message === `maxActivationsInMemory must be an integer >= 0, got ${bad}`,
+        e.message ===
+          `maxActivationsInMemory must be an integer >= 0, got ${
+            typeof bad === "string" ? JSON.stringify(bad) : bad
+          }`,
     );
   }
   assert.equal(make({ maxActivationsInMemory: 0 }).maxActivationsInMemory, 0);

@@ -329,7 +329,10 @@ Deno.test("bad numStages is a RangeError naming the value", () => {
         () => s.partition([1, 2, 3], bad),
         (e: Error) =>
           e instanceof RangeError &&
-          e.message === `numStages must be a positive integer, got ${String(bad)}`,
+          e.message ===
+            `numStages must be a positive integer, got ${
+              typeof bad === "string" ? JSON.stringify(bad) : String(bad)
+            }`,
         `${s.name} ${String(bad)}`,
       );
     }
@@ -358,7 +361,7 @@ Deno.test("bad costs are a RangeError naming the index and the value", () => {
     [[1, 2, -0.5], "got -0.5 at index 2"],
     [[Infinity, 1], "got Infinity at index 0"],
     [[{ kind: "Linear", cost: 1 }, { kind: "ReLU", cost: -3 }], "got -3 at index 1"],
-    [[{ kind: "Linear", cost: "7" }], "got 7 at index 0"],
+    [[{ kind: "Linear", cost: "7" }], 'got "7" at index 0'],
   ];
   for (const s of [new UniformPartition(), new LoadBalancedPartition()]) {
     for (const [layers, msg] of cases) {
