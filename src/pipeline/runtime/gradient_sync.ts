@@ -186,7 +186,7 @@ export interface GradientSyncOptions {
  * const grads: Float32Array[][] = [[new Float32Array([1, 2])], [new Float32Array([3, 6])]];
  * await Promise.all(comms.map((comm, k) =>
  *   new GradientSync({ comm, replicas: 2, pipelineRanks: 1 }).reduce(0, 0, 0, {
- *     gradients: () => grads[k],
+ *     gradients: () => grads[k].map((g) => g.slice()), // copies (see RankExecutor.gradients)
  *     setGradients: (_s: number, g: readonly Float32Array[]) => void (grads[k] = [...g]),
  *   })
  * ));
@@ -285,7 +285,7 @@ export class GradientSync {
     attempt: number,
     gradients: readonly Float32Array[] | Promise<readonly Float32Array[]>,
   ): Promise<readonly Float32Array[]> {
-    const grads = await gradients;
+    const grads = unaliased(await gradients);
     let plan = this.#plans.get(stage);
     if (plan === undefined) {
       plan = planBuckets(grads.map((g) => g.length), this.#bucketBytes);
@@ -339,11 +339,36 @@ export class GradientSync {
         averageInto(parts, mine);
         at += n;
       }
-      for (const r of received) if (r !== null && spare[b].length < d - 1) spare[b].push(r);
+      for (const r of received) {
+        if (r !== null && spare[b].length < d - 1 && ownsWholeBuffer(r)) spare[b].push(r);
+      }
     }
     await Promise.all(sends);
     return grads;
   }
+}
+
+// `grads`, with a copy in place of each array that shares its buffer with
+// an earlier one (a tied parameter, views of one array): the average is
+// written in place, and two views of one buffer would see each other's
+// averaged values.
+function unaliased(grads: readonly Float32Array[]): readonly Float32Array[] {
+  const seen = new Set<ArrayBufferLike>();
+  let out: Float32Array[] | null = null;
+  grads.forEach((g, i) => {
+    if (!(g instanceof Float32Array)) return; // planBuckets and packBucket name it
+    if (seen.has(g.buffer)) (out ??= [...grads])[i] = g.slice();
+    else seen.add(g.buffer);
+  });
+  return out ?? grads;
+}
+
+// Whether a received array is the whole of a buffer of its own (what the
+// built-in transports deliver), so that packing the next sends into it
+// can overwrite nothing anyone else reads.
+function ownsWholeBuffer(a: Float32Array): boolean {
+  return a.buffer instanceof ArrayBuffer && a.byteOffset === 0 &&
+    a.byteLength === a.buffer.byteLength;
 }
 
 /** A stage's gradient average under way (see {@linkcode GradientSync.start}). */

@@ -109,6 +109,77 @@ Deno.test("GradientSync: from its second step on, a rank packs its sends into th
   for (const c of comms) c.close();
 });
 
+Deno.test("GradientSync: parameters that share one array (tied) still get the exact mean on every replica", async () => {
+  const comms = InProcessBackend.createGroup(2);
+  const got: Float32Array[][] = [];
+  await Promise.all(
+    comms.map((comm, k) =>
+      new GradientSync({ comm, replicas: 2, pipelineRanks: 1 }).reduce(0, 0, 0, {
+        gradients: () => {
+          const tied = Float32Array.from([4 * k]);
+          return [tied, tied]; // one array for two parameters
+        },
+        setGradients: (_s, g) => void (got[k] = g.map((a) => a.slice())),
+      })
+    ),
+  );
+  assert.deepEqual(got, [[Float32Array.from([2]), Float32Array.from([2])], [
+    Float32Array.from([2]),
+    Float32Array.from([2]),
+  ]]);
+  for (const c of comms) c.close();
+});
+
+Deno.test("GradientSync: a received array that is a view into a larger buffer is never written into", async () => {
+  const comms = InProcessBackend.createGroup(2);
+  // Replica 1's transport hands each received bucket over as a view into a
+  // buffer with a sentinel on either side.
+  const backing: Float32Array[] = [], views: Float32Array[] = [], sent: Float32Array[] = [];
+  const viewing = new Proxy(comms[1], {
+    get(target, key) {
+      if (key === "send") {
+        return (peer: number, tag: string, data: Float32Array, o?: { transfer?: boolean }) => {
+          sent.push(data);
+          return target.send(peer, tag, data, o);
+        };
+      }
+      if (key === "recv") {
+        return async (peer: number, tag: string) => {
+          const r = await target.recv(peer, tag);
+          const big = new Float32Array(r.length + 2).fill(-7);
+          big.set(r, 1);
+          backing.push(big);
+          views.push(big.subarray(1, 1 + r.length));
+          return views.at(-1)!;
+        };
+      }
+      const v = Reflect.get(target, key);
+      return typeof v === "function" ? v.bind(target) : v;
+    },
+  });
+  const syncs = [comms[0], viewing].map((comm) =>
+    new GradientSync({ comm, replicas: 2, pipelineRanks: 1 })
+  );
+  for (let it = 0; it < 3; it++) {
+    const got: Float32Array[][] = [];
+    await Promise.all(syncs.map((sync, k) =>
+      sync.reduce(0, it, 0, {
+        gradients: () => [Float32Array.from([k + it, 10 * k])],
+        setGradients: (_s, g) => void (got[k] = [...g]),
+      })
+    ));
+    for (let k = 0; k < 2; k++) assert.deepEqual(got[k], [Float32Array.from([0.5 + it, 5])]);
+  }
+  // Not one of the views came back as a buffer to pack into, and the
+  // transport's buffers are as it left them.
+  assert.equal(sent.length, 3);
+  for (const a of sent) assert.ok(!views.includes(a), "a received view was packed into");
+  for (const [i, big] of backing.entries()) {
+    assert.deepEqual([...big], [-7, i, 0, -7]); // replica 0's gradients of iteration i
+  }
+  for (const c of comms) c.close();
+});
+
 Deno.test("GradientSync: one replica averages nothing; an executor without gradients is refused", () => {
   const [comm] = InProcessBackend.createGroup(1);
   const sync = new GradientSync({ comm, replicas: 1, pipelineRanks: 1 });
