@@ -39,8 +39,14 @@ Deno.test("GradientSync: every replica gets the same float64-summed mean, bucket
   for (const c of comms) c.close();
 });
 
-// Replica `k`'s transport, logging the arrays it sends and receives.
-function logged(comm: CommBackend, sent: Float32Array[], received: Float32Array[]): CommBackend {
+// Replica `k`'s transport, logging the arrays it sends and receives (what
+// `deliver` makes of each received one: by default the array itself).
+function logged(
+  comm: CommBackend,
+  sent: Float32Array[],
+  received: Float32Array[],
+  deliver = (r: Float32Array): Float32Array => r,
+): CommBackend {
   return new Proxy(comm, {
     get(target, key) {
       if (key === "send") {
@@ -51,7 +57,7 @@ function logged(comm: CommBackend, sent: Float32Array[], received: Float32Array[
       }
       if (key === "recv") {
         return async (peer: number, tag: string) => {
-          const r = await target.recv(peer, tag);
+          const r = deliver(await target.recv(peer, tag));
           received.push(r);
           return r;
         };
@@ -135,27 +141,11 @@ Deno.test("GradientSync: a received array that is a view into a larger buffer is
   // Replica 1's transport hands each received bucket over as a view into a
   // buffer with a sentinel on either side.
   const backing: Float32Array[] = [], views: Float32Array[] = [], sent: Float32Array[] = [];
-  const viewing = new Proxy(comms[1], {
-    get(target, key) {
-      if (key === "send") {
-        return (peer: number, tag: string, data: Float32Array, o?: { transfer?: boolean }) => {
-          sent.push(data);
-          return target.send(peer, tag, data, o);
-        };
-      }
-      if (key === "recv") {
-        return async (peer: number, tag: string) => {
-          const r = await target.recv(peer, tag);
-          const big = new Float32Array(r.length + 2).fill(-7);
-          big.set(r, 1);
-          backing.push(big);
-          views.push(big.subarray(1, 1 + r.length));
-          return views.at(-1)!;
-        };
-      }
-      const v = Reflect.get(target, key);
-      return typeof v === "function" ? v.bind(target) : v;
-    },
+  const viewing = logged(comms[1], sent, views, (r) => {
+    const big = new Float32Array(r.length + 2).fill(-7);
+    big.set(r, 1);
+    backing.push(big);
+    return big.subarray(1, 1 + r.length);
   });
   const syncs = [comms[0], viewing].map((comm) =>
     new GradientSync({ comm, replicas: 2, pipelineRanks: 1 })
