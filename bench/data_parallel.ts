@@ -70,6 +70,7 @@
  */
 
 import { benchArgs } from "./_args.ts";
+import { noiseVerdict } from "./_noise.ts";
 import { CharTokenizer } from "../src/nn/char_tokenizer.ts";
 import { TINY_CORPUS } from "../src/nn/data/tiny_corpus.ts";
 import { createTinyGPT } from "../src/nn/gpt.ts";
@@ -487,6 +488,13 @@ try {
           `and ${mpiWarmup} warm-up steps not timed), speed-up over \`mpirun -n 1\`; its simulated step uses the ` +
           `link the job measured between ranks 0 and 1.`
         : `\nMPI rows skipped: ${mpiSkip}.`,
+    );
+    console.log(
+      "\n" + noiseVerdict(calibrated.map((r) => ({
+        label: `${r.rankGroup === "mpi" ? "MPI" : "workers"} (${r.dataParallel}, ${r.ranks})`,
+        medianMs: r.stepMs,
+        spreadMs: r.spreadMs,
+      }))),
     );
     const workerRows = rows.filter((r) => r.rankGroup === "workers");
     if (workerRows.every((r) => r.cpu !== null)) {
