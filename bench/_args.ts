@@ -4,8 +4,8 @@
 // it (with the nearest known flag) and exit code 2, not a stack trace. Used
 // by the scripts in bench/; not exported from the package.
 
-import { parseArgs, type ParseArgsConfig } from "node:util";
-import { didYouMean } from "../src/cli/command.ts";
+import type { parseArgs, ParseArgsConfig } from "node:util";
+import { didYouMean, readFlags } from "../src/cli/command.ts";
 
 /** A bench's flag table, as `parseArgs` takes it. */
 export type BenchFlags = NonNullable<ParseArgsConfig["options"]>;
@@ -33,38 +33,25 @@ export function benchArgs<const O extends BenchFlags>(
     console.log(usage(script, options));
     Deno.exit(0);
   }
-  // A negative number after a value flag (`--steps -1`) is that flag's
-  // value, for the bench's own check to refuse; any other flag there means
-  // the value is missing.
-  const fixed: string[] = [];
-  for (let i = 0; i < args.length; i++) {
-    const name = args[i].startsWith("--") && !args[i].includes("=") ? args[i].slice(2) : "";
-    const next = args[i + 1];
-    if (options[name]?.type === "string") {
-      if (next !== undefined && /^-(\d|\.\d|Inf)/.test(next)) {
-        fixed.push(`${args[i]}=${next}`);
-        i++;
-        continue;
-      }
-      if (next === undefined || next.startsWith("-")) fail(script, `--${name} needs a value`);
-    }
-    fixed.push(args[i]);
-  }
+  let read;
   try {
-    return parseArgs({ args: fixed, options, strict: true, allowPositionals: false }).values;
+    read = readFlags(args, options);
   } catch (err) {
-    const e = err as Error & { code?: string };
-    const quoted = /'([^']*)'/.exec(e.message)?.[1] ?? "";
-    if (e.code === "ERR_PARSE_ARGS_UNKNOWN_OPTION") {
-      const flag = quoted.split("=")[0];
-      const known = Object.keys(options).map((k) => `--${k}`);
-      fail(script, `unknown flag ${flag}${didYouMean(flag, known)}`);
-    }
-    if (e.code === "ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL") {
-      fail(script, `unexpected argument ${JSON.stringify(quoted)}`);
-    }
-    fail(script, e.message.split("\n")[0]);
+    fail(script, (err as Error).message.split("\n")[0]);
   }
+  if ("values" in read) return read.values as BenchValues<O>;
+  const p = read.problem;
+  const known = Object.keys(options).map((k) => `--${k}`);
+  fail(
+    script,
+    p.kind === "no-value"
+      ? `${p.flag} needs a value`
+      : p.kind === "unknown"
+      ? `unknown flag ${p.flag}${didYouMean(p.flag, known)}`
+      : p.kind === "positional"
+      ? `unexpected argument ${JSON.stringify(p.arg)}`
+      : p.message,
+  );
 }
 
 // `--help`: the command, then each flag with its kind and default.
@@ -91,4 +78,30 @@ function usage(script: string, options: BenchFlags): string {
 function fail(script: string, message: string): never {
   console.error(`${script}: ${message} (see --help)`);
   Deno.exit(2);
+}
+
+/**
+ * The integer value of flag `--name` (its text `text`), or one line naming
+ * the flag, the rule and the value, and exit code 2, when it is not an
+ * integer of at least `min`.
+ */
+export function intFlag(script: string, name: string, text: unknown, min = 1): number {
+  const n = typeof text === "string" && /^\s*-?\d+\s*$/.test(text) ? Number(text) : NaN;
+  if (!Number.isSafeInteger(n) || n < min) {
+    fail(script, `--${name} must be an integer ≥ ${min}, got ${JSON.stringify(text)}`);
+  }
+  return n;
+}
+
+/**
+ * The number value of flag `--name` (its text `text`), or one line naming
+ * the flag, the rule and the value, and exit code 2, when it is not a
+ * finite number above 0.
+ */
+export function positiveFlag(script: string, name: string, text: unknown): number {
+  const n = typeof text === "string" && text.trim() !== "" ? Number(text) : NaN;
+  if (!Number.isFinite(n) || n <= 0) {
+    fail(script, `--${name} must be a finite number > 0, got ${JSON.stringify(text)}`);
+  }
+  return n;
 }

@@ -1,12 +1,11 @@
 // Flag parsing shared by the schedule-related subcommands. Not exported from
 // the package.
 
-import { parseArgs } from "node:util";
 import type { Schedule } from "../pipeline/schedule/schedule.ts";
 import type { ActionCosts } from "../pipeline/analysis/simulate.ts";
 import { SCHEDULE_REGISTRY } from "../pipeline/schedule/generate.ts";
 import type { ScheduleRegistry } from "../pipeline/schedule/schedule_registry.ts";
-import { type CliCommand, type CliIo, didYouMean, UsageError } from "./command.ts";
+import { type CliCommand, type CliIo, didYouMean, readFlags, UsageError } from "./command.ts";
 
 /** A parseArgs option table: every flag takes a string value or is a boolean. */
 export type FlagTable = Record<string, { type: "string" | "boolean"; short?: string }>;
@@ -117,49 +116,27 @@ export function parseFlags<T extends FlagTable>(
   options: T,
   hints: Readonly<Record<string, string>> = {},
 ): FlagValues {
-  const fixed: string[] = [];
-  for (let i = 0; i < args.length; i++) {
-    const a = args[i];
-    const name = a.startsWith("--") && !a.includes("=") ? a.slice(2) : "";
-    const next = args[i + 1];
-    if (name !== "" && options[name]?.type === "string") {
-      if (next !== undefined && /^-\d|^-\.\d|^-Inf/.test(next)) {
-        fixed.push(`${a}=${next}`);
-        i++;
-        continue;
-      }
-      if (next === undefined || next.startsWith("-")) {
-        throw new UsageError(`--${name} needs a value (${command})`);
-      }
+  const read = readFlags(args, options);
+  if ("values" in read) return read.values as FlagValues;
+  const p = read.problem;
+  switch (p.kind) {
+    case "no-value":
+      throw new UsageError(`${p.flag} needs a value (${command})`);
+    case "unknown": {
+      const hint = hints[p.flag.replace(/^-+/, "")];
+      const known = Object.keys(options).map((k) => `--${k}`);
+      throw new UsageError(
+        `unknown flag ${p.flag} for "${command}"` +
+          (hint === undefined ? didYouMean(p.flag, known) : `: ${hint}`) +
+          ` (see ${command} --help)`,
+      );
     }
-    fixed.push(a);
-  }
-  try {
-    const { values } = parseArgs({ args: fixed, options, strict: true, allowPositionals: false });
-    return values as FlagValues;
-  } catch (err) {
-    const e = err as Error & { code?: string };
-    const quoted = /'([^']*)'/.exec(e.message)?.[1] ?? "";
-    switch (e.code) {
-      case "ERR_PARSE_ARGS_UNKNOWN_OPTION": {
-        const flag = quoted.split("=")[0];
-        const hint = hints[flag.replace(/^-+/, "")];
-        const known = Object.keys(options).map((k) => `--${k}`);
-        throw new UsageError(
-          `unknown flag ${flag} for "${command}"` +
-            (hint === undefined ? didYouMean(flag, known) : `: ${hint}`) +
-            ` (see ${command} --help)`,
-        );
-      }
-      case "ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL":
-        throw new UsageError(
-          `unexpected argument ${JSON.stringify(quoted)} for "${command}" (see ${command} --help)`,
-        );
-      case "ERR_PARSE_ARGS_INVALID_OPTION_VALUE":
-        throw new UsageError(`${e.message.split("\n")[0]} (${command})`);
-      default:
-        throw err;
-    }
+    case "positional":
+      throw new UsageError(
+        `unexpected argument ${JSON.stringify(p.arg)} for "${command}" (see ${command} --help)`,
+      );
+    case "invalid":
+      throw new UsageError(`${p.message} (${command})`);
   }
 }
 
