@@ -13,7 +13,7 @@
  * @module
  */
 
-import { benchArgs } from "./_args.ts";
+import { benchArgs, intFlag } from "./_args.ts";
 import { GELU } from "../src/nn/gelu.ts";
 import type { Layer } from "../src/nn/layer.ts";
 import { Linear } from "../src/nn/linear.ts";
@@ -121,8 +121,9 @@ function main(): void {
   if (!["linear-gelu", "mlp", "transformer"].includes(kind)) {
     throw new RangeError(`--stack must be linear-gelu, mlp or transformer, got ${kind}`);
   }
-  const rows = Number(values.rows), width = Number(values.width);
-  const repeats = Number(values.repeats);
+  const rows = intFlag("bench/checkpoint_bench.ts", "rows", values.rows),
+    width = intFlag("bench/checkpoint_bench.ts", "width", values.width);
+  const repeats = intFlag("bench/checkpoint_bench.ts", "repeats", values.repeats);
   if (!values.json) {
     console.log(
       `stack: ${kind}, input [${inputShape(kind, rows, width)}], CPU backend, median of ${repeats}`,

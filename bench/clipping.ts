@@ -19,7 +19,7 @@
  * @module
  */
 
-import { benchArgs } from "./_args.ts";
+import { benchArgs, intFlag } from "./_args.ts";
 import { createRealPipeline, REAL_COMPUTE, realBatches } from "./_real_compute.ts";
 
 const values = benchArgs("bench/clipping.ts", {
@@ -28,8 +28,8 @@ const values = benchArgs("bench/clipping.ts", {
   steps: { type: "string", default: "8" },
 });
 const schedules = values.schedule ?? ["zb-h2", "1f1b"];
-const calls = Number(values.calls);
-const steps = Number(values.steps);
+const calls = intFlag("bench/clipping.ts", "calls", values.calls);
+const steps = intFlag("bench/clipping.ts", "steps", values.steps);
 for (const [name, n] of [["calls", calls], ["steps", steps]] as const) {
   if (!Number.isInteger(n) || n < 1) {
     throw new RangeError(`--${name} must be a positive integer, got ${n}`);

@@ -15,7 +15,7 @@
  * @module
  */
 
-import { benchArgs } from "./_args.ts";
+import { benchArgs, intFlag } from "./_args.ts";
 import { CpuBackend } from "../src/tensor/cpu/backend.ts";
 import * as ops from "../src/tensor/ops.ts";
 import type { Tensor } from "../src/tensor/tensor.ts";
@@ -27,7 +27,8 @@ const args = {
     c: { type: "string" },
   }),
 };
-const N = Number(args.values.n ?? 8192), C = Number(args.values.c ?? 64);
+const N = intFlag("bench/embedding_backward.ts", "n", args.values.n ?? "8192"),
+  C = intFlag("bench/embedding_backward.ts", "c", args.values.c ?? "64");
 
 const scan = await WebGPUBackend.create({ matmul: "default", embeddingBackward: "scan" });
 const sort = await WebGPUBackend.create({ matmul: "default", embeddingBackward: "sort" });

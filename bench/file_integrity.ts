@@ -8,7 +8,7 @@
  * @module
  */
 
-import { benchArgs } from "./_args.ts";
+import { benchArgs, intFlag, positiveFlag } from "./_args.ts";
 import { encodeSafetensors, parseSafetensors } from "../format.ts";
 import { decodeSafetensors } from "../src/nn/safetensors.ts";
 import { crc32 } from "../src/nn/_crc32.ts";
@@ -17,7 +17,8 @@ const values = benchArgs("bench/file_integrity.ts", {
   mb: { type: "string", default: "100" },
   runs: { type: "string", default: "7" },
 });
-const mb = Number(values.mb), runs = Number(values.runs);
+const mb = positiveFlag("bench/file_integrity.ts", "mb", values.mb),
+  runs = intFlag("bench/file_integrity.ts", "runs", values.runs);
 
 function median(f: () => void): number {
   const ts: number[] = [];

@@ -18,7 +18,7 @@
  * @module
  */
 
-import { benchArgs } from "./_args.ts";
+import { benchArgs, intFlag } from "./_args.ts";
 import { createBackend, ops, type Tensor, WebGPUBackend } from "../tensor.ts";
 
 interface Row {
@@ -44,7 +44,7 @@ const values = benchArgs("bench/kernels.ts", {
   json: { type: "boolean", default: false },
   samples: { type: "string", default: "3" },
 });
-const SAMPLES = Number(values.samples);
+const SAMPLES = intFlag("bench/kernels.ts", "samples", values.samples);
 if (!Number.isInteger(SAMPLES) || SAMPLES < 1) {
   throw new RangeError(`--samples must be a positive integer, got ${values.samples}`);
 }

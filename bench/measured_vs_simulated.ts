@@ -30,7 +30,7 @@
  * @module
  */
 
-import { benchArgs } from "./_args.ts";
+import { benchArgs, intFlag, positiveFlag } from "./_args.ts";
 import { generateSchedule, SCHEDULE_NAMES } from "../src/pipeline/schedule/generate.ts";
 import { simulate } from "../src/pipeline/analysis/simulate.ts";
 import { WorkerRankGroup } from "../src/pipeline/runtime/worker_rank_group.ts";
@@ -188,11 +188,11 @@ if (import.meta.main) {
     // Post-validation of every step (the non-finite check), as a model with nonFinite runs.
     "validate-steps": { type: "boolean" },
   });
-  const ms = Number(values.ms);
-  const p = Number(values.ranks);
-  const m = Number(values.microbatches);
-  const repeats = Number(values.repeats);
-  const iterations = Number(values.iterations);
+  const ms = positiveFlag("bench/measured_vs_simulated.ts", "ms", values.ms);
+  const p = intFlag("bench/measured_vs_simulated.ts", "ranks", values.ranks);
+  const m = intFlag("bench/measured_vs_simulated.ts", "microbatches", values.microbatches);
+  const repeats = intFlag("bench/measured_vs_simulated.ts", "repeats", values.repeats);
+  const iterations = intFlag("bench/measured_vs_simulated.ts", "iterations", values.iterations);
   const steadyFrom = Number(values["steady-from"]);
   if (!(ms > 0)) throw new RangeError(`--ms must be a positive number, got ${values.ms}`);
   if (!Number.isInteger(repeats) || repeats < 1) {

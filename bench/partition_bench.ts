@@ -11,7 +11,7 @@
  * @module
  */
 
-import { benchArgs } from "./_args.ts";
+import { benchArgs, intFlag } from "./_args.ts";
 import { LayerNorm } from "../src/nn/layer_norm.ts";
 import { Linear } from "../src/nn/linear.ts";
 import { Sequential } from "../src/nn/sequential.ts";
@@ -58,8 +58,11 @@ async function main(): Promise<void> {
     batch: { type: "string", default: "4" },
     json: { type: "boolean", default: false },
   });
-  const blocks = Number(values.blocks), vocab = Number(values.vocab), dim = Number(values.dim);
-  const seq = Number(values.seq), batch = Number(values.batch);
+  const blocks = intFlag("bench/partition_bench.ts", "blocks", values.blocks),
+    vocab = intFlag("bench/partition_bench.ts", "vocab", values.vocab),
+    dim = intFlag("bench/partition_bench.ts", "dim", values.dim);
+  const seq = intFlag("bench/partition_bench.ts", "seq", values.seq),
+    batch = intFlag("bench/partition_bench.ts", "batch", values.batch);
   const be = new CpuBackend();
   const model = new Sequential([
     new TokenPositionEmbedding(be, vocab, seq, dim, { seed: 1 }),

@@ -14,14 +14,14 @@
  * @module
  */
 
-import { benchArgs } from "./_args.ts";
+import { benchArgs, intFlag } from "./_args.ts";
 import { createRealPipeline, REAL_COMPUTE, realBatches } from "./_real_compute.ts";
 
 const values = benchArgs("bench/rank_groups.ts", {
   steps: { type: "string", default: "10" },
   json: { type: "boolean", default: false },
 });
-const steps = Number(values.steps);
+const steps = intFlag("bench/rank_groups.ts", "steps", values.steps);
 if (!Number.isInteger(steps) || steps < 1) {
   throw new RangeError(`--steps must be a positive integer, got ${values.steps}`);
 }

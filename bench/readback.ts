@@ -30,7 +30,7 @@
  * @module
  */
 
-import { benchArgs } from "./_args.ts";
+import { benchArgs, intFlag } from "./_args.ts";
 import { WebGPUBackend } from "../src/tensor/webgpu/backend.ts";
 import type { Tensor } from "../src/tensor/tensor.ts";
 import * as ops from "../src/tensor/ops.ts";
@@ -325,8 +325,8 @@ if (import.meta.main) {
     steps: { type: "string", default: "12" },
     json: { type: "boolean", default: false },
   });
-  const rounds = Number(values.rounds);
-  const steps = Number(values.steps);
+  const rounds = intFlag("bench/readback.ts", "rounds", values.rounds);
+  const steps = intFlag("bench/readback.ts", "steps", values.steps);
   for (const [flag, v] of [["rounds", rounds], ["steps", steps]] as const) {
     if (!Number.isInteger(v) || v < 4) {
       throw new RangeError(`--${flag} must be an integer >= 4, got "${values[flag]}"`);

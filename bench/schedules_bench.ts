@@ -28,7 +28,7 @@
  * @module
  */
 
-import { benchArgs } from "./_args.ts";
+import { benchArgs, positiveFlag } from "./_args.ts";
 import { generateSchedule, SCHEDULE_NAMES } from "../src/pipeline/schedule/generate.ts";
 import { simulate } from "../src/pipeline/analysis/simulate.ts";
 import { renderSvg } from "../src/pipeline/render/render_svg.ts";
@@ -80,7 +80,7 @@ if (steadyFrom > iterations - 1) {
     `--steady-from must be at most iterations - 1 = ${iterations - 1}, got ${steadyFrom}`,
   );
 }
-const ms = Number(values.ms);
+const ms = positiveFlag("bench/schedules_bench.ts", "ms", values.ms);
 if (!(ms > 0) || !Number.isFinite(ms)) {
   throw new RangeError(`--ms must be a positive number of milliseconds, got "${values.ms}"`);
 }

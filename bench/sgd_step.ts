@@ -8,13 +8,13 @@
  * @module
  */
 
-import { benchArgs } from "./_args.ts";
+import { benchArgs, intFlag } from "./_args.ts";
 import { Linear } from "../mod.ts";
 import { type Backend, createBackend, ops, type Tensor } from "../tensor.ts";
 import { SGD } from "../nn.ts";
 
 const values = benchArgs("bench/sgd_step.ts", { steps: { type: "string", default: "20" } });
-const steps = Number(values.steps);
+const steps = intFlag("bench/sgd_step.ts", "steps", values.steps);
 
 /** The update SGD ran before `sgdInPlace`: scale, axpys and a fresh momentum buffer per step. */
 function unfusedStep(

@@ -26,7 +26,7 @@
  * @module
  */
 
-import { benchArgs } from "./_args.ts";
+import { benchArgs, intFlag } from "./_args.ts";
 import { summarizeTimeline } from "../src/pipeline/analysis/timeline_summary.ts";
 import { createRealPipeline, REAL_COMPUTE, realBatches } from "./_real_compute.ts";
 
@@ -35,7 +35,7 @@ const values = benchArgs("bench/train_loop.ts", {
   schedule: { type: "string", default: "zb-h1" },
   exact: { type: "boolean", default: false },
 });
-const calls = Number(values.calls);
+const calls = intFlag("bench/train_loop.ts", "calls", values.calls);
 const schedule = String(values.schedule);
 const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
 

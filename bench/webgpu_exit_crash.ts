@@ -23,12 +23,12 @@
  * @module
  */
 
-import { benchArgs } from "./_args.ts";
+import { benchArgs, intFlag } from "./_args.ts";
 
 const values = benchArgs("bench/webgpu_exit_crash.ts", {
   runs: { type: "string", default: "200" },
 });
-const runs = Number(values.runs);
+const runs = intFlag("bench/webgpu_exit_crash.ts", "runs", values.runs);
 if (!Number.isInteger(runs) || runs < 1) {
   throw new RangeError(`--runs must be a positive integer, got ${values.runs}`);
 }

@@ -46,6 +46,32 @@ Deno.test("bench flags: a mistyped flag, a missing value or a stray argument is 
   assert.equal(stray.stderr.trim(), 'bench/sgd_step.ts: unexpected argument "20" (see --help)');
 });
 
+Deno.test("bench flags: a count or a size out of its rule is one line naming flag, rule and value, and exit code 2", async () => {
+  for (
+    const [script, args, line] of [
+      [
+        "sgd_step.ts",
+        ["--steps", "-1"],
+        'bench/sgd_step.ts: --steps must be an integer ≥ 1, got "-1" (see --help)',
+      ],
+      [
+        "sgd_step.ts",
+        ["--steps=2.5"],
+        'bench/sgd_step.ts: --steps must be an integer ≥ 1, got "2.5" (see --help)',
+      ],
+      [
+        "file_integrity.ts",
+        ["--mb", "0"],
+        'bench/file_integrity.ts: --mb must be a finite number > 0, got "0" (see --help)',
+      ],
+    ] as const
+  ) {
+    const r = await runBench(script, ...args);
+    assert.equal(r.code, 2, `${script} ${args.join(" ")}: ${r.stdout}`);
+    assert.equal(r.stderr.trim(), line);
+  }
+});
+
 Deno.test("bench flags: values, defaults and repeated flags come back as parseArgs gives them", () => {
   const v = benchArgs("bench/x.ts", {
     steps: { type: "string", default: "4" },
