@@ -13,31 +13,41 @@ import { runRank } from "../../../src/pipeline/runtime/rank_interpreter.ts";
 import { GradientSync, ReplicaComm } from "../../../src/pipeline/runtime/gradient_sync.ts";
 import type { RankExecutor } from "../../../src/pipeline/runtime/rank_executor.ts";
 
-Deno.test("GradientSync: every replica gets the same float64-summed mean, bucket by bucket", async () => {
-  const d = 3;
-  const comms = InProcessBackend.createGroup(d);
-  // Two parameters, cut into buckets of 4 bytes (one value each).
-  const grads = [0, 1, 2].map((k) => [
-    Float32Array.from([0.1 * (k + 1), 1e8 + k]),
-    Float32Array.from([k === 1 ? -1 : 1]),
-  ]);
-  const got: Float32Array[][] = [];
-  await Promise.all(
-    comms.map((comm, k) =>
-      new GradientSync({ comm, replicas: d, pipelineRanks: 1, bucketBytes: 4 }).reduce(2, 5, 0, {
-        gradients: () => grads[k].map((g) => g.slice()), // copies, as the executor contract says
-        setGradients: (stage, g) => {
-          assert.equal(stage, 2);
-          got[k] = [...g];
-        },
-      })
-    ),
-  );
-  const mean = (i: number, j: number) => (grads[0][i][j] + grads[1][i][j] + grads[2][i][j]) / 3;
-  const want = [Float32Array.from([mean(0, 0), mean(0, 1)]), Float32Array.from([mean(1, 0)])];
-  for (let k = 0; k < d; k++) assert.deepEqual(got[k], want, `replica ${k}`);
-  for (const c of comms) c.close();
-});
+for (const d of [2, 3, 4]) {
+  Deno.test(`GradientSync: D = ${d}: every replica gets the same float64-summed mean, bucket by bucket`, async () => {
+    const comms = InProcessBackend.createGroup(d);
+    // Two parameters, cut into buckets of 4 bytes (one value each); values
+    // whose f32 sum would round differently from their f64 sum.
+    const grads = Array.from({ length: d }, (_, k) => [
+      Float32Array.from([0.1 * (k + 1), 1e8 + k, 16777216 + 2 * k + 1]),
+      Float32Array.from([k === 1 ? -1 : 1]),
+    ]);
+    const got: Float32Array[][] = [];
+    await Promise.all(
+      comms.map((comm, k) =>
+        new GradientSync({ comm, replicas: d, pipelineRanks: 1, bucketBytes: 4 }).reduce(2, 5, 0, {
+          gradients: () => grads[k].map((g) => g.slice()), // copies, as the executor contract says
+          setGradients: (stage, g) => {
+            assert.equal(stage, 2);
+            got[k] = [...g];
+          },
+        })
+      ),
+    );
+    // The definition: sum in f64 from 0 in replica order, divide by D, round to f32 once.
+    const mean = (i: number, j: number) => {
+      let s = 0;
+      for (let k = 0; k < d; k++) s += grads[k][i][j];
+      return s / d;
+    };
+    const want = [
+      Float32Array.from([mean(0, 0), mean(0, 1), mean(0, 2)]),
+      Float32Array.from([mean(1, 0)]),
+    ];
+    for (let k = 0; k < d; k++) assert.deepEqual(got[k], want, `replica ${k}`);
+    for (const c of comms) c.close();
+  });
+}
 
 // Replica `k`'s transport, logging the arrays it sends and receives (what
 // `deliver` makes of each received one: by default the array itself).
