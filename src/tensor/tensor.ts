@@ -21,8 +21,10 @@ interface SharedStorage {
 
 /** Number of elements of a shape (1 for a scalar shape `[]`). */
 export function shapeSize(shape: Shape): number {
+  // Index loops here and below: called for every tensor, where an
+  // iterator would be allocated per call.
   let n = 1;
-  for (const d of shape) n *= d;
+  for (let i = 0; i < shape.length; i++) n *= shape[i];
   return n;
 }
 
@@ -31,7 +33,8 @@ export function checkShape(shape: Shape, what = "shape"): void {
   if (!Array.isArray(shape)) {
     throw new TypeError(`${what} must be an array of dimensions, got ${describeValue(shape)}`);
   }
-  for (const d of shape) {
+  for (let i = 0; i < shape.length; i++) {
+    const d = shape[i];
     if (!Number.isInteger(d) || d < 0) {
       throw new RangeError(
         `${what} must hold non-negative integers, got ${formatShape(shape)}`,
@@ -115,7 +118,7 @@ export class Tensor {
       );
     }
     this.backend = backend;
-    this.shape = Object.freeze([...shape]);
+    this.shape = Object.freeze(shape.slice());
     this.size = shapeSize(shape);
     this.#storage = storage;
     // Inside tidy(): disposed when the scope ends, unless returned or kept.

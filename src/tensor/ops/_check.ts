@@ -49,10 +49,11 @@ export function checkBroadcast(op: string, named: Record<string, Tensor>): Shape
   const entries = Object.entries(named);
   const shapes = entries.map(([, t]) => t.shape);
   const r = broadcastShapes(shapes);
-  const list = entries.map(([n, t]) => `${n} ${fmtShape(t.shape)}`).join(", ");
+  // Written only for an error: this runs for every broadcasting op.
+  const list = () => entries.map(([n, t]) => `${n} ${fmtShape(t.shape)}`).join(", ");
   if (!("shape" in r)) {
     throw new RangeError(
-      `${op}: shapes ${list} cannot be broadcast together: dimension ${r.axis} has extents ${
+      `${op}: shapes ${list()} cannot be broadcast together: dimension ${r.axis} has extents ${
         r.extents.join(" vs ")
       } (each must be 1 or the same)`,
     );
@@ -60,7 +61,7 @@ export function checkBroadcast(op: string, named: Record<string, Tensor>): Shape
   const merged = broadcastPlan(r.shape, shapes).shape.length;
   if (merged > MAX_BROADCAST_AXES) {
     throw new RangeError(
-      `${op}: shapes ${list} broadcast over ${merged} separate axes; at most ${MAX_BROADCAST_AXES} are supported`,
+      `${op}: shapes ${list()} broadcast over ${merged} separate axes; at most ${MAX_BROADCAST_AXES} are supported`,
     );
   }
   return r.shape;
@@ -120,23 +121,28 @@ export function checkTensor(op: string, name: string, t: unknown): Tensor {
 
 /** Checks every named tensor is alive and that all share one backend. */
 export function checkTensors(op: string, named: Record<string, unknown>): Backend {
-  let first: [string, Tensor] | null = null;
-  for (const [name, t] of Object.entries(named)) {
-    const tt = checkTensor(op, name, t);
-    if (first === null) first = [name, tt];
-    else if (tt.backend !== first[1].backend) {
+  // A for-in loop: called by every op, where Object.entries would allocate.
+  let firstName = "", first: Tensor | null = null;
+  for (const name in named) {
+    const tt = checkTensor(op, name, named[name]);
+    if (first === null) {
+      firstName = name;
+      first = tt;
+    } else if (tt.backend !== first.backend) {
       throw new TypeError(
-        `${op}: ${first[0]} and ${name} are on different backends (${first[0]} on ${
-          backendLabel(first[1].backend)
+        `${op}: ${firstName} and ${name} are on different backends (${firstName} on ${
+          backendLabel(first.backend)
         }, ${name} on ${backendLabel(tt.backend)}); copy data across with toArray() and fromData()`,
       );
     }
   }
-  const [name, t] = first!;
-  if (t.backend.closed) {
-    throw new TypeError(`${op}: ${name} is on ${backendLabel(t.backend)}, which ${CLOSED}`);
+  if (first === null) throw new TypeError(`${op}: no tensor to check`);
+  if (first.backend.closed) {
+    throw new TypeError(
+      `${op}: ${firstName} is on ${backendLabel(first.backend)}, which ${CLOSED}`,
+    );
   }
-  return t.backend;
+  return first.backend;
 }
 
 export function checkFinite(op: string, name: string, v: unknown): number {
