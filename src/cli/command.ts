@@ -7,6 +7,7 @@
  */
 
 import { parseArgs, type ParseArgsConfig } from "node:util";
+import { nearestName } from "../text/nearest.ts";
 
 /** Where a command writes: stdout and stderr, replaceable for tests. */
 export interface CliIo {
@@ -69,22 +70,9 @@ export function stdIo(): CliIo {
   return { out: (t) => write(Deno.stdout, t), err: (t) => write(Deno.stderr, t) };
 }
 
-/** Levenshtein distance between two strings. */
-function editDistance(a: string, b: string): number {
-  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const row = [i];
-    for (let j = 1; j <= b.length; j++) {
-      row[j] = Math.min(prev[j] + 1, row[j - 1] + 1, prev[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
-    }
-    prev = row;
-  }
-  return prev[b.length];
-}
-
 /**
- * `"; did you mean X?"` for the candidate nearest to `word` by edit distance
- * (at most 2 edits, or a third of the word), else `""`. Ties go to the
+ * `"; did you mean X?"` for the candidate nearest to `word` by edit distance,
+ * ignoring case (at most 2 edits, or a third of the word), else `""`. Ties go to the
  * earlier candidate.
  *
  * @example
@@ -95,16 +83,8 @@ function editDistance(a: string, b: string): number {
  * ```
  */
 export function didYouMean(word: string, candidates: readonly string[]): string {
-  let best = "";
-  let bestDistance = Math.max(2, Math.floor(word.length / 3)) + 1;
-  for (const c of candidates) {
-    const d = editDistance(word, c);
-    if (d < bestDistance) {
-      best = c;
-      bestDistance = d;
-    }
-  }
-  return best === "" ? "" : `; did you mean ${best}?`;
+  const best = nearestName(word, candidates);
+  return best === undefined ? "" : `; did you mean ${best}?`;
 }
 
 /** What {@linkcode readFlags} found wrong with a command line. */

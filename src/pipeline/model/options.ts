@@ -22,6 +22,7 @@ import { checkRunPolicy, type NonFinitePolicy, type RunPolicy } from "../runtime
 import type { CommBackend } from "../comm/backend.ts";
 import type { PipelineLoss } from "./model_rank_executor.ts";
 import { describeValue } from "../../tensor/describe.ts";
+import { editDistance } from "../../text/nearest.ts";
 
 /** Options of `PipelineParallelModel.create`. */
 export interface PipelineParallelModelOptions {
@@ -184,19 +185,6 @@ const OPTION_NAMES = [
 ] as const satisfies readonly (keyof PipelineParallelModelOptions)[];
 const _everyOptionNamed: Exclude<keyof PipelineParallelModelOptions, typeof OPTION_NAMES[number]> =
   undefined as never;
-
-// Levenshtein distance: insertions, deletions and substitutions.
-function editDistance(a: string, b: string): number {
-  let row = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const next = [i];
-    for (let j = 1; j <= b.length; j++) {
-      next[j] = Math.min(row[j] + 1, next[j - 1] + 1, row[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
-    }
-    row = next;
-  }
-  return row[b.length];
-}
 
 /**
  * Refuses an option `create` does not know, naming it and the nearest

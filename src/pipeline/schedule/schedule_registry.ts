@@ -10,6 +10,7 @@
  */
 
 import type { Schedule } from "./schedule.ts";
+import { nearestName } from "../../text/nearest.ts";
 import { type ActionCosts, checkComm, resolveCosts, type StageCosts } from "./costs.ts";
 
 /** A schedule's shape, checked for positive integers before a definition sees it. */
@@ -204,7 +205,11 @@ export function createScheduleRegistry<N extends string>(
     const d = typeof name === "string" ? byName.get(name) : undefined;
     if (d === undefined) {
       throw new TypeError(
-        `unknown schedule ${JSON.stringify(name)}; valid names: ${names.join(", ")}`,
+        `unknown schedule ${JSON.stringify(name)}; valid names: ${names.join(", ")}${
+          typeof name === "string" && nearestName(name, names) !== undefined
+            ? `; did you mean ${nearestName(name, names)}?`
+            : ""
+        }`,
       );
     }
     return d;

@@ -134,3 +134,18 @@ Deno.test("generateSchedule: parameters are checked in order, with the values in
     /memoryLimit must be a finite number >= 1, got 0\.5/,
   );
 });
+
+Deno.test("generateSchedule: an unknown name lists the valid ones and names the nearest", () => {
+  assert.ok(SCHEDULE_NAMES.includes("dualpipe-v"));
+  assert.throws(
+    () => generateSchedule("dualpipev" as "1f1b", { ranks: 2, microBatches: 4 }),
+    (e: Error) =>
+      e instanceof TypeError &&
+      e.message.startsWith('unknown schedule "dualpipev"; valid names: gpipe,') &&
+      e.message.endsWith("; did you mean dualpipe-v?"),
+  );
+  assert.throws(
+    () => generateSchedule("pipedream" as "1f1b", { ranks: 2, microBatches: 4 }),
+    (e: Error) => e instanceof TypeError && !e.message.includes("did you mean"),
+  );
+});

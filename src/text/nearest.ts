@@ -1,0 +1,58 @@
+/**
+ * The nearest of some known names to a mistyped one, for "did you mean"
+ * hints in error messages. Plain string arithmetic: this folder imports
+ * nothing, and any floor may import it.
+ *
+ * @module
+ */
+
+/**
+ * The Levenshtein distance between two strings: the fewest insertions,
+ * deletions and substitutions of one character that turn `a` into `b`.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { editDistance } from "./nearest.ts";
+ * assert.equal(editDistance("1fb1", "1f1b"), 2);
+ * assert.equal(editDistance("zbv", "zb-v"), 1);
+ * ```
+ */
+export function editDistance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++) {
+      row[j] = Math.min(prev[j] + 1, row[j - 1] + 1, prev[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    prev = row;
+  }
+  return prev[b.length];
+}
+
+/**
+ * The candidate nearest to `word` by edit distance, ignoring case, if it is
+ * at most 2 edits away or a third of the word's length (whichever is more);
+ * else undefined. Ties go to the earlier candidate.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { nearestName } from "./nearest.ts";
+ * assert.equal(nearestName("ZBV", ["gpipe", "zb-v", "zb-h1"]), "zb-v");
+ * assert.equal(nearestName("pipedream", ["gpipe", "1f1b"]), undefined);
+ * ```
+ */
+export function nearestName(word: string, candidates: readonly string[]): string | undefined {
+  const w = word.toLowerCase();
+  let best: string | undefined;
+  let bestDistance = Math.max(2, Math.floor(word.length / 3)) + 1;
+  for (const c of candidates) {
+    const d = editDistance(w, c.toLowerCase());
+    if (d < bestDistance) {
+      best = c;
+      bestDistance = d;
+    }
+  }
+  return best;
+}
