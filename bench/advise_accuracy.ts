@@ -42,12 +42,15 @@
  * measured during the advice beside the same schedules in the rounds, their
  * geometric mean ratio, and every error with that factor taken out
  * (`machineDrift`, `driftLine`; `drift` in `--json`). The verdict itself
- * judges the raw errors.
+ * judges the raw errors; the line before it says whether the run was
+ * steady (every schedule's rounds' medians within 15% of its median) or
+ * noisy, naming the widest (`noise` in `--json`, `bench/_noise.ts`).
  *
  * @module
  */
 
 import { benchArgs } from "./_args.ts";
+import { noiseVerdict } from "./_noise.ts";
 import { GELU } from "../src/nn/gelu.ts";
 import { Linear } from "../src/nn/linear.ts";
 import { Sequential } from "../src/nn/sequential.ts";
@@ -656,12 +659,20 @@ if (import.meta.main) {
     if (values.json) { for (const r of run.rows) console.log(JSON.stringify(r)); }
   }
   const verdict = accuracyVerdict(runs);
+  // How steady the rounds were: the verdict means most on a quiet machine.
+  const noise = noiseVerdict(runs.flatMap((r) =>
+    r.rows.map((row) => {
+      const [lo, hi] = range(row);
+      return { label: `${row.model} ${row.schedule}`, medianMs: row.measuredMs, spreadMs: hi - lo };
+    })
+  ));
   if (values.json) {
     console.log(JSON.stringify({
       picks: Object.fromEntries(runs.map((r) => [r.model, r.pick])),
       adviseSeconds: Object.fromEntries(runs.map((r) => [r.model, r.adviseSeconds])),
       indistinguishable: Object.fromEntries(runs.map((r) => [r.model, indistinguishable(r.rows)])),
       drift: Object.fromEntries(runs.map((r) => [r.model, r.drift])),
+      noise,
       verdict,
     }));
   } else {
@@ -684,6 +695,7 @@ if (import.meta.main) {
           }%)\n${r.model} calibration: ${r.calibration}\n${driftLine(r)}`,
       );
     }
+    console.log(noise);
     console.log(verdict);
   }
 }
