@@ -3,7 +3,9 @@
  * default) on the CPU backend, ranks in workers, at (D, P) = (1, 1),
  * (2, 1), (1, 2) and (2, 2) (`dataParallel` D replicas of a P-rank
  * pipeline, the same whole batch per step). Every grid point's model is
- * built first; then the repeats run interleaved (each round times every
+ * built and trained `--warmup` steps (3: while V8 compiles the kernels,
+ * on helper threads that (2, 1) shares with its replicas, a step is slower)
+ * first; then the repeats run interleaved (each round times every
  * grid point once, so that a load change on the machine touches all of
  * them alike). Per grid point: the median step over the rounds' medians,
  * the spread (max − min of the rounds' medians), the speed-up over
@@ -55,7 +57,7 @@
  * the network between hosts.
  *
  * ```sh
- * deno run -A bench/data_parallel.ts [--steps 4] [--repeats 5] [--mpi-warmup 3] [--dim 128] [--no-mpi] [--json]
+ * deno run -A bench/data_parallel.ts [--steps 4] [--repeats 5] [--warmup 3] [--mpi-warmup 3] [--dim 128] [--no-mpi] [--json]
  * ```
  *
  * `--json` prints one line per grid point and rank group (`rankGroup`:
@@ -94,6 +96,7 @@ const MPI_RANK = new URL("./_mpi_pipeline_rank.ts", import.meta.url).pathname;
 const values = benchArgs("bench/data_parallel.ts", {
   steps: { type: "string", default: "4" },
   repeats: { type: "string", default: "5" },
+  warmup: { type: "string", default: "3" },
   "mpi-warmup": { type: "string", default: "3" },
   dim: { type: "string", default: "128" },
   layers: { type: "string", default: "4" },
@@ -122,7 +125,7 @@ function positive(name: keyof typeof values, zero = true): number {
   return v;
 }
 const steps = positiveInt("steps"), repeats = positiveInt("repeats");
-const mpiWarmup = positiveInt("mpi-warmup");
+const warmup = positiveInt("warmup"), mpiWarmup = positiveInt("mpi-warmup");
 const CFG = {
   ...REAL_COMPUTE,
   dim: positiveInt("dim"),
@@ -315,7 +318,10 @@ const link: AllReduceLink = givenLink ?? await measureWorkerLink();
 const linkMs = performance.now() - linkStart;
 try {
   for (const [d, p] of GRID) points.push(await build(d, p));
-  for (const pt of points) await pt.model.train(realBatches(CFG, 1, 99)); // warm-up
+  // Warm-up: a fresh worker's first steps run slower while V8 compiles its
+  // kernels on helper threads, which (2, 1) must share with its replicas
+  // where (1, 1) has a spare core.
+  for (const pt of points) await pt.model.train(realBatches(CFG, warmup, 99));
   const batches = realBatches(CFG, steps, 7);
   for (let round = 0; round < repeats; round++) {
     for (const pt of points) {
