@@ -1,7 +1,9 @@
 /**
  * Ready-made training callbacks for `PipelineParallelModel.train`: a
  * progress bar, a metrics log (JSON lines or CSV), a loss-curve picture,
- * early stopping on a validation metric, and checkpoints at exact steps.
+ * early stopping on a validation metric, and checkpoints at exact steps;
+ * and `checkOutputPath`, the check each of them makes of the file it will
+ * write, for your own files.
  * Each implements the `TrainCallback` contract from `@conveyor/core`; a
  * callback of your own is any object with some of its methods.
  *
@@ -41,6 +43,7 @@ export {
   ModelCheckpoint,
   type ModelCheckpointOptions,
 } from "./src/pipeline/model/callbacks/model_checkpoint.ts";
+export { checkOutputPath, type OutputPathOptions } from "./src/pipeline/model/output_path.ts";
 
 // The types these callbacks' signatures name (from `@conveyor/core`).
 export type {

@@ -49,7 +49,7 @@ function ask(name: "read" | "write", path: string): boolean {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { checkOutputPath } from "./output_path.ts";
+ * import { checkOutputPath } from "@conveyor/core/callbacks";
  * const dir = await Deno.makeTempDir();
  * assert.equal(checkOutputPath(`${dir}/run.ckpt`, "checkpoint"), `${dir}/run.ckpt`);
  * assert.throws(() => checkOutputPath(`${dir}/none/run.ckpt`, "checkpoint"), /does not exist/);

@@ -503,12 +503,21 @@ export class PipelineParallelModel {
    * a crash nor a power cut leaves a torn file. Temporary files of the same
    * target that a killed save left are removed. Needs read and write
    * permission for the folder (`Deno.rename` asks for both).
+   *
+   * @throws {TypeError} Before anything is written, as
+   * {@linkcode checkOutputPath} words it: the folder does not exist, the
+   * path is a folder, or a permission is missing (naming the
+   * `--allow-read=…`/`--allow-write=…` to add).
    */
   async saveCheckpoint(path: string | URL, options?: SaveCheckpointOptions): Promise<void> {
     const file = filePath(path, "saveCheckpoint: path");
     const bytes = await this.checkpointBytes(options);
-    // Under MPI every rank gathers (each answers the others' calls); rank 0 writes.
-    if ((this.#ranks.localRank ?? 0) === 0) await writeFileAtomically(file, bytes);
+    // Under MPI every rank gathers (each answers the others' calls); rank 0
+    // checks the path (after the gather: a rank that left it would hold up
+    // the others) and writes.
+    if ((this.#ranks.localRank ?? 0) === 0) {
+      await writeFileAtomically(checkOutputPath(file, "saveCheckpoint: path"), bytes);
+    }
   }
 
   /**

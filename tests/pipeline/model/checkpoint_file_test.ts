@@ -372,3 +372,59 @@ Deno.test("a flipped bit in a checkpoint file is refused by loadCheckpoint and c
   );
   assert.deepEqual(await m.checkpointBytes(), good, "unchanged");
 });
+
+Deno.test("saveCheckpoint refuses a missing folder, a folder as the path and a missing permission with a TypeError naming the path, the rule and the flag to add; nothing is written", async () => {
+  const m = await trained();
+  const dir = await Deno.makeTempDir();
+  try {
+    await assert.rejects(
+      () => m.saveCheckpoint(`${dir}/none/run.ckpt`),
+      (e: Error) =>
+        e instanceof TypeError &&
+        e.message ===
+          `saveCheckpoint: path ${dir}/none/run.ckpt: the folder ${dir}/none does not exist (create it first)`,
+    );
+    await assert.rejects(() => m.saveCheckpoint(dir), /saveCheckpoint: path .*: it is a directory/);
+    assert.deepEqual(await names(dir), []);
+  } finally {
+    await m.dispose();
+  }
+  // A script allowed to read but not to write: the error names --allow-write for the folder
+  // (the atomic write's temporary file is beside the target), not a temporary file's name.
+  const scriptDir = await Deno.makeTempDir();
+  try {
+    const mod = new URL("../../../mod.ts", import.meta.url).href;
+    const code = `import { CpuBackend, Linear, PipelineParallelModel, Sequential } from ${
+      JSON.stringify(mod)
+    };
+const be = new CpuBackend();
+await using model = await PipelineParallelModel.create({
+  model: new Sequential([new Linear(be, 2, 2, { seed: 1 }), new Linear(be, 2, 1, { seed: 2 })]),
+  schedule: "1f1b", ranks: 2, microBatches: 2,
+  optimizer: { kind: "sgd", lr: 0.1 }, loss: "mse", backend: "cpu", rankGroup: "in-process",
+});
+try {
+  await model.saveCheckpoint(${JSON.stringify(`${dir}/run.ckpt`)});
+} catch (e) {
+  console.log(e.constructor.name + ": " + e.message);
+}`;
+    const script = `${scriptDir}/save.ts`;
+    await Deno.writeTextFile(script, code);
+    const r = await new Deno.Command(Deno.execPath(), {
+      args: ["run", "--no-prompt", "--allow-read", script],
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    const out = new TextDecoder().decode(r.stdout).trim();
+    assert.equal(
+      out,
+      `TypeError: saveCheckpoint: path ${dir}/run.ckpt needs write access to ${dir} (run with ` +
+        `--allow-write=${dir}; the file is written beside it, then renamed over it)`,
+      new TextDecoder().decode(r.stderr),
+    );
+    assert.deepEqual(await names(dir), []);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+    await Deno.remove(scriptDir, { recursive: true });
+  }
+});
