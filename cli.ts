@@ -65,7 +65,9 @@ function usage(): string {
 /**
  * Runs the command line `args` (without the program name) and resolves to
  * the exit code; output goes to `io` (the process's stdout and stderr by
- * default). A bad flag or value prints `error: …` naming it and resolves to 2.
+ * default). A bad flag or value, or a permission the run lacks (Deno's
+ * `NotCapable`), prints `error: …` naming it and resolves to 2; any other
+ * failure prints `error: …` and resolves to 1.
  *
  * @example
  * ```ts
@@ -100,7 +102,8 @@ export async function main(args: string[], io: CliIo = stdIo()): Promise<number>
   try {
     return await command.run(rest, io);
   } catch (err) {
-    if (err instanceof UsageError) {
+    // A bad flag, and a permission the launch lacks: the command line to fix.
+    if (err instanceof UsageError || err instanceof Deno.errors.NotCapable) {
       io.err(`error: ${err.message}\n`);
       return 2;
     }

@@ -207,7 +207,12 @@ Deno.test("cli: bad flags and values exit 2 naming the flag and value", async ()
     [["schedule", "--schedule", "1f1b", "--stages", "4"], /--microbatches is required/],
     [["schedule", "--schedule", "nope", ...P4M8], /--schedule must be one of .*"nope"/],
     [["schedule", ...P4M8], /--schedule is required/],
-    [["schedule", "--schedule", "1f1b", ...P4M8, "--format", "xml"], /--format .*"xml"/],
+    [["schedule", "--schedule", "1f1b", ...P4M8, "--format", "xml"], /--format .*"xml"$/m],
+    [
+      ["schedule", "--schedule", "1f1b", ...P4M8, "--format", "ascii"],
+      /--format .*"ascii"; did you mean text\? \(the ASCII grid\)$/m,
+    ],
+    [["schedule", "--schedule", "1f1b", ...P4M8, "--format", "SVG"], /"SVG"; did you mean svg\?/],
     [["schedule", "--schedule", "1f1b", ...P4M8, "--virtual-stages", "x"], /--virtual-stages.*"x"/],
     [["schedule", "--schedule", "1f1b", ...P4M8, "extra"], /unexpected argument "extra"/],
     [["schedule", "--schedule", "1f1b", "--stages"], /--stages/],

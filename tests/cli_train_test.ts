@@ -652,3 +652,39 @@ Deno.test("train: with --backend auto (the default) the pipeline line names the 
   assert.ok(out.success, new TextDecoder().decode(out.stderr));
   assert.match(text, /, backend auto: (cpu|webgpu), in-process\n/);
 });
+
+Deno.test("cli train without read access to the package: one line naming --allow-read and --in-process, exit code 2", async () => {
+  const cliPath = new URL("../cli.ts", import.meta.url).pathname;
+  const root = new URL("..", import.meta.url).pathname.replace(/\/$/, "");
+  const r = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--no-prompt",
+      cliPath,
+      "train",
+      "--schedule",
+      "1f1b",
+      "--ranks",
+      "2",
+      "--microbatches",
+      "2",
+      "--steps",
+      "1",
+      "--backend",
+      "cpu",
+    ],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const err = new TextDecoder().decode(r.stderr);
+  assert.equal(r.code, 2, err);
+  assert.match(
+    err,
+    new RegExp(
+      `^error: the worker ranks load their modules from ${root}, which this script may not read: ` +
+        `run with --allow-read=${root} \\(or run every rank in this thread: rankGroup: "in-process", ` +
+        `or --in-process on cli\\.ts\\)`,
+      "m",
+    ),
+  );
+});

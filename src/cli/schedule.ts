@@ -14,7 +14,7 @@ import { scheduleToCsv } from "../pipeline/schedule/schedule_csv.ts";
 import type { Schedule } from "../pipeline/schedule/schedule.ts";
 import { simulate } from "../pipeline/analysis/simulate.ts";
 import type { CliCommand, CliIo } from "./command.ts";
-import { UsageError } from "./command.ts";
+import { didYouMean, UsageError } from "./command.ts";
 import {
   buildSchedule,
   flagCommand,
@@ -94,8 +94,14 @@ function run(values: FlagValues, io: CliIo): number {
   const gradientBytes = nonNegative(values, "gradient-time") ?? 1;
   const format = (values.format ?? (dp === undefined ? "json" : "text")) as string;
   if (!(FORMATS as readonly string[]).includes(format)) {
+    // What a user may call a format, by the words of the help: the ASCII grid is "text".
+    const alias: Record<string, string> = { ascii: "text", grid: "text", chrome: "trace" };
+    const hint = alias[format.toLowerCase()];
     throw new UsageError(
-      `--format must be one of ${FORMATS.join(", ")}, got ${JSON.stringify(format)}`,
+      `--format must be one of ${FORMATS.join(", ")}, got ${JSON.stringify(format)}` +
+        (hint === undefined
+          ? didYouMean(format, FORMATS)
+          : `; did you mean ${hint}? (${hint === "text" ? "the ASCII grid" : "a Chrome trace"})`),
     );
   }
   if (dp !== undefined && format !== "text" && format !== "svg") {

@@ -70,7 +70,8 @@ function readRefused(e: Deno.errors.NotCapable, target: URL): Error {
     : needed.slice(0, Math.max(needed.lastIndexOf("/"), needed.lastIndexOf("\\"))) || needed;
   return new Deno.errors.NotCapable(
     `the worker ranks load their modules from ${dir}, which this script may not read: run ` +
-      `with --allow-read=${dir} (or run every rank in this thread with rankGroup: "in-process") ` +
+      `with --allow-read=${dir} (or run every rank in this thread: rankGroup: "in-process", or ` +
+      `--in-process on cli.ts) ` +
       `[${e.message}]`,
     { cause: e },
   );

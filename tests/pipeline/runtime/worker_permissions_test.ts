@@ -34,7 +34,8 @@ try {
     assert.ok(
       out.startsWith(
         `true the worker ranks load their modules from ${root}, which this script may not read: ` +
-          `run with --allow-read=${root} (or run every rank in this thread with rankGroup: "in-process") ` +
+          `run with --allow-read=${root} (or run every rank in this thread: rankGroup: "in-process", ` +
+          `or --in-process on cli.ts) ` +
           "[Requires read access to",
       ),
       out,
