@@ -127,6 +127,18 @@ export async function planModel(
       }`,
     );
   }
+  if (costs.length < numStages) {
+    const ranks = new Set(schedule.stageToRank).size;
+    const name = typeof o.schedule === "string" ? `${o.schedule} ` : "the schedule ";
+    throw new RangeError(
+      `the model has ${costs.length} layer${costs.length === 1 ? "" : "s"}, fewer than the ` +
+        `${numStages} stages of ${name}on ${ranks} rank${ranks === 1 ? "" : "s"}` +
+        (numStages === ranks ? "" : ` (${numStages / ranks} stages per rank)`) +
+        ": every stage needs at least one layer; use fewer ranks" +
+        (numStages === ranks ? "" : " or a schedule of one stage per rank") +
+        ", or a model of more layers",
+    );
+  }
   const partition = strategy.partition(costs, numStages);
   const b = partition?.boundaries;
   // A user's strategy may return anything: check its cut before slicing by it.

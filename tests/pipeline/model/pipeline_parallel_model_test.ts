@@ -665,7 +665,7 @@ Deno.test("every option is checked before any worker starts", async () => {
     [
       "too few layers",
       { model: small, schedule: "zb-v", ranks: 4 },
-      /cannot cut 4 layers into 8 stages/,
+      /the model has 4 layers, fewer than the 8 stages of zb-v on 4 ranks \(2 stages per rank\): every stage needs at least one layer; use fewer ranks or a schedule of one stage per rank/,
     ],
     [
       "no spec",
