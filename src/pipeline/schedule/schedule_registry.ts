@@ -253,6 +253,7 @@ export function createScheduleRegistry<N extends string>(
           `options must be an object { ranks, microBatches, ... }, got ${options}`,
         );
       }
+      checkOptionSpelling(options);
       const shape = shapeOf(d, options.ranks, options.microBatches, options.stagesPerRank);
       const p = shape.ranks;
       const costs = resolveCosts(options.costs, d.costAware ? p : p * shape.stagesPerRank);
@@ -283,4 +284,27 @@ export function createScheduleRegistry<N extends string>(
       });
     },
   };
+}
+
+const OPTION_KEYS: readonly (keyof GenerateOptions)[] = [
+  "ranks",
+  "microBatches",
+  "stagesPerRank",
+  "costs",
+  "comm",
+  "memoryLimit",
+];
+
+// A key that is a misspelling of an option (`microbatches`, `rank`) is
+// refused naming the option: read as absent, it would be reported as a
+// missing value, or silently ignored. Other keys are left alone (callers
+// may pass a wider object).
+function checkOptionSpelling(options: object): void {
+  for (const key of Object.keys(options)) {
+    if ((OPTION_KEYS as readonly string[]).includes(key)) continue;
+    const near = nearestName(key, OPTION_KEYS);
+    if (near !== undefined && !(near in options)) {
+      throw new TypeError(`unknown option ${key}: did you mean ${near}?`);
+    }
+  }
 }

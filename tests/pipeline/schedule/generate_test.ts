@@ -149,3 +149,17 @@ Deno.test("generateSchedule: an unknown name lists the valid ones and names the 
     (e: Error) => e instanceof TypeError && !e.message.includes("did you mean"),
   );
 });
+
+Deno.test("generateSchedule: a misspelt option is named with the one it resembles; other extra keys are left alone", () => {
+  const g = (opts: object) => () =>
+    generateSchedule("zb-h1", opts as { ranks: number; microBatches: number });
+  assert.throws(g({ ranks: 4, microbatches: 8 }), {
+    name: "TypeError",
+    message: "unknown option microbatches: did you mean microBatches?",
+  });
+  assert.throws(g({ rank: 4, microBatches: 8 }), {
+    name: "TypeError",
+    message: "unknown option rank: did you mean ranks?",
+  });
+  assert.equal(g({ ranks: 2, microBatches: 4, label: "mine" })().actions.length, 2);
+});
