@@ -14,18 +14,24 @@
  * (`concurrent: false`, uncalibrated), one with the together costs
  * throughout.
  *
- * The measurement is interleaved: every schedule's pipeline is built and
- * warmed up first, then `--rounds` rounds each train every schedule for
- * `--steps` steps, in an order rotated from round to round, so that a slow
- * spell of the machine falls on several schedules rather than all the
- * steps of one. Measured ms is the median of all the steady-state periods
- * of a schedule (each round's first step is left out); its spread is the
- * range of the rounds' medians.
+ * The measurement is interleaved: `--rounds` rounds each train every
+ * schedule for `--steps` steps, in an order rotated from round to round, so
+ * that a slow spell of the machine falls on several schedules rather than
+ * all the steps of one. Each round builds the schedule's pipeline afresh,
+ * warms it up `--warmup` steps, measures it and disposes of it: only the
+ * pipeline measured is alive, as in a user's run and in the advisor's own
+ * calibration runs. (`--keep-pipelines` builds every pipeline once and keeps
+ * them all for the rounds, as this bench did until 2026-12-02: the idle
+ * pipelines' workers collect their heaps while another is measured, and 8
+ * idle GPT pipelines slowed the one measured by 3–7%.) Measured ms is the
+ * median of all the steady-state periods of a schedule (each round's first
+ * step is left out); its spread is the range of the rounds' medians.
  *
  * ```sh
  * deno run -A bench/advise_accuracy.ts                  # both models, Markdown and a verdict
  * deno run -A bench/advise_accuracy.ts --model mlp --json
  * deno run -A bench/advise_accuracy.ts --schedule 1f1b --schedule zb-h1 --steps 4 --rounds 2
+ * deno run -A bench/advise_accuracy.ts --keep-pipelines  # every pipeline alive for all rounds
  * ```
  *
  * The verdict checks the targets (meant for a quiet machine): every
@@ -258,58 +264,84 @@ interface Measurement {
 }
 
 /**
- * Trains every candidate for real, interleaved: all pipelines built and
- * warmed up, then `rounds` rounds of `steps` steps each, the order rotated
- * by one schedule per round.
+ * Trains every candidate for real, interleaved: `rounds` rounds, each
+ * training every schedule for `steps` steps, the order rotated by one
+ * schedule per round. By default each round builds the schedule's pipeline
+ * afresh, warms it up `warmup` steps, measures and disposes of it, so that
+ * only the pipeline measured is alive, as in a user's run and in the
+ * advisor's own calibration runs; with `keep`, every pipeline is built and
+ * warmed up once and kept for all the rounds (idle pipelines' workers
+ * collect their heaps while another pipeline is measured: 8 idle GPT
+ * pipelines took 6–9% of a core here, and slowed the one measured by 3–7%).
  */
 async function measureInterleaved(
   advice: Advice,
   sample: TrainingBatch,
   model: Sequential,
-  o: { readonly warmup: number; readonly steps: number; readonly rounds: number },
+  o: {
+    readonly warmup: number;
+    readonly steps: number;
+    readonly rounds: number;
+    readonly keep: boolean;
+  },
   progress: (m: string) => void,
 ): Promise<Measurement[]> {
   const cs = advice.candidates;
-  const pipes: PipelineParallelModel[] = [];
-  try {
-    for (const c of cs) {
-      pipes.push(
-        await PipelineParallelModel.create({
-          model,
-          schedule: c.generated!,
-          partition: new FixedPartition(c.boundaries),
-          optimizer: { kind: "adamw", lr: 1e-3, weightDecay: 0 },
-          loss: "cross-entropy",
-          backend: "cpu",
-          rankGroup: "workers",
-          nonFinite: "skip",
-        }),
-      );
-    }
-    const out: Measurement[] = cs.map((c) => ({
-      busy: Array.from({ length: c.ranks }, () => []),
-      overlap: Array.from({ length: c.ranks }, () => []),
-      periods: [],
-      rounds: [],
-      bubbles: [],
-      activationBytes: new Array<number>(c.ranks).fill(0),
-    }));
-    const record = (i: number, steps: readonly { peakActivationBytes: readonly number[] }[]) =>
-      steps.forEach((st) =>
-        st.peakActivationBytes.forEach((b, r) => {
-          out[i].activationBytes[r] = Math.max(out[i].activationBytes[r], b);
-        })
-      );
-    for (let i = 0; i < cs.length; i++) {
+  const kept: (PipelineParallelModel | null)[] = cs.map(() => null);
+  const build = (c: AdviceCandidate) =>
+    PipelineParallelModel.create({
+      model,
+      schedule: c.generated!,
+      partition: new FixedPartition(c.boundaries),
+      optimizer: { kind: "adamw", lr: 1e-3, weightDecay: 0 },
+      loss: "cross-entropy",
+      backend: "cpu",
+      rankGroup: "workers",
+      nonFinite: "skip",
+    });
+  const out: Measurement[] = cs.map((c) => ({
+    busy: Array.from({ length: c.ranks }, () => []),
+    overlap: Array.from({ length: c.ranks }, () => []),
+    periods: [],
+    rounds: [],
+    bubbles: [],
+    activationBytes: new Array<number>(c.ranks).fill(0),
+  }));
+  const record = (i: number, steps: readonly { peakActivationBytes: readonly number[] }[]) =>
+    steps.forEach((st) =>
+      st.peakActivationBytes.forEach((b, r) => {
+        out[i].activationBytes[r] = Math.max(out[i].activationBytes[r], b);
+      })
+    );
+  // A built pipeline, warmed up: kept for every round with `keep`.
+  const pipeline = async (i: number): Promise<PipelineParallelModel> => {
+    const had = kept[i];
+    if (had !== null) return had;
+    const pipe = await build(cs[i]);
+    try {
       if (o.warmup > 0) {
-        record(i, (await pipes[i].train(new Array<TrainingBatch>(o.warmup).fill(sample))).steps);
+        record(i, (await pipe.train(new Array<TrainingBatch>(o.warmup).fill(sample))).steps);
       }
+    } catch (e) {
+      await pipe.dispose();
+      throw e;
     }
+    if (o.keep) kept[i] = pipe;
+    return pipe;
+  };
+  try {
+    if (o.keep) for (let i = 0; i < cs.length; i++) await pipeline(i);
     for (let round = 0; round < o.rounds; round++) {
       progress(`measuring round ${round + 1} of ${o.rounds}`);
       for (let j = 0; j < cs.length; j++) {
         const i = (j + round) % cs.length;
-        const r = await pipes[i].train(new Array<TrainingBatch>(o.steps).fill(sample));
+        const pipe = await pipeline(i);
+        let r: Awaited<ReturnType<PipelineParallelModel["train"]>>;
+        try {
+          r = await pipe.train(new Array<TrainingBatch>(o.steps).fill(sample));
+        } finally {
+          if (!o.keep) await pipe.dispose();
+        }
         record(i, r.steps);
         // Periods from the second step of the round on: end(k) − end(k − 1).
         const byStep = new Map<number, number>();
@@ -335,7 +367,7 @@ async function measureInterleaved(
     }
     return out;
   } finally {
-    for (const p of pipes) await p.dispose();
+    for (const p of kept) await p?.dispose();
   }
 }
 
@@ -359,6 +391,7 @@ export async function measureModel(
     readonly steps: number;
     readonly rounds: number;
     readonly repeats: number;
+    readonly keep: boolean;
   },
 ): Promise<ModelRun> {
   const { model, sample } = name === "gpt" ? tinyGpt() : mlp();
@@ -612,10 +645,11 @@ if (import.meta.main) {
   const values = benchArgs("bench/advise_accuracy.ts", {
     model: { type: "string", default: "both" },
     schedule: { type: "string", multiple: true },
-    warmup: { type: "string", default: "2" },
+    warmup: { type: "string", default: "3" },
     steps: { type: "string", default: "5" },
     rounds: { type: "string", default: "3" },
     repeats: { type: "string", default: "5" },
+    "keep-pipelines": { type: "boolean", default: false },
     json: { type: "boolean", default: false },
   });
   const models = values.model === "both" ? ["gpt", "mlp"] as const : [values.model];
@@ -642,6 +676,7 @@ if (import.meta.main) {
     steps: int("steps", values.steps, 2),
     rounds: int("rounds", values.rounds, 1),
     repeats: int("repeats", values.repeats, 1),
+    keep: values["keep-pipelines"],
   };
   const loadAverage = () => {
     try {
@@ -678,8 +713,11 @@ if (import.meta.main) {
   } else {
     console.log(
       `CPU backend, P = 2 workers, m = 8, ${navigator.hardwareConcurrency} cores; ` +
-        `${o.warmup} warm-up steps, then ${o.rounds} interleaved rounds of ${o.steps} steps ` +
-        `per schedule; profile ${o.repeats} sweeps; ${
+        `${o.rounds} interleaved rounds of ${o.steps} steps per schedule, ${
+          o.keep
+            ? `every pipeline built and warmed up ${o.warmup} steps once and kept`
+            : `each in a pipeline built afresh and warmed up ${o.warmup} steps`
+        }; profile ${o.repeats} sweeps; ${
           ((performance.now() - t0) / 1000).toFixed(0)
         } s in all; load average ${before} before, ${loadAverage()} after\n`,
     );

@@ -36,6 +36,12 @@ import { calibrate, calibrationRuns, planCalibrated, predictPlan } from "./_advi
 import type { AdviceCalibration } from "../advise/calibration.ts";
 import { tuneMatmulForRanks } from "./_matmul_tuning.ts";
 
+// Untimed steps of each calibration run: a fresh worker's first steps run
+// slower while V8 compiles the kernels (the tiny GPT's ZB-H1 at P = 2 here:
+// 1190, 980, 950, then 920–940 ms), and the calibration must see the
+// steady state that a training run and the advice's verification see.
+const CALIBRATION_WARMUP = 3;
+
 // A string in quotes (the value as written), anything else described.
 const quote = (v: unknown): string => typeof v === "string" ? JSON.stringify(v) : describeValue(v);
 
@@ -78,7 +84,7 @@ export interface AdviseOptions {
    * Calibrate against a short real pipeline (default true): after the
    * profile, 1F1B (where a candidate runs full backwards) and ZB-H1 (where
    * one splits I and W) train for real in workers at each rank count and
-   * the first of `microBatches`, one warm-up step and `calibrateSteps`
+   * the first of `microBatches`, three warm-up steps and `calibrateSteps`
    * measured; each action kind's median ratio of measured to profiled
    * time, and the runtime's costs read off those runs, then predict every
    * candidate (their spans carry what the profile cannot: the ranks' real
@@ -415,20 +421,23 @@ export async function adviseSchedule(
   const skipped: SkippedCandidate[] = [];
   const profiles: AdviceProfile[] = [];
   const calibrations: AdviceCalibration[] = [];
-  for (const P of o.ranks) {
-    const group = await WorkerRankGroup.create<AdviseCalls>({
-      schedule: calibrationSchedule(P),
+  const openGroup = (ranks: number) =>
+    WorkerRankGroup.create<AdviseCalls>({
+      schedule: calibrationSchedule(ranks),
       executor: { module: ADVISE_EXECUTOR_URL, options: rankOptions },
     });
+  for (const P of o.ranks) {
+    const profiler = await openGroup(P);
+    let group: WorkerRankGroup<AdviseCalls> | null = profiler;
     try {
       const together = o.concurrent && P > 1;
-      const overheads = await measureOverheads(group, handOverFloats);
+      const overheads = await measureOverheads(profiler, handOverFloats);
       const byRows = new Map<number, { alone: PassProfile; together?: PassProfile }>();
       for (const rows of new Set(o.microBatches.map(rowsFor))) {
         const profileWith = async (copies: number) => {
           progress(`profiling ${L} layers, ${rows}-row micro-batches, ${copies} at once`);
           const profile = await profileOnRanks(
-            group,
+            profiler,
             copies,
             rows,
             o.repeats,
@@ -445,11 +454,16 @@ export async function adviseSchedule(
         busy === undefined ? undefined : { layers: busy.layers, lossMs: busy.loss?.median ?? 0 };
       let cal: AdviceCalibration | null = null;
       if (o.calibrate) {
+        // The profiling workers go before the calibration runs: idle, they
+        // would collect their heaps (V8's memory reducer) on the cores the
+        // runs measure; a one-rank group comes back for the memory below.
+        await profiler.dispose();
+        group = null;
         const m0 = o.microBatches[0];
         const { alone, together: busy } = byRows.get(rowsFor(m0))!;
         const at = { ranks: P, microBatches: m0, profile: alone, overheads };
         const runs = calibrationRuns(o.schedules, P, m0);
-        const run = { ...o, warmup: 1, steps: o.calibrateSteps };
+        const run = { ...o, warmup: CALIBRATION_WARMUP, steps: o.calibrateSteps };
         cal = await calibrate(
           model,
           sample,
@@ -482,6 +496,7 @@ export async function adviseSchedule(
           const key = `${rowsFor(m)}:${b.join(",")}`;
           let stages = memo.get(key);
           if (stages === undefined) {
+            group ??= await openGroup(1);
             stages = await group.call(0, "stageMemory", { rows: rowsFor(m), boundaries: b });
             memo.set(key, stages);
           }
@@ -516,7 +531,7 @@ export async function adviseSchedule(
         }
       }
     } finally {
-      await group.dispose();
+      await group?.dispose();
     }
   }
   const ranked = rankCandidates(candidates);
