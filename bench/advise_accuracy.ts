@@ -330,7 +330,9 @@ async function measureInterleaved(
     return pipe;
   };
   try {
-    if (o.keep) for (let i = 0; i < cs.length; i++) await pipeline(i);
+    if (o.keep) {
+      for (let i = 0; i < cs.length; i++) await pipeline(i);
+    }
     for (let round = 0; round < o.rounds; round++) {
       progress(`measuring round ${round + 1} of ${o.rounds}`);
       for (let j = 0; j < cs.length; j++) {
