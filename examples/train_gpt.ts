@@ -23,7 +23,7 @@ import { AdamW, crossEntropyLoss } from "../nn.ts";
 import { sampleBatch } from "../data.ts";
 import { loadText, sampleText } from "./_text.ts";
 
-const USAGE = `usage: deno run -A examples/train_gpt.ts [options]
+const USAGE = `Usage: deno run -A examples/train_gpt.ts [options]
   --text FILE      train on this text file (default: the built-in corpus)
   --steps N        training steps (default 200)
   --backend KIND   auto | cpu | webgpu (default auto)

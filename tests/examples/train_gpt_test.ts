@@ -79,3 +79,9 @@ Deno.test("train_gpt demo: --text FILE trains on that file's characters and samp
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("train_gpt demo: --help prints the usage, capitalised as every other script's, and exits 0", async () => {
+  const r = await run(["--help"]);
+  assert.equal(r.code, 0, r.err);
+  assert.match(r.out, /^Usage: deno run -A examples\/train_gpt\.ts \[options\]/);
+});
