@@ -327,7 +327,9 @@ async function main(): Promise<void> {
 
     const loss: [number, number][] = [];
     const accuracy: [number, number][] = [[0, await measure(evalSet)]];
-    const progress = new ProgressBar({ total: cfg.steps, every: 1 });
+    // On a terminal one bar, redrawn every step; in a pipe or a log, a line
+    // at each held-out measurement (not 1000 lines of a default run).
+    const progress = new ProgressBar({ total: cfg.steps, every: cfg.evalEvery });
     const status = (l: number) =>
       `loss ${l.toFixed(4)}  held-out ${(100 * accuracy[accuracy.length - 1][1]).toFixed(1)}%  ` +
       `${seconds().toFixed(0)} s`;
