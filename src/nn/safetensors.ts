@@ -292,7 +292,18 @@ interface Header {
 /** Validates the whole layout; returns the entries and the data section's start. */
 function parseHeader(bytes: Uint8Array): Header {
   if (!(bytes instanceof Uint8Array)) {
-    throw new TypeError(`safetensors: expected a Uint8Array, got ${describeValue(bytes)}`);
+    const hint = typeof bytes === "string"
+      ? `: a path; read the file first, e.g. await Deno.readFile(${JSON.stringify(bytes)})`
+      : (bytes as unknown) instanceof URL
+      ? `: a path; read the file first, e.g. await Deno.readFile(new URL(${
+        JSON.stringify(String(bytes))
+      }))`
+      : (bytes as unknown) instanceof ArrayBuffer
+      ? ": wrap it, new Uint8Array(buffer)"
+      : "";
+    throw new TypeError(
+      `safetensors: expected the file's bytes, a Uint8Array, got ${describeValue(bytes)}${hint}`,
+    );
   }
   if (bytes.length < 8) {
     throw new RangeError(

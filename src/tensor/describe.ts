@@ -41,6 +41,8 @@ export function formatShape(shape: readonly unknown[]): string {
  * console.log(describeValue("abc")); // "\"abc\""
  * console.log(describeValue("2") === describeValue(2)); // false
  * console.log(describeValue(NaN)); // "NaN"
+ * console.log(describeValue(new ArrayBuffer(8))); // "an ArrayBuffer"
+ * console.log(describeValue(new Uint8Array(2))); // "a Uint8Array of 2"
  * ```
  */
 export function describeValue(v: unknown): string {
@@ -60,8 +62,9 @@ export function describeValue(v: unknown): string {
   if (ArrayBuffer.isView(v)) {
     const n = (v as unknown as { length?: number }).length ?? v.byteLength;
     const name = v.constructor.name;
-    return `${/^[AEIOU]/.test(name) ? "an" : "a"} ${name} of ${n}`;
+    return `${/^[AEIO]/.test(name) ? "an" : "a"} ${name} of ${n}`;
   }
   const name = (v as object).constructor?.name;
-  return name === undefined || name === "Object" ? "an object" : `a ${name}`;
+  if (name === undefined || name === "Object") return "an object";
+  return `${/^[AEIO]/.test(name) ? "an" : "a"} ${name}`;
 }

@@ -487,3 +487,29 @@ Deno.test("safetensors limits: a header of more than 100000 tensors, 2000000 val
   const tricky = crafted(1, () => `"t,{[\\"]}":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}`);
   assert.deepEqual([...parseSafetensors(tricky).tensors.keys()], ['t,{["]}']);
 });
+
+Deno.test("safetensors refuses: a path or an ArrayBuffer in place of the bytes, saying what to pass", async () => {
+  const be = new CpuBackend();
+  const lin = new Linear(be, 3, 2, { seed: 1 });
+  const w = lin.parameters()[0].value;
+  try {
+    const before = await w.toArray();
+    assert.throws(
+      () => loadSafetensors(lin, "w.safetensors" as unknown as Uint8Array),
+      (e: unknown) =>
+        e instanceof TypeError && /got "w\.safetensors"/.test(e.message) &&
+        /Deno\.readFile\("w\.safetensors"\)/.test(e.message),
+    );
+    assert.throws(
+      () => parseSafetensors(new URL("file:///tmp/w.safetensors") as unknown as Uint8Array),
+      /got a URL: a path; read the file first/,
+    );
+    assert.throws(
+      () => loadSafetensors(lin, new ArrayBuffer(16) as unknown as Uint8Array),
+      /got an ArrayBuffer: wrap it, new Uint8Array\(buffer\)/,
+    );
+    assert.deepEqual(await w.toArray(), before, "the layer is unchanged");
+  } finally {
+    lin.dispose();
+  }
+});
