@@ -56,3 +56,40 @@ export function nearestName(word: string, candidates: readonly string[]): string
   }
   return best;
 }
+
+/**
+ * Refuses a key of `options` that is a misspelling of one of `known` (a
+ * TypeError naming both: "unknown option microbatches: did you mean
+ * microBatches?"), where the option it resembles is not given too: read as
+ * absent, a misspelt option would be silently ignored or reported as a
+ * missing value. Other keys are left alone (callers may pass a wider object).
+ *
+ * @param options The options object as given.
+ * @param known The option names the callee reads.
+ * @param where Prefixes the message (e.g. "ProgressBar: ").
+ * @throws {TypeError} On the first misspelt key.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { checkOptionSpelling } from "./nearest.ts";
+ * checkOptionSpelling({ ranks: 2, tag: "mine" }, ["ranks", "microBatches"]); // fine
+ * assert.throws(
+ *   () => checkOptionSpelling({ microbatches: 4 }, ["ranks", "microBatches"]),
+ *   /unknown option microbatches: did you mean microBatches\?/,
+ * );
+ * ```
+ */
+export function checkOptionSpelling(
+  options: object,
+  known: readonly string[],
+  where = "",
+): void {
+  for (const key of Object.keys(options)) {
+    if (known.includes(key)) continue;
+    const near = nearestName(key, known);
+    if (near !== undefined && !(near in options)) {
+      throw new TypeError(`${where}unknown option ${key}: did you mean ${near}?`);
+    }
+  }
+}

@@ -2,7 +2,7 @@
 // candidate counts as near for a "did you mean" hint.
 
 import assert from "node:assert/strict";
-import { editDistance, nearestName } from "../../src/text/nearest.ts";
+import { checkOptionSpelling, editDistance, nearestName } from "../../src/text/nearest.ts";
 
 Deno.test("editDistance: insertions, deletions and substitutions, one each", () => {
   assert.equal(editDistance("", ""), 0);
@@ -24,4 +24,21 @@ Deno.test("nearestName: within max(2, a third of the word) edits, ignoring case;
   assert.equal(nearestName("abcdefghi", ["abcxyzghi"]), "abcxyzghi"); // 3 edits = 9 / 3
   assert.equal(nearestName("abcdefghi", ["axxxxfghi"]), undefined); // 4 edits
   assert.equal(nearestName("x", []), undefined);
+});
+
+Deno.test("checkOptionSpelling: a key near a known option that is not given is refused; known and unrelated keys pass", () => {
+  const known = ["ranks", "microBatches", "costs"];
+  checkOptionSpelling({ ranks: 2, microBatches: 4 }, known);
+  checkOptionSpelling({ ranks: 2, label: "run 1" }, known); // unrelated: left alone
+  checkOptionSpelling({ ranks: 2, rank: 0 }, known); // near ranks, but ranks is given
+  assert.throws(
+    () => checkOptionSpelling({ microbatches: 4 }, known, "f: "),
+    (e: unknown) =>
+      e instanceof TypeError &&
+      e.message === "f: unknown option microbatches: did you mean microBatches?",
+  );
+  assert.throws(
+    () => checkOptionSpelling({ cost: {} }, known),
+    /unknown option cost: did you mean costs\?/,
+  );
 });

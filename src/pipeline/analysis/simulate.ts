@@ -10,6 +10,7 @@
 
 import type { Schedule, TimedEvent } from "../schedule/schedule.ts";
 import { type ActionCosts, checkComm, resolveCosts } from "../schedule/costs.ts";
+import { checkOptionSpelling } from "../../text/nearest.ts";
 
 export type { ActionCosts, CostValue } from "../schedule/costs.ts";
 import { peakActivations, runSchedule } from "../schedule/engine.ts";
@@ -32,6 +33,16 @@ export interface SimulateOptions extends DataParallelOptions {
    */
   readonly iterations?: number;
 }
+
+const SIMULATE_OPTIONS: readonly (keyof SimulateOptions)[] = [
+  "costs",
+  "comm",
+  "iterations",
+  "dataParallel",
+  "link",
+  "gradientBytes",
+  "unitMs",
+];
 
 /**
  * What {@linkcode simulate} reports: the {@linkcode TimelineSummary} of its
@@ -98,6 +109,7 @@ export function simulate(schedule: Schedule, options: SimulateOptions = {}): Sim
   if (options === null || typeof options !== "object") {
     throw new TypeError(`options must be an object, got ${options}`);
   }
+  checkOptionSpelling(options, SIMULATE_OPTIONS, "simulate: ");
   const iterations = options.iterations ?? 1;
   if (!Number.isInteger(iterations) || iterations < 1) {
     throw new RangeError(`iterations must be a positive integer, got ${iterations}`);

@@ -40,6 +40,7 @@ import type {
   TrainCallback,
   ValidationOptions,
 } from "./train_callback.ts";
+import { checkOptionSpelling } from "../../text/nearest.ts";
 
 /**
  * Steps per rank-group run when `train`'s batches come from an (async)
@@ -133,6 +134,14 @@ export interface TrainLoopHost {
   record(steps: readonly StepResult[]): void;
 }
 
+const TRAIN_OPTIONS: readonly (keyof TrainOptions)[] = [
+  "onStep",
+  "callbacks",
+  "validation",
+  "signal",
+  "window",
+];
+
 function checkOptions(o: TrainOptions | undefined): TrainOptions {
   if (o === undefined) return {};
   if (o === null || typeof o !== "object") {
@@ -140,6 +149,7 @@ function checkOptions(o: TrainOptions | undefined): TrainOptions {
       `train options must be an object { onStep, callbacks, validation, signal, window }, got ${o}`,
     );
   }
+  checkOptionSpelling(o, TRAIN_OPTIONS, "train: ");
   if (o.onStep !== undefined && typeof o.onStep !== "function") {
     throw new TypeError(`onStep must be a function (step) => void, got ${typeof o.onStep}`);
   }

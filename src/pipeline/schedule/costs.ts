@@ -6,6 +6,8 @@
  * @module
  */
 
+import { checkOptionSpelling } from "../../text/nearest.ts";
+
 /** One cost for every stage, or one cost per global stage. */
 export type CostValue = number | readonly number[];
 
@@ -78,6 +80,7 @@ export function resolveCosts(costs: ActionCosts | undefined, stages: number): St
     throw new TypeError(`costs must be an object { F, B, I, W }, got ${costs}`);
   }
   const c = costs ?? {};
+  checkOptionSpelling(c, ["F", "B", "I", "W"], "costs: ");
   const F = table(c.F, "F", stages) ?? new Float64Array(stages).fill(1);
   const W = table(c.W, "W", stages) ?? new Float64Array(stages).fill(1);
   const givenB = table(c.B, "B", stages);

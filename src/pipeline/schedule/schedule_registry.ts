@@ -10,7 +10,7 @@
  */
 
 import type { Schedule } from "./schedule.ts";
-import { nearestName } from "../../text/nearest.ts";
+import { checkOptionSpelling, nearestName } from "../../text/nearest.ts";
 import { type ActionCosts, checkComm, resolveCosts, type StageCosts } from "./costs.ts";
 
 /** A schedule's shape, checked for positive integers before a definition sees it. */
@@ -253,7 +253,7 @@ export function createScheduleRegistry<N extends string>(
           `options must be an object { ranks, microBatches, ... }, got ${options}`,
         );
       }
-      checkOptionSpelling(options);
+      checkOptionSpelling(options, OPTION_KEYS);
       const shape = shapeOf(d, options.ranks, options.microBatches, options.stagesPerRank);
       const p = shape.ranks;
       const costs = resolveCosts(options.costs, d.costAware ? p : p * shape.stagesPerRank);
@@ -294,17 +294,3 @@ const OPTION_KEYS: readonly (keyof GenerateOptions)[] = [
   "comm",
   "memoryLimit",
 ];
-
-// A key that is a misspelling of an option (`microbatches`, `rank`) is
-// refused naming the option: read as absent, it would be reported as a
-// missing value, or silently ignored. Other keys are left alone (callers
-// may pass a wider object).
-function checkOptionSpelling(options: object): void {
-  for (const key of Object.keys(options)) {
-    if ((OPTION_KEYS as readonly string[]).includes(key)) continue;
-    const near = nearestName(key, OPTION_KEYS);
-    if (near !== undefined && !(near in options)) {
-      throw new TypeError(`unknown option ${key}: did you mean ${near}?`);
-    }
-  }
-}

@@ -167,3 +167,21 @@ Deno.test("simulate: bad options and schedules throw before any work", () => {
   const deadlock = custom(2, 1, [[a("B", 0, 0), a("F", 0, 0)], [a("F", 1, 0), a("B", 1, 0)]]);
   assert.throws(() => simulate(deadlock), ScheduleDeadlockError);
 });
+
+Deno.test("simulate: a misspelt option or cost kind is refused naming the one it resembles (it would be ignored)", () => {
+  const s = generateSchedule("1f1b", { ranks: 2, microBatches: 4 });
+  assert.throws(
+    () => simulate(s, { iteration: 3 } as never),
+    /^TypeError: simulate: unknown option iteration: did you mean iterations\?/,
+  );
+  assert.throws(
+    () => simulate(s, { costs: { f: 2 } } as never),
+    /^TypeError: costs: unknown option f: did you mean F\?/,
+  );
+  assert.throws(
+    () => simulate(s, { dataparallel: 2 } as never),
+    /did you mean dataParallel\?/,
+  );
+  // Other keys are left alone: a caller may pass a wider object.
+  assert.equal(simulate(s, { note: "mine" } as never).makespan, simulate(s).makespan);
+});

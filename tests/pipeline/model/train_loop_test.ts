@@ -191,6 +191,13 @@ Deno.test("train: bad arguments are refused with the value and the rule", async 
     [batches, { window: 0 }, /window must be a positive integer, got 0/],
     [batches, { signal: {} }, /signal must be an AbortSignal/],
     [batches, { onStep: 3 }, /onStep must be a function/],
+    // A misspelt option would be ignored (a progress bar that never prints).
+    [
+      batches,
+      { callback: [] },
+      /^TypeError: train: unknown option callback: did you mean callbacks\?/,
+    ],
+    [batches, { onstep: () => {} }, /train: unknown option onstep: did you mean onStep\?/],
     [batches, null, /train options must be an object/],
     [batches, { callbacks: {} }, /callbacks must be an array of TrainCallback, got object/],
     [batches, { callbacks: [null] }, /callbacks\[0\] must be an object/],

@@ -11,6 +11,13 @@ import { filePath } from "../_file_path.ts";
 import { writeFileAtomically } from "../_atomic_write.ts";
 import type { StepResult, TrainResult } from "../results.ts";
 import type { StepContext, TrainBeginInfo, TrainCallback } from "../train_callback.ts";
+import { checkOptionSpelling } from "../../../text/nearest.ts";
+
+const CURVE_WRITER_OPTIONS: readonly (keyof CurveWriterOptions)[] = [
+  "title",
+  "subtitle",
+  "writeEvery",
+];
 
 /** Options of {@linkcode CurveWriter}. */
 export interface CurveWriterOptions {
@@ -65,6 +72,7 @@ export class CurveWriter implements TrainCallback {
     if (options === null || typeof options !== "object") {
       throw new TypeError(`CurveWriter: options must be an object, got ${String(options)}`);
     }
+    checkOptionSpelling(options, CURVE_WRITER_OPTIONS, "CurveWriter: ");
     const every = options.writeEvery ?? 0;
     if (!Number.isSafeInteger(every) || every < 0) {
       throw new RangeError(`CurveWriter: writeEvery must be an integer >= 0, got ${String(every)}`);

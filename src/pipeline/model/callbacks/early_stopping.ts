@@ -6,6 +6,14 @@
 
 import type { StepResult } from "../results.ts";
 import type { StepContext, TrainBeginInfo, TrainCallback } from "../train_callback.ts";
+import { checkOptionSpelling } from "../../../text/nearest.ts";
+
+const EARLY_STOPPING_OPTIONS: readonly (keyof EarlyStoppingOptions)[] = [
+  "metric",
+  "mode",
+  "patience",
+  "minDelta",
+];
 
 /** Options of {@linkcode EarlyStopping}. */
 export interface EarlyStoppingOptions {
@@ -56,6 +64,7 @@ export class EarlyStopping implements TrainCallback {
     if (options === null || typeof options !== "object") {
       throw new TypeError(`EarlyStopping: options must be an object, got ${String(options)}`);
     }
+    checkOptionSpelling(options, EARLY_STOPPING_OPTIONS, "EarlyStopping: ");
     const metric = options.metric ?? "loss";
     if (metric !== "loss" && metric !== "accuracy") {
       throw new TypeError(

@@ -8,6 +8,9 @@ import { checkOutputPath } from "../output_path.ts";
 import { filePath } from "../_file_path.ts";
 import type { StepResult } from "../results.ts";
 import type { StepContext, TrainBeginInfo, TrainCallback } from "../train_callback.ts";
+import { checkOptionSpelling } from "../../../text/nearest.ts";
+
+const METRICS_LOGGER_OPTIONS: readonly (keyof MetricsLoggerOptions)[] = ["format", "append"];
 
 /** Options of {@linkcode MetricsLogger}. */
 export interface MetricsLoggerOptions {
@@ -99,6 +102,7 @@ export class MetricsLogger implements TrainCallback {
     if (options === null || typeof options !== "object") {
       throw new TypeError(`MetricsLogger: options must be an object, got ${String(options)}`);
     }
+    checkOptionSpelling(options, METRICS_LOGGER_OPTIONS, "MetricsLogger: ");
     const format = options.format ?? (this.path.endsWith(".csv") ? "csv" : "jsonl");
     if (format !== "jsonl" && format !== "csv") {
       throw new TypeError(`MetricsLogger: format must be "jsonl" or "csv", got ${String(format)}`);

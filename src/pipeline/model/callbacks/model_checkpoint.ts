@@ -9,6 +9,13 @@ import { filePath } from "../_file_path.ts";
 import type { SaveCheckpointOptions } from "../checkpoint_file.ts";
 import type { StepResult } from "../results.ts";
 import type { TrainBeginInfo, TrainCallback } from "../train_callback.ts";
+import { checkOptionSpelling } from "../../../text/nearest.ts";
+
+const MODEL_CHECKPOINT_OPTIONS: readonly (keyof ModelCheckpointOptions)[] = [
+  "path",
+  "every",
+  "data",
+];
 
 /** What {@linkcode ModelCheckpoint} saves from: a `PipelineParallelModel`. */
 export interface CheckpointSource {
@@ -70,6 +77,7 @@ export class ModelCheckpoint implements TrainCallback {
     if (options === null || typeof options !== "object") {
       throw new TypeError(`ModelCheckpoint: options must be an object { path, every, data }`);
     }
+    checkOptionSpelling(options, MODEL_CHECKPOINT_OPTIONS, "ModelCheckpoint: ");
     this.#path = filePath(options.path, "ModelCheckpoint: path");
     if (!Number.isSafeInteger(options.every) || options.every < 1) {
       throw new RangeError(

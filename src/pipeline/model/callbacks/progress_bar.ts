@@ -8,6 +8,16 @@
 
 import type { StepResult, TrainResult } from "../results.ts";
 import type { StepContext, TrainBeginInfo, TrainCallback } from "../train_callback.ts";
+import { checkOptionSpelling } from "../../../text/nearest.ts";
+
+const PROGRESS_BAR_OPTIONS: readonly (keyof ProgressBarOptions)[] = [
+  "total",
+  "every",
+  "tty",
+  "width",
+  "write",
+  "status",
+];
 
 /** Options of {@linkcode ProgressBar}. */
 export interface ProgressBarOptions {
@@ -94,6 +104,7 @@ export class ProgressBar implements TrainCallback {
     if (options === null || typeof options !== "object") {
       throw new TypeError(`ProgressBar: options must be an object, got ${String(options)}`);
     }
+    checkOptionSpelling(options, PROGRESS_BAR_OPTIONS, "ProgressBar: ");
     positiveInt(options.total, "total", false);
     positiveInt(options.every, "every", true);
     positiveInt(options.width, "width", false);

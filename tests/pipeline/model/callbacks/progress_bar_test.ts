@@ -92,4 +92,8 @@ Deno.test("ProgressBar: bad options refused naming them", () => {
   );
   assert.throws(() => new ProgressBar({ every: -1 }), /every must be an integer >= 0, got -1/);
   assert.throws(() => new ProgressBar({ write: 3 as never }), /write must be a function/);
+  assert.throws(
+    () => new ProgressBar({ totl: 5 } as never),
+    /^TypeError: ProgressBar: unknown option totl: did you mean total\?/,
+  );
 });
