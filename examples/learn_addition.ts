@@ -37,7 +37,7 @@ import {
   SCHEDULE_NAMES,
   type TrainingBatch,
 } from "../mod.ts";
-import { ProgressBar } from "../callbacks.ts";
+import { checkOutputPath, ProgressBar } from "../callbacks.ts";
 import {
   answerOf,
   type AnswerOrder,
@@ -86,7 +86,8 @@ const USAGE = `Usage: deno run -A examples/learn_addition.ts [options]
   --batch B          problems per step (default ${DEFAULTS.batch})
   --lr X             AdamW learning rate (default ${DEFAULTS.lr})
   --final-lr X       learning rate of the last --final-steps steps (default ${DEFAULTS.finalLr})
-  --final-steps N    steps at --final-lr; 0 keeps --lr throughout (default ${DEFAULTS.finalSteps})
+  --final-steps N    steps at --final-lr; 0 keeps --lr throughout (default a quarter of
+                     --steps, at most ${DEFAULTS.finalSteps})
   --dim D            model width (default ${DEFAULTS.dim})
   --layers L         Transformer blocks (default ${DEFAULTS.layers})
   --heads H          attention heads, dividing D (default ${DEFAULTS.heads})
@@ -184,7 +185,14 @@ function parse() {
     batch: intArg("batch", o.batch, DEFAULTS.batch),
     lr,
     finalLr,
-    finalSteps: intArg("final-steps", o["final-steps"], DEFAULTS.finalSteps, 0),
+    // Unless given, a quarter of the steps (250 of the default 1000), so
+    // that --steps alone shortens a run.
+    finalSteps: intArg(
+      "final-steps",
+      o["final-steps"],
+      Math.min(DEFAULTS.finalSteps, Math.floor(intArg("steps", o.steps, DEFAULTS.steps) / 4)),
+      0,
+    ),
     dim: intArg("dim", o.dim, DEFAULTS.dim),
     layers: intArg("layers", o.layers, DEFAULTS.layers),
     heads: intArg("heads", o.heads, DEFAULTS.heads),
@@ -195,7 +203,7 @@ function parse() {
     answerOrder: answerOrder as AnswerOrder,
     seed: intArg("seed", o.seed, DEFAULTS.seed, 0),
     show: intArg("show", o.show, DEFAULTS.show, 0),
-    svg: o.svg ?? DEFAULTS.svg,
+    svg: outputPath(o.svg ?? DEFAULTS.svg),
     json: o.json ?? false,
   };
   if (cfg.dim % cfg.heads !== 0) {
@@ -210,6 +218,16 @@ function parse() {
   }
   cfg.evalSize = Math.min(cfg.evalSize, cfg.heldOut);
   return cfg;
+}
+
+// The curves' path, checked before any training: a missing folder or
+// write permission is said now, not after the run.
+function outputPath(path: string): string {
+  try {
+    return checkOutputPath(path, "--svg");
+  } catch (e) {
+    fail((e as Error).message);
+  }
 }
 
 /** `123 + 45 = 168` as a person writes it. */

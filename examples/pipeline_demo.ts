@@ -40,6 +40,7 @@ import {
   type TrainResult,
 } from "../mod.ts";
 import { chooseBackend } from "../tensor.ts";
+import { checkOutputPath } from "../callbacks.ts";
 import { sampleBatch } from "../data.ts";
 import { summarizeTimeline } from "../analysis.ts";
 import { loadText, sampleText } from "./_text.ts";
@@ -180,8 +181,17 @@ if (batchRows < microBatches) {
 const lr = o.lr === undefined ? 3e-3 : Number(o.lr);
 if (!(lr > 0) || !Number.isFinite(lr)) fail(`--lr must be a number > 0, got ${o.lr}`);
 const seed = integer("seed", o.seed, 1);
-const svgPath = o.svg ?? "timeline.svg";
-const lossSvgPath = o["loss-svg"] ?? "loss.svg";
+// Both pictures' paths are checked before any training: a missing folder
+// or write permission is said now, not after the run.
+const outputPath = (path: string, flag: string): string => {
+  try {
+    return checkOutputPath(path, flag);
+  } catch (e) {
+    fail((e as Error).message);
+  }
+};
+const svgPath = outputPath(o.svg ?? "timeline.svg", "--svg");
+const lossSvgPath = outputPath(o["loss-svg"] ?? "loss.svg", "--loss-svg");
 const sampleLength = integer("sample", o.sample, 0, 0);
 const temperature = o.temperature === undefined ? 1 : Number(o.temperature);
 if (!Number.isFinite(temperature) || temperature < 0) {
@@ -378,8 +388,10 @@ try {
 // then the other, then the other way round) so that neither gets the
 // machine's quiet or busy spells alone.
 console.log(
-  `\ntraining: ${warmup} warm-up steps each, then ${rounds} measured ` +
-    `window${rounds === 1 ? "" : "s"} of ${steps / rounds} steps each, taking turns...`,
+  `\ntraining: ${warmup} warm-up step${warmup === 1 ? "" : "s"} each, then ${rounds} measured ` +
+    `window${rounds === 1 ? "" : "s"} of ${steps / rounds} step${
+      steps / rounds === 1 ? "" : "s"
+    } each, taking turns...`,
 );
 if (warmup > 0) {
   await window(oneT, warmup, false);
@@ -435,7 +447,11 @@ const a = cell(one), b = cell(many);
 const rows: [string, string, string][] = [
   ["", "1 rank", `${ranks} ranks (${schedule.name})`],
   ["step time, median", a.median, b.median],
-  [`step time, spread (${steps - rounds} steps)`, a.spread, b.spread],
+  [
+    `step time, spread (${steps - rounds} step${steps - rounds === 1 ? "" : "s"})`,
+    a.spread,
+    b.spread,
+  ],
   ["bubble, measured", a.measured, b.measured],
   ["bubble, simulated", a.simulated, b.simulated],
   ...Array.from({ length: ranks }, (_, r): [string, string, string] => [

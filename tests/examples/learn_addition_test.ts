@@ -69,10 +69,39 @@ Deno.test("learn_addition: bad options exit with status 2 and name the value", a
     [["--final-lr=0"], /--final-lr must be a positive number, got "0"/],
     [["--steps=10", "--final-steps=10"], /--final-steps must be less than --steps \(10\), got 10/],
     [["--batch=2", "--microbatches=4"], /--batch must be at least --microbatches \(4\), got 2/],
+    // Said before any training, not after the run.
+    [
+      ["--svg=no-such-folder/a.svg"],
+      /--svg no-such-folder\/a\.svg: the folder no-such-folder does not exist/,
+    ],
   ];
   for (const [args, want] of cases) {
     const r = await run(args);
     assert.equal(r.code, 2, `${args}: ${r.err}`);
     assert.match(r.err, want);
+    assert.doesNotMatch(r.out, /^step /m, "no training ran");
+  }
+});
+
+Deno.test("learn_addition: --steps alone shortens a run (the final-lr steps default to a quarter of them)", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const r = await run([
+      "--steps=8",
+      "--layers=1",
+      "--dim=16",
+      "--heads=2",
+      "--batch=16",
+      "--eval-every=4",
+      "--held-out=8",
+      "--eval-size=8",
+      "--show=0",
+      `--svg=${dir}/c.svg`,
+    ]);
+    assert.equal(r.code, 0, r.err);
+    assert.match(r.out, /AdamW lr 0\.003, 0\.0003 for the last 2 steps$/m);
+    assert.match(r.out, /^held-out exact match: \d+\.\d% of 8 problems after 8 steps/m);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
   }
 });

@@ -124,6 +124,11 @@ Deno.test("pipeline demo: bad options exit with status 2 and name the value", as
     [["--dim=30", "--heads=4"], /--heads must divide --dim, got --heads 4 and --dim 30/],
     [["--batch=4"], /--batch 4 is smaller than --microbatches 8/],
     [["--schedule=interleaved-1f1b", "--stages=4", "--microbatches=9"], /error: .*9/],
+    // Said before any training, not after the run.
+    [
+      ["--loss-svg=no-such-folder/l.svg"],
+      /--loss-svg no-such-folder\/l\.svg: the folder no-such-folder does not exist/,
+    ],
   ];
   for (const [args, re] of cases) {
     const r = await run(args);
