@@ -10,9 +10,9 @@
  *   checkpoint/ only nn and tensor (and themselves); advise/ (the pure
  *   arithmetic of predictions: no tensors) only schedule/, analysis/ and
  *   partition/; only model/ joins runtime/ with nn and tensor; production
- *   code never imports testing/; `src/text/` (plain string helpers such as
- *   the nearest name for "did you mean") imports nothing and may be
- *   imported from every group;
+ *   code never imports testing/; `src/text/` (plain string helpers: the
+ *   nearest name for "did you mean", a value as error messages show it)
+ *   imports nothing and may be imported from every group;
  * - a `_name.ts` file is imported only from its own folder (a folder owns
  *   its subfolders: `tensor/webgpu/` may use `tensor/_validate.ts`);
  * - no source file is over 600 lines, and the import graph has no cycle

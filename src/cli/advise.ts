@@ -94,7 +94,7 @@ Options:
   --warmup N             untimed sweeps first (default 1)
   --alone                profile one copy alone instead of P at once
   --no-calibrate         predict from the profile only; by default short real runs
-                         (1F1B, ZB-H1: 1 warm-up + 3 steps) scale each action kind's
+                         (1F1B, ZB-H1: 3 warm-up + 3 steps) scale each action kind's
                          profiled time by its measured ratio and fit the runtime's costs
   --verify K             train the best K for real: adds measured ms (and the ratio)
   --verify-steps N       measured steps per verification, after 2 warm-up (default 8)

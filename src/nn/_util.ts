@@ -1,7 +1,7 @@
 // Small helpers shared by the layers: argument checks, shape formatting,
 // tensor handle juggling.
 
-import { formatShape } from "../tensor/describe.ts";
+import { formatShape } from "../text/describe.ts";
 import type { Shape, Tensor } from "../tensor/mod.ts";
 import { Rng } from "../tensor/random.ts";
 import type {
@@ -11,7 +11,7 @@ import type {
   InitOptions,
   StateKey,
 } from "./layer.ts";
-import { describeValue } from "../tensor/describe.ts";
+import { describeValue } from "../text/describe.ts";
 
 /** Formats a shape for error messages (long ones cut). */
 export const fmtShape: (shape: readonly unknown[]) => string = formatShape;

@@ -7,7 +7,7 @@
  */
 
 import { Rng } from "../tensor/random.ts";
-import { describeValue } from "../tensor/describe.ts";
+import { describeValue } from "../text/describe.ts";
 
 /** What {@linkcode ArrayDataset} yields: a training batch (`model.train` takes it as it is). */
 export interface ArrayBatch {

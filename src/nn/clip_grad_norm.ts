@@ -6,7 +6,7 @@
 
 import * as ops from "../tensor/ops.ts";
 import type { Parameter } from "./layer.ts";
-import { describeValue } from "../tensor/describe.ts";
+import { describeValue } from "../text/describe.ts";
 
 /**
  * Sum of squares of all gradients, `Σ_params Σ g²`, summed in f64 from one
@@ -60,7 +60,9 @@ export async function gradNormSquared(params: readonly Parameter[]): Promise<num
  */
 export function scaleGradsInPlace(params: readonly Parameter[], factor: number): void {
   if (typeof factor !== "number" || !Number.isFinite(factor)) {
-    throw new RangeError(`scaleGradsInPlace: factor must be a finite number, got ${factor}`);
+    throw new RangeError(
+      `scaleGradsInPlace: factor must be a finite number, got ${describeValue(factor)}`,
+    );
   }
   for (const p of params) ops.scaleInPlace(p.grad, factor);
 }
@@ -89,7 +91,9 @@ export async function clipGradNorm(
   maxNorm: number,
 ): Promise<number> {
   if (typeof maxNorm !== "number" || !(maxNorm > 0) || !Number.isFinite(maxNorm)) {
-    throw new RangeError(`clipGradNorm: maxNorm must be a finite positive number, got ${maxNorm}`);
+    throw new RangeError(
+      `clipGradNorm: maxNorm must be a finite positive number, got ${describeValue(maxNorm)}`,
+    );
   }
   const norm = Math.sqrt(await gradNormSquared(params));
   if (norm > maxNorm) scaleGradsInPlace(params, maxNorm / (norm + 1e-6));

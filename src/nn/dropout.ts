@@ -8,7 +8,7 @@ import type { Backend, Shape, Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
 import { LayerBase } from "./layer_base.ts";
 import type { ForwardContext, LayerCost, LayerSpec } from "./layer.ts";
-import { describeValue } from "../tensor/describe.ts";
+import { describeValue } from "../text/describe.ts";
 
 /**
  * Options of {@linkcode Dropout}.

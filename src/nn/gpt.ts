@@ -17,7 +17,7 @@ import { TransformerBlock } from "./transformer_block.ts";
 import { CausalSelfAttention } from "./causal_self_attention.ts";
 import { MLP } from "./mlp.ts";
 import { Residual } from "./residual.ts";
-import { describeValue } from "../tensor/describe.ts";
+import { describeValue } from "../text/describe.ts";
 
 /** Sizes of {@linkcode createTinyGPT}. */
 export interface TinyGPTConfig {

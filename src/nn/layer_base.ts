@@ -23,7 +23,7 @@ import {
   type Parameter,
   type StateKey,
 } from "./layer.ts";
-import { describeValue } from "../tensor/describe.ts";
+import { describeValue } from "../text/describe.ts";
 
 /** Exempts every tensor-valued field of a state object from open `tidy` scopes. */
 function keepState(state: object): void {

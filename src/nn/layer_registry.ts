@@ -26,7 +26,7 @@ import { SiLU } from "./silu.ts";
 import { Tanh } from "./tanh.ts";
 import { TokenPositionEmbedding } from "./token_position_embedding.ts";
 import { TransformerBlock } from "./transformer_block.ts";
-import { describeValue } from "../tensor/describe.ts";
+import { describeValue } from "../text/describe.ts";
 
 /**
  * Builds a layer of one kind from its spec's `args` on `backend`;
@@ -99,7 +99,9 @@ type BuiltInFactory = (a: Args, be: Backend, build: (spec: LayerSpec) => Layer) 
 const BUILT_IN_FACTORIES: [string, BuiltInFactory][] = [
   ["Linear", (a, be) => {
     if (a.raw.bias !== undefined && typeof a.raw.bias !== "boolean") {
-      throw new TypeError(`layerFromSpec: Linear.args.bias must be a boolean, got ${a.raw.bias}`);
+      throw new TypeError(
+        `layerFromSpec: Linear.args.bias must be a boolean, got ${describeValue(a.raw.bias)}`,
+      );
     }
     return new Linear(be, a.num("inFeatures"), a.num("outFeatures"), {
       bias: a.raw.bias as boolean | undefined,
@@ -183,7 +185,9 @@ export function registerLayer(kind: string, factory: LayerFactory): void {
     );
   }
   if (typeof factory !== "function") {
-    throw new TypeError(`registerLayer: factory for ${kind} must be a function, got ${factory}`);
+    throw new TypeError(
+      `registerLayer: factory for ${kind} must be a function, got ${describeValue(factory)}`,
+    );
   }
   if (BUILT_IN.has(kind)) {
     throw new RangeError(`registerLayer: ${kind} is a built-in layer kind and cannot be replaced`);

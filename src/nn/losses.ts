@@ -22,7 +22,7 @@
 import type { Shape, Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
 import { fmtShape, rowsOf, sameShape } from "./_util.ts";
-import { describeValue } from "../tensor/describe.ts";
+import { describeValue } from "../text/describe.ts";
 
 /** Options of the losses. */
 export interface LossOptions {

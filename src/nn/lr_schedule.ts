@@ -1,3 +1,4 @@
+import { describeValue } from "../text/describe.ts";
 /**
  * Learning-rate schedules as plain data (`{ kind: "cosine", decaySteps: 1000 }`),
  * so that they cross to pipeline workers and processes inside an optimizer
@@ -100,19 +101,19 @@ const KEYS: Readonly<Record<LrScheduleSpec["kind"], readonly string[]>> = {
 
 function positiveInt(where: string, what: string, v: unknown): void {
   if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 1) {
-    throw new RangeError(`${where}.${what} must be a positive integer, got ${String(v)}`);
+    throw new RangeError(`${where}.${what} must be a positive integer, got ${describeValue(v)}`);
   }
 }
 
 function nonNegative(where: string, what: string, v: unknown): void {
   if (typeof v !== "number" || !Number.isFinite(v) || v < 0) {
-    throw new RangeError(`${where}.${what} must be a finite number ≥ 0, got ${String(v)}`);
+    throw new RangeError(`${where}.${what} must be a finite number ≥ 0, got ${describeValue(v)}`);
   }
 }
 
 function startFactor(where: string, v: unknown): void {
   if (v !== undefined && (typeof v !== "number" || !(v > 0 && v <= 1))) {
-    throw new RangeError(`${where}.startFactor must lie in (0, 1], got ${String(v)}`);
+    throw new RangeError(`${where}.startFactor must lie in (0, 1], got ${describeValue(v)}`);
   }
 }
 
@@ -160,7 +161,7 @@ export function checkLrSchedule(spec: LrScheduleSpec, where = "lrSchedule"): LrS
       startFactor(where, spec.startFactor);
       const e = spec.endFactor;
       if (e !== undefined && (typeof e !== "number" || !(e >= 0 && e <= 1))) {
-        throw new RangeError(`${where}.endFactor must lie in [0, 1], got ${String(e)}`);
+        throw new RangeError(`${where}.endFactor must lie in [0, 1], got ${describeValue(e)}`);
       }
       return { ...spec };
     }
@@ -178,7 +179,7 @@ export function checkLrSchedule(spec: LrScheduleSpec, where = "lrSchedule"): LrS
         spec.warmupSteps < 0
       ) {
         throw new RangeError(
-          `${where}.warmupSteps must be an integer ≥ 0, got ${String(spec.warmupSteps)}`,
+          `${where}.warmupSteps must be an integer ≥ 0, got ${describeValue(spec.warmupSteps)}`,
         );
       }
       positiveInt(where, "decaySteps", spec.decaySteps);
@@ -296,10 +297,10 @@ function at(s: LrScheduleSpec, base: number, t: number): number {
 export function lrAt(schedule: LrScheduleSpec, baseLr: number, step: number): number {
   const s = checkLrSchedule(schedule);
   if (typeof baseLr !== "number" || !Number.isFinite(baseLr) || baseLr < 0) {
-    throw new RangeError(`lrAt: baseLr must be a finite number ≥ 0, got ${String(baseLr)}`);
+    throw new RangeError(`lrAt: baseLr must be a finite number ≥ 0, got ${describeValue(baseLr)}`);
   }
   if (!Number.isSafeInteger(step) || step < 0) {
-    throw new RangeError(`lrAt: step must be an integer ≥ 0, got ${String(step)}`);
+    throw new RangeError(`lrAt: step must be an integer ≥ 0, got ${describeValue(step)}`);
   }
   return at(s, baseLr, step);
 }

@@ -8,7 +8,7 @@
 import * as ops from "../tensor/ops.ts";
 import type { Tensor } from "../tensor/mod.ts";
 import type { Parameter } from "./layer.ts";
-import { describeValue } from "../tensor/describe.ts";
+import { describeValue } from "../text/describe.ts";
 
 /** Parameters with optional per-group hyper-parameters (defaults come from the optimizer). */
 export interface ParamGroupSpec {

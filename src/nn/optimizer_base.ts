@@ -23,6 +23,7 @@ import {
 } from "./optimizer.ts";
 import { checkLrSchedule, lrAtChecked, type LrScheduleSpec } from "./lr_schedule.ts";
 import { checkValues } from "./_state_values.ts";
+import { describeValue } from "../text/describe.ts";
 
 /** Options of {@linkcode OptimizerBase.loadState} and {@linkcode OptimizerBase.checkState}. */
 export interface LoadStateOptions {
@@ -333,11 +334,13 @@ export abstract class OptimizerBase implements Optimizer {
     const w = this.#where;
     if (state === null || typeof state !== "object") {
       throw new TypeError(
-        `${w}: state must be an object { step, lrOverride, slots }, got ${state}`,
+        `${w}: state must be an object { step, lrOverride, slots }, got ${describeValue(state)}`,
       );
     }
     if (!Number.isSafeInteger(state.step) || state.step < 0) {
-      throw new RangeError(`${w}: state.step must be an integer ≥ 0, got ${String(state.step)}`);
+      throw new RangeError(
+        `${w}: state.step must be an integer ≥ 0, got ${describeValue(state.step)}`,
+      );
     }
     const override = state.lrOverride ?? null;
     if (override !== null) checkNonNegative(w, "state.lrOverride", override);

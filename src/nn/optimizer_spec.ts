@@ -12,7 +12,7 @@ import { AdamW, type AdamWOptions } from "./adamw.ts";
 import type { Parameter } from "./layer.ts";
 import type { OptimizerBase } from "./optimizer_base.ts";
 import { SGD, type SGDOptions } from "./sgd.ts";
-import { describeValue } from "../tensor/describe.ts";
+import { describeValue } from "../text/describe.ts";
 
 /** AdamW with its options (defaults as {@linkcode AdamW}). */
 export interface AdamWSpec extends AdamWOptions {

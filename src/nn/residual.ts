@@ -9,6 +9,7 @@ import * as ops from "../tensor/ops.ts";
 import { fmtShape } from "./_util.ts";
 import { Block } from "./_block.ts";
 import type { ForwardOptions, Layer, LayerCost, LayerSpec, StateKey } from "./layer.ts";
+import { describeValue } from "../text/describe.ts";
 
 /**
  * `y = x + inner(x)` on any shape `inner` keeps. Parameters are `inner`'s,
@@ -43,7 +44,7 @@ export class Residual extends Block {
   constructor(backend: Backend, inner: Layer) {
     super(backend);
     if (inner === null || typeof inner !== "object" || typeof inner.forward !== "function") {
-      throw new TypeError(`Residual: inner must be a Layer, got ${String(inner)}`);
+      throw new TypeError(`Residual: inner must be a Layer, got ${describeValue(inner)}`);
     }
     this.inner = this.addSublayer("inner", inner);
   }

@@ -9,7 +9,7 @@ import * as ops from "../tensor/ops.ts";
 import { checkPositiveInt, fmtShape, retain } from "./_util.ts";
 import { LayerBase } from "./layer_base.ts";
 import type { LayerCost, LayerSpec } from "./layer.ts";
-import { describeValue } from "../tensor/describe.ts";
+import { describeValue } from "../text/describe.ts";
 
 /**
  * Options of {@linkcode RMSNorm}.

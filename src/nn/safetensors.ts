@@ -33,7 +33,7 @@ import type { Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
 import { fmtShape, sameShape } from "./_util.ts";
 import type { Layer, Parameter } from "./layer.ts";
-import { describeValue } from "../tensor/describe.ts";
+import { describeValue } from "../text/describe.ts";
 import { checkHeaderLimits } from "./_header_limits.ts";
 import {
   type ChecksumEntry,
@@ -173,7 +173,9 @@ export function encodeSafetensors(
   opts?: SaveSafetensorsOptions,
 ): Uint8Array {
   if (!Array.isArray(tensors)) {
-    throw new TypeError(`encodeSafetensors: tensors must be an array, got ${String(tensors)}`);
+    throw new TypeError(
+      `encodeSafetensors: tensors must be an array, got ${describeValue(tensors)}`,
+    );
   }
   checkNames(tensors.map((t) => t.name), "encodeSafetensors: tensor name");
   checkMetadata(opts?.metadata, "encodeSafetensors");

@@ -5,6 +5,7 @@
  */
 
 import { Rng } from "../tensor/random.ts";
+import { describeValue } from "../text/describe.ts";
 
 /** A batch of `batch` windows of `seqLen` tokens and their next tokens. */
 export interface TokenBatch {
@@ -46,7 +47,9 @@ export function sampleBatch(
 ): TokenBatch {
   for (const [what, v] of [["batch", batch], ["seqLen", seqLen]] as const) {
     if (!Number.isInteger(v) || v <= 0) {
-      throw new RangeError(`sampleBatch: ${what} must be a positive integer, got ${v}`);
+      throw new RangeError(
+        `sampleBatch: ${what} must be a positive integer, got ${describeValue(v)}`,
+      );
     }
   }
   if (!(rng instanceof Rng)) throw new TypeError(`sampleBatch: rng must be an Rng`);

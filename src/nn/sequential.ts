@@ -19,7 +19,7 @@ import {
   type Parameter,
   type StateKey,
 } from "./layer.ts";
-import { describeValue } from "../tensor/describe.ts";
+import { describeValue } from "../text/describe.ts";
 
 /** Options of {@linkcode Sequential}. */
 export interface SequentialOptions {
@@ -90,7 +90,9 @@ export class Sequential implements Layer {
     const names = opts?.names ?? layers.map((_, i) => String(i));
     if (names.length !== layers.length) {
       throw new RangeError(
-        `Sequential: names must have one entry per layer, got ${names.length} names for ${layers.length} layers`,
+        `Sequential: names must have one entry per layer, got ${
+          describeValue(names.length)
+        } names for ${layers.length} layers`,
       );
     }
     if (new Set(names).size !== names.length || names.some((n) => n === "")) {

@@ -59,6 +59,7 @@ import type { OptimizerBase, OptimizerState } from "./optimizer_base.ts";
 import { checkOptimizerSpec, type OptimizerSpec, optimizerStateSlots } from "./optimizer_spec.ts";
 import { checkValues } from "./_state_values.ts";
 import { checkData, checkStepsAgree, fail, json, stepCounts } from "./_checkpoint_fields.ts";
+import { describeValue } from "../text/describe.ts";
 
 // The `format` metadata value of a training checkpoint.
 const CHECKPOINT_FORMAT = "conveyor-training-checkpoint";
@@ -166,14 +167,18 @@ const SEP = "."; // tensor names: model.<name>, optim.<name>.<slot>
 export function encodeTrainingCheckpoint(contents: TrainingCheckpointContents): Uint8Array {
   const c = contents;
   if (c === null || typeof c !== "object") {
-    throw new TypeError(`checkpoint contents must be an object, got ${String(c)}`);
+    throw new TypeError(`checkpoint contents must be an object, got ${describeValue(c)}`);
   }
   if (!Number.isSafeInteger(c.step) || c.step < 0) {
-    fail(`step must be an integer ≥ 0, got ${String(c.step)}`);
+    fail(`step must be an integer ≥ 0, got ${describeValue(c.step)}`);
   }
   const optimizerStep = c.optimizerStep ?? c.step;
   if (!Number.isSafeInteger(optimizerStep) || optimizerStep < 0 || optimizerStep > c.step) {
-    fail(`optimizerStep must be an integer from 0 to step ${c.step}, got ${String(optimizerStep)}`);
+    fail(
+      `optimizerStep must be an integer from 0 to step ${c.step}, got ${
+        describeValue(optimizerStep)
+      }`,
+    );
   }
   const optimizer = checkOptimizerSpec(c.optimizer);
   const slotNames = optimizerStateSlots(optimizer);
@@ -265,6 +270,7 @@ export function decodeTrainingCheckpoint(
   if (meta.lr_override !== undefined) {
     const v = json(meta, "lr_override");
     if (typeof v !== "number" || !Number.isFinite(v) || v < 0) {
+      // The metadata value is JSON text: shown as written.
       fail(`__metadata__.lr_override must be a finite number ≥ 0, got ${meta.lr_override}`);
     }
     lrOverride = v;
@@ -442,7 +448,7 @@ function paramsOf(model: Layer | readonly Parameter[]): readonly Parameter[] {
     return (model as Layer).parameters();
   }
   throw new TypeError(
-    `checkpoint: model must be a Layer or a Parameter array, got ${String(model)}`,
+    `checkpoint: model must be a Layer or a Parameter array, got ${describeValue(model)}`,
   );
 }
 
@@ -452,7 +458,9 @@ function checkOptimizerOf(optimizer: OptimizerBase, params: readonly Parameter[]
     typeof (optimizer as { saveState?: unknown }).saveState !== "function"
   ) {
     throw new TypeError(
-      `checkpoint: optimizer must be an SGD or AdamW (an OptimizerBase), got ${String(optimizer)}`,
+      `checkpoint: optimizer must be an SGD or AdamW (an OptimizerBase), got ${
+        describeValue(optimizer)
+      }`,
     );
   }
   const names = new Set(params.map((p) => p.name));

@@ -5,7 +5,7 @@
  * @module
  */
 
-import { formatShape } from "./describe.ts";
+import { formatShape } from "../text/describe.ts";
 import type { Shape } from "./backend.ts";
 import { checkShape, shapeSize } from "./tensor.ts";
 

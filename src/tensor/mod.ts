@@ -18,4 +18,4 @@ export type { AdapterInfoFields } from "./software_adapter.ts";
 export { keep, tidy } from "./tidy.ts";
 export { LeakWatch, type LeakWatchOptions } from "./leak_watch.ts";
 export type { BackendChoice, BackendKind, ChooseBackendOptions } from "./create_backend.ts";
-export { describeValue, formatShape } from "./describe.ts";
+export { describeValue, formatShape } from "../text/describe.ts";

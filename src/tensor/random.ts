@@ -7,7 +7,7 @@
 
 import type { Backend, Shape } from "./backend.ts";
 import { checkShape, shapeSize, type Tensor } from "./tensor.ts";
-import { describeValue } from "./describe.ts";
+import { describeValue } from "../text/describe.ts";
 
 /** splitmix32 step: spreads a seed's bits so nearby seeds give unrelated streams. */
 function splitmix32(state: number): [number, number] {

@@ -10,7 +10,7 @@
 
 import type { Backend, Shape } from "./backend.ts";
 import { track } from "./_scope.ts";
-import { describeValue, formatShape } from "./describe.ts";
+import { describeValue, formatShape } from "../text/describe.ts";
 
 /** Storage shared by a tensor and its reshaped views; freed with the last. */
 interface SharedStorage {

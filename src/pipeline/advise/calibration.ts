@@ -18,6 +18,7 @@ import {
   type RuntimeOverheads,
   type StageCostTable,
 } from "./step_prediction.ts";
+import { describeValue } from "../../text/describe.ts";
 
 /** The action kinds calibrated. */
 export type CalibratedKind = "F" | "I" | "W" | "B";
@@ -152,13 +153,17 @@ export function fitCalibration(
   fallback: RuntimeOverheads,
 ): CalibrationFit {
   if (!Array.isArray(runs) || runs.length === 0) {
-    throw new RangeError(`runs must be a non-empty array of calibration runs, got ${runs}`);
+    throw new RangeError(
+      `runs must be a non-empty array of calibration runs, got ${describeValue(runs)}`,
+    );
   }
   runs.forEach(checkRun);
   for (const k of ["actionMs", "handOverMs"] as const) {
     const v = fallback?.[k];
     if (typeof v !== "number" || !Number.isFinite(v) || v < 0) {
-      throw new RangeError(`fallback.${k} must be a finite number of ms >= 0, got ${v}`);
+      throw new RangeError(
+        `fallback.${k} must be a finite number of ms >= 0, got ${describeValue(v)}`,
+      );
     }
   }
   const S = Math.max(
@@ -308,7 +313,7 @@ export function fitStepOverhead(
   overheads: RuntimeOverheads,
 ): number {
   if (!Array.isArray(runs) || runs.length === 0) {
-    throw new RangeError(`runs must be a non-empty array, got ${runs}`);
+    throw new RangeError(`runs must be a non-empty array, got ${describeValue(runs)}`);
   }
   (runs as readonly StepCheckRun[]).forEach((r, i) => {
     if (!(r?.measuredMs >= 0) || !Number.isFinite(r.measuredMs)) {

@@ -9,6 +9,7 @@
 
 import type { Schedule } from "../schedule/schedule.ts";
 import type { StageMemory } from "../partition/stage_memory.ts";
+import { describeValue } from "../../text/describe.ts";
 
 /** One rank's bytes, by what holds them. */
 export interface RankMemory {
@@ -53,7 +54,7 @@ function checkStages(schedule: Schedule, stages: readonly StageMemory[]): void {
     for (const k of Object.keys(ZERO) as (keyof StageMemory)[]) {
       const v = c?.[k];
       if (typeof v !== "number" || !Number.isFinite(v)) {
-        throw new RangeError(`stages[${s}].${k} must be a finite number, got ${String(v)}`);
+        throw new RangeError(`stages[${s}].${k} must be a finite number, got ${describeValue(v)}`);
       }
     }
   });

@@ -19,6 +19,7 @@ import {
   LoadBalancedPartition,
   type PartitionResult,
 } from "../partition/partition.ts";
+import { describeValue } from "../../text/describe.ts";
 
 /** One layer's measured times for one micro-batch, ms (medians). */
 export interface LayerTimes {
@@ -74,7 +75,9 @@ export interface StageCostTable {
 
 function checkLayers(layers: readonly LayerTimes[]): void {
   if (!Array.isArray(layers) || layers.length === 0) {
-    throw new RangeError(`layers must be a non-empty array of layer times, got ${String(layers)}`);
+    throw new RangeError(
+      `layers must be a non-empty array of layer times, got ${describeValue(layers)}`,
+    );
   }
   layers.forEach((l, i) => {
     for (const k of ["F", "I", "W", "step"] as const) {
@@ -82,7 +85,9 @@ function checkLayers(layers: readonly LayerTimes[]): void {
       if (t === undefined && k === "step") continue;
       const v = t?.median;
       if (typeof v !== "number" || !Number.isFinite(v) || v < 0) {
-        throw new RangeError(`layers[${i}].${k}.median must be a finite number >= 0, got ${v}`);
+        throw new RangeError(
+          `layers[${i}].${k}.median must be a finite number >= 0, got ${describeValue(v)}`,
+        );
       }
     }
   });
@@ -90,7 +95,7 @@ function checkLayers(layers: readonly LayerTimes[]): void {
 
 function checkMs(name: string, v: unknown): number {
   if (typeof v !== "number" || !Number.isFinite(v) || v < 0) {
-    throw new RangeError(`${name} must be a finite number of ms >= 0, got ${String(v)}`);
+    throw new RangeError(`${name} must be a finite number of ms >= 0, got ${describeValue(v)}`);
   }
   return v;
 }
@@ -116,7 +121,9 @@ export function layerLoads(
 ): number[] {
   checkLayers(layers);
   if (!Number.isInteger(microBatches) || microBatches < 1) {
-    throw new RangeError(`microBatches must be a positive integer, got ${microBatches}`);
+    throw new RangeError(
+      `microBatches must be a positive integer, got ${describeValue(microBatches)}`,
+    );
   }
   checkMs("lossMs", lossMs);
   return layers.map((l, i) =>
@@ -327,7 +334,7 @@ function checkFactors(f: CostFactors): void {
     const v = f?.[k];
     if (k === "B" && v === undefined) continue;
     if (typeof v !== "number" || !Number.isFinite(v) || v < 0) {
-      throw new RangeError(`factors.${k} must be a finite number >= 0, got ${v}`);
+      throw new RangeError(`factors.${k} must be a finite number >= 0, got ${describeValue(v)}`);
     }
   }
 }
@@ -483,11 +490,11 @@ export function predictStep(
   const comm = checkMs("overheads.handOverMs", overheads?.handOverMs);
   const o: PredictOptions = typeof options === "number" ? { iterations: options } : options;
   if (o === null || typeof o !== "object") {
-    throw new TypeError(`options must be an iteration count or an object, got ${String(o)}`);
+    throw new TypeError(`options must be an iteration count or an object, got ${describeValue(o)}`);
   }
   const iterations = o.iterations ?? 8;
   if (!Number.isInteger(iterations) || iterations < 2) {
-    throw new RangeError(`iterations must be an integer >= 2, got ${iterations}`);
+    throw new RangeError(`iterations must be an integer >= 2, got ${describeValue(iterations)}`);
   }
   const S = schedule.stageToRank.length;
   for (const [name, table] of [["costs", costs], ["together", o.together]] as const) {

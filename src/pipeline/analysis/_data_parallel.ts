@@ -4,6 +4,7 @@
 
 import type { Schedule, TimedEvent } from "../schedule/schedule.ts";
 import { type AllReduceSpan, type DataParallelOptions, ringAllReduceTime } from "./all_reduce.ts";
+import { describeValue } from "../../text/describe.ts";
 
 /** Checked data-parallel options: D and each stage's bytes and all-reduce time. */
 export interface DataParallelPlan {
@@ -23,7 +24,7 @@ export function checkDataParallel(
 ): DataParallelPlan | null {
   const d = options.dataParallel ?? 1;
   if (!Number.isInteger(d) || d < 1) {
-    throw new RangeError(`dataParallel must be a positive integer, got ${d}`);
+    throw new RangeError(`dataParallel must be a positive integer, got ${describeValue(d)}`);
   }
   // What is given is checked even when D = 1 (and then unused).
   const g = options.gradientBytes;
@@ -42,7 +43,9 @@ export function checkDataParallel(
     }
     bytes.forEach((b, s) => {
       if (typeof b !== "number" || !Number.isFinite(b) || b < 0) {
-        throw new RangeError(`gradientBytes[${s}] must be a finite number >= 0, got ${b}`);
+        throw new RangeError(
+          `gradientBytes[${s}] must be a finite number >= 0, got ${describeValue(b)}`,
+        );
       }
     });
   }
@@ -53,7 +56,9 @@ export function checkDataParallel(
   if (d === 1) return null;
   if (iterations !== 1) {
     throw new RangeError(
-      `dataParallel ${d} simulates one step: iterations must be 1, got ${iterations}`,
+      `dataParallel ${d} simulates one step: iterations must be 1, got ${
+        describeValue(iterations)
+      }`,
     );
   }
   if (options.link === undefined) {

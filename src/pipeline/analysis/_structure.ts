@@ -4,6 +4,7 @@
 import { type Action, formatAction } from "../schedule/action.ts";
 import type { Schedule } from "../schedule/schedule.ts";
 import type { ScheduleProblem } from "./schedule_problem.ts";
+import { describeValue } from "../../text/describe.ts";
 
 const KINDS = new Set(["F", "B", "I", "W"]);
 
@@ -15,11 +16,14 @@ function isPositiveInt(x: unknown): x is number {
 export function checkStructure(s: Schedule): ScheduleProblem[] {
   const out: ScheduleProblem[] = [];
   if (s === null || typeof s !== "object") {
-    return [{ kind: "type", message: `schedule must be an object, got ${s}` }];
+    return [{ kind: "type", message: `schedule must be an object, got ${describeValue(s)}` }];
   }
   for (const key of ["ranks", "microBatches", "stagesPerRank"] as const) {
     if (!isPositiveInt(s[key])) {
-      out.push({ kind: "range", message: `${key} must be a positive integer, got ${s[key]}` });
+      out.push({
+        kind: "range",
+        message: `${key} must be a positive integer, got ${describeValue(s[key])}`,
+      });
     }
   }
   if (out.length > 0) return out;
@@ -39,7 +43,7 @@ export function checkStructure(s: Schedule): ScheduleProblem[] {
     if (!Number.isInteger(r) || r < 0 || r >= ranks) {
       out.push({
         kind: "range",
-        message: `stageToRank[${stage}] must be a rank in 0..${ranks - 1}, got ${r}`,
+        message: `stageToRank[${stage}] must be a rank in 0..${ranks - 1}, got ${describeValue(r)}`,
       });
     } else held[r]++;
   });
@@ -98,12 +102,17 @@ export function checkStructure(s: Schedule): ScheduleProblem[] {
       const problem = (kind: "range" | "placement", message: string): void =>
         void out.push({ kind, rank: r, index: i, action: a, message });
       if (!Number.isInteger(a.stage) || a.stage < 0 || a.stage >= S) {
-        return problem("range", `${text}: stage must be an integer in 0..${S - 1}, got ${a.stage}`);
+        return problem(
+          "range",
+          `${text}: stage must be an integer in 0..${S - 1}, got ${describeValue(a.stage)}`,
+        );
       }
       if (!Number.isInteger(a.microBatch) || a.microBatch < 0 || a.microBatch >= m) {
         return problem(
           "range",
-          `${text}: microBatch must be an integer in 0..${m - 1}, got ${a.microBatch}`,
+          `${text}: microBatch must be an integer in 0..${m - 1}, got ${
+            describeValue(a.microBatch)
+          }`,
         );
       }
       if (s.stageToRank[a.stage] !== r) {

@@ -1,3 +1,4 @@
+import { describeValue } from "../../text/describe.ts";
 /**
  * The cost of averaging a stage's gradients over its D data-parallel
  * replicas, and the spans the simulator reports for it.
@@ -35,14 +36,16 @@ export interface AllReduceSpan {
 
 function checkLink(link: AllReduceLink): void {
   if (link === null || typeof link !== "object") {
-    throw new TypeError(`link must be an object { latencyMs, bytesPerMs }, got ${link}`);
+    throw new TypeError(
+      `link must be an object { latencyMs, bytesPerMs }, got ${describeValue(link)}`,
+    );
   }
   const a = link.latencyMs, b = link.bytesPerMs;
   if (typeof a !== "number" || !Number.isFinite(a) || a < 0) {
-    throw new RangeError(`link.latencyMs must be a finite number >= 0, got ${a}`);
+    throw new RangeError(`link.latencyMs must be a finite number >= 0, got ${describeValue(a)}`);
   }
   if (typeof b !== "number" || !(b > 0)) {
-    throw new RangeError(`link.bytesPerMs must be a positive number, got ${b}`);
+    throw new RangeError(`link.bytesPerMs must be a positive number, got ${describeValue(b)}`);
   }
 }
 
@@ -73,13 +76,13 @@ export function ringAllReduceTime(
 ): number {
   checkLink(link);
   if (typeof bytes !== "number" || !Number.isFinite(bytes) || bytes < 0) {
-    throw new RangeError(`bytes must be a finite number >= 0, got ${bytes}`);
+    throw new RangeError(`bytes must be a finite number >= 0, got ${describeValue(bytes)}`);
   }
   if (!Number.isInteger(replicas) || replicas < 1) {
-    throw new RangeError(`replicas must be a positive integer, got ${replicas}`);
+    throw new RangeError(`replicas must be a positive integer, got ${describeValue(replicas)}`);
   }
   if (typeof unitMs !== "number" || !Number.isFinite(unitMs) || !(unitMs > 0)) {
-    throw new RangeError(`unitMs must be a positive finite number, got ${unitMs}`);
+    throw new RangeError(`unitMs must be a positive finite number, got ${describeValue(unitMs)}`);
   }
   if (replicas === 1 || bytes === 0) return 0;
   const rounds = 2 * (replicas - 1);

@@ -19,6 +19,7 @@ import { ScheduleDeadlockError } from "./validate.ts";
 import type { AllReduceSpan, DataParallelOptions } from "./all_reduce.ts";
 import { allReduceSpans, checkDataParallel } from "./_data_parallel.ts";
 import type { TimelineSummary } from "./timeline_summary.ts";
+import { describeValue } from "../../text/describe.ts";
 
 /** Options of {@linkcode simulate}. */
 export interface SimulateOptions extends DataParallelOptions {
@@ -107,12 +108,12 @@ export const MAX_SIMULATED_EVENTS = 6_000_000;
  */
 export function simulate(schedule: Schedule, options: SimulateOptions = {}): SimulationResult {
   if (options === null || typeof options !== "object") {
-    throw new TypeError(`options must be an object, got ${options}`);
+    throw new TypeError(`options must be an object, got ${describeValue(options)}`);
   }
   checkOptionSpelling(options, SIMULATE_OPTIONS, "simulate: ");
   const iterations = options.iterations ?? 1;
   if (!Number.isInteger(iterations) || iterations < 1) {
-    throw new RangeError(`iterations must be a positive integer, got ${iterations}`);
+    throw new RangeError(`iterations must be a positive integer, got ${describeValue(iterations)}`);
   }
   const comm = checkComm(options.comm);
   const perIteration = Array.isArray(schedule?.actions)

@@ -14,6 +14,7 @@
  */
 
 import type { TimedEvent } from "../schedule/schedule.ts";
+import { describeValue } from "../../text/describe.ts";
 
 /** What {@linkcode summarizeTimeline} reports (times in the events' unit). */
 export interface TimelineSummary {
@@ -83,15 +84,17 @@ export function summarizeTimeline(
     throw new TypeError(`events must be an array of TimedEvent, got ${typeof events}`);
   }
   if (!Number.isInteger(ranks) || ranks < 1) {
-    throw new RangeError(`ranks must be a positive integer, got ${ranks}`);
+    throw new RangeError(`ranks must be a positive integer, got ${describeValue(ranks)}`);
   }
   if (options === null || typeof options !== "object") {
-    throw new TypeError(`options must be an object { steadyFrom }, got ${options}`);
+    throw new TypeError(`options must be an object { steadyFrom }, got ${describeValue(options)}`);
   }
   const from = options.steadyFrom;
   if (from !== undefined && (!Number.isInteger(from) || from < 1)) {
     throw new RangeError(
-      `steadyFrom must be an integer >= 1 (a period needs an earlier iteration), got ${from}`,
+      `steadyFrom must be an integer >= 1 (a period needs an earlier iteration), got ${
+        describeValue(from)
+      }`,
     );
   }
   const busy = new Array<number>(ranks).fill(0);
@@ -104,7 +107,9 @@ export function summarizeTimeline(
       throw new RangeError(`events[${i}].rank must be in [0, ${ranks - 1}], got ${e?.rank}`);
     }
     if (!Number.isFinite(e.start) || !Number.isFinite(e.end) || e.end < e.start) {
-      throw new RangeError(`events[${i}] must have finite start <= end, got ${e.start}..${e.end}`);
+      throw new RangeError(
+        `events[${i}] must have finite start <= end, got ${describeValue(e.start)}..${e.end}`,
+      );
     }
     busy[e.rank] += e.end - e.start;
     if (e.start < lo) lo = e.start;
@@ -126,7 +131,7 @@ export function summarizeTimeline(
   if (iterations < 2) return result;
   if (from !== undefined && from > iterations - 1) {
     throw new RangeError(
-      `steadyFrom must be at most iterations - 1 = ${iterations - 1}, got ${from}`,
+      `steadyFrom must be at most iterations - 1 = ${iterations - 1}, got ${describeValue(from)}`,
     );
   }
   const ends = [...iterEnd.entries()].sort((a, b) => a[0] - b[0]).map(([, end]) => end);

@@ -8,7 +8,7 @@
  * @module
  */
 
-import { describeValue } from "../../tensor/describe.ts";
+import { describeValue } from "../../text/describe.ts";
 
 /**
  * What the backward recomputes:

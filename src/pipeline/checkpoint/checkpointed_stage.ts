@@ -7,7 +7,7 @@
  * @module
  */
 
-import { formatShape as fmtShape } from "../../tensor/describe.ts";
+import { formatShape as fmtShape } from "../../text/describe.ts";
 import {
   type BackwardOptions,
   DEFAULT_KEY,
@@ -24,7 +24,7 @@ import {
   type CheckpointSegment,
   type StageCheckpointPlan,
 } from "./checkpoint.ts";
-import { describeValue } from "../../tensor/describe.ts";
+import { describeValue } from "../../text/describe.ts";
 
 /** What one micro-batch leaves in the stage between its passes. */
 interface StageState {

@@ -1,10 +1,13 @@
+import { describeValue } from "../../text/describe.ts";
 // Argument checks and buffer preparation shared by the backends. Not
 // exported from the package.
 
 /** Throws a RangeError unless `peer` is a rank of a group of `size`. */
 export function checkPeer(peer: unknown, size: number): number {
   if (typeof peer !== "number" || !Number.isInteger(peer) || peer < 0 || peer >= size) {
-    throw new RangeError(`peer must be an integer rank in [0, ${size - 1}], got ${peer}`);
+    throw new RangeError(
+      `peer must be an integer rank in [0, ${size - 1}], got ${describeValue(peer)}`,
+    );
   }
   return peer;
 }
@@ -52,7 +55,7 @@ export function movedArray(data: Float32Array, transfer: boolean): Float32Array 
 /** Throws a RangeError unless `size` is a positive integer. */
 export function checkSize(size: unknown, what = "size"): number {
   if (typeof size !== "number" || !Number.isInteger(size) || size < 1) {
-    throw new RangeError(`${what} must be a positive integer, got ${size}`);
+    throw new RangeError(`${what} must be a positive integer, got ${describeValue(size)}`);
   }
   return size;
 }

@@ -1,3 +1,4 @@
+import { describeValue } from "../../text/describe.ts";
 // The options of MpiBackend.init and their checked, defaulted form. Used by
 // the MPI backend's files only; `MpiBackendOptions` is re-exported by
 // mpi_backend.ts.
@@ -85,7 +86,7 @@ function optionMs(
 ): number {
   const v = options[key] ?? fallback;
   if (typeof v !== "number" || !Number.isFinite(v) || v < min) {
-    throw new RangeError(`${key} must be a number >= ${min}, got ${v}`);
+    throw new RangeError(`${key} must be a number >= ${min}, got ${describeValue(v)}`);
   }
   return v;
 }
@@ -93,7 +94,7 @@ function optionMs(
 /** Checks `options` (TypeError / RangeError naming the option) and fills in the defaults. */
 export function readSettings(options: MpiBackendOptions): Settings {
   if (options === null || typeof options !== "object") {
-    throw new TypeError(`options must be an object, got ${options}`);
+    throw new TypeError(`options must be an object, got ${describeValue(options)}`);
   }
   const peerTimeoutMs = optionMs(options, "peerTimeoutMs", 15_000, 1);
   return {

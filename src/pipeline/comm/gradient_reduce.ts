@@ -1,3 +1,4 @@
+import { describeValue } from "../../text/describe.ts";
 /**
  * Fixed-order gradient averaging for data parallelism: the D replicas of a
  * stage average their gradients so that every replica ends with the very
@@ -62,11 +63,13 @@ export function planBuckets(sizes: readonly number[], bucketBytes: number): Grad
   }
   sizes.forEach((n, i) => {
     if (!Number.isInteger(n) || n < 0) {
-      throw new RangeError(`sizes[${i}] must be a non-negative integer, got ${n}`);
+      throw new RangeError(`sizes[${i}] must be a non-negative integer, got ${describeValue(n)}`);
     }
   });
   if (!Number.isInteger(bucketBytes) || bucketBytes < 4) {
-    throw new RangeError(`bucketBytes must be an integer >= 4 (one f32), got ${bucketBytes}`);
+    throw new RangeError(
+      `bucketBytes must be an integer >= 4 (one f32), got ${describeValue(bucketBytes)}`,
+    );
   }
   const cap = Math.floor(bucketBytes / 4);
   const out: GradientBucket[] = [];
@@ -216,10 +219,10 @@ export class BucketAverage {
   /** An empty average of `replicas` buffers of `length` values. */
   constructor(replicas: number, length: number) {
     if (!Number.isInteger(replicas) || replicas < 1) {
-      throw new RangeError(`replicas must be a positive integer, got ${replicas}`);
+      throw new RangeError(`replicas must be a positive integer, got ${describeValue(replicas)}`);
     }
     if (!Number.isInteger(length) || length < 0) {
-      throw new RangeError(`length must be a non-negative integer, got ${length}`);
+      throw new RangeError(`length must be a non-negative integer, got ${describeValue(length)}`);
     }
     this.replicas = replicas;
     this.length = length;
@@ -238,7 +241,9 @@ export class BucketAverage {
    */
   add(replica: number, values: Float32Array): boolean {
     if (!Number.isInteger(replica) || replica < 0 || replica >= this.replicas) {
-      throw new RangeError(`replica must be an integer in [0, ${this.replicas}), got ${replica}`);
+      throw new RangeError(
+        `replica must be an integer in [0, ${this.replicas}), got ${describeValue(replica)}`,
+      );
     }
     if (!(values instanceof Float32Array) || values.length !== this.length) {
       throw new RangeError(

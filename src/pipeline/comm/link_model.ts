@@ -11,6 +11,7 @@
 
 import type { CommBackend } from "./backend.ts";
 import { checkPeer } from "./_checks.ts";
+import { describeValue } from "../../text/describe.ts";
 
 /**
  * A measured link: one message of `n` bytes takes `latencyMs + n / bytesPerMs`
@@ -33,7 +34,7 @@ export interface LinkSample {
 
 function checkNonNegative(value: unknown, what: string): number {
   if (typeof value !== "number" || !Number.isFinite(value) || value < 0) {
-    throw new RangeError(`${what} must be a finite number >= 0, got ${value}`);
+    throw new RangeError(`${what} must be a finite number >= 0, got ${describeValue(value)}`);
   }
   return value;
 }
@@ -92,16 +93,18 @@ export function linkFromSamples(samples: readonly LinkSample[]): LinkModel {
  */
 export function messageDelay(link: LinkModel, bytes: number, unitMs = 1): number {
   if (link === null || typeof link !== "object") {
-    throw new TypeError(`link must be an object { latencyMs, bytesPerMs }, got ${link}`);
+    throw new TypeError(
+      `link must be an object { latencyMs, bytesPerMs }, got ${describeValue(link)}`,
+    );
   }
   const latency = checkNonNegative(link.latencyMs, "latencyMs");
   const bw = link.bytesPerMs;
   if (typeof bw !== "number" || !(bw > 0)) {
-    throw new RangeError(`bytesPerMs must be a positive number, got ${bw}`);
+    throw new RangeError(`bytesPerMs must be a positive number, got ${describeValue(bw)}`);
   }
   checkNonNegative(bytes, "bytes");
   if (typeof unitMs !== "number" || !Number.isFinite(unitMs) || !(unitMs > 0)) {
-    throw new RangeError(`unitMs must be a positive number, got ${unitMs}`);
+    throw new RangeError(`unitMs must be a positive number, got ${describeValue(unitMs)}`);
   }
   return (latency + bytes / bw) / unitMs;
 }
@@ -141,16 +144,18 @@ export async function measureLink(
   if (peer === comm.rank) throw new RangeError(`peer must be another rank than ${peer}`);
   const sizes = options.sizes ?? [4, 64 << 10, 1 << 20, 16 << 20];
   if (!Array.isArray(sizes) || sizes.length < 2) {
-    throw new RangeError(`sizes must hold at least 2 sizes, got ${sizes}`);
+    throw new RangeError(`sizes must hold at least 2 sizes, got ${describeValue(sizes)}`);
   }
   for (const s of sizes) {
     if (!Number.isInteger(s) || s < 4 || s % 4 !== 0) {
-      throw new RangeError(`each size must be a positive multiple of 4 bytes, got ${s}`);
+      throw new RangeError(
+        `each size must be a positive multiple of 4 bytes, got ${describeValue(s)}`,
+      );
     }
   }
   const rounds = options.rounds ?? 8;
   if (!Number.isInteger(rounds) || rounds < 1) {
-    throw new RangeError(`rounds must be a positive integer, got ${rounds}`);
+    throw new RangeError(`rounds must be a positive integer, got ${describeValue(rounds)}`);
   }
   const lo = Math.min(comm.rank, peer);
   const tag = `link/${lo}-${Math.max(comm.rank, peer)}`;

@@ -50,6 +50,7 @@ import { type MpiSession, startMpi } from "./_mpi_start.ts";
 import { MpiEngine } from "./_mpi_engine.ts";
 import { PeerTable } from "./_mpi_peers.ts";
 import { Barriers } from "./_mpi_barrier.ts";
+import { describeValue } from "../../text/describe.ts";
 
 export { MpiSetupError } from "./_mpi_ffi.ts";
 export type { MpiBackendOptions } from "./_mpi_settings.ts";
@@ -188,7 +189,9 @@ export class MpiBackend extends RankBackend implements CommBackend {
   protected sendArray(peer: number, tag: string, array: Float32Array, transfer: boolean): void {
     if (this.#peers.peers[peer].closed) throw new CommAbortedError(`rank ${peer} closed`);
     if (array.length > 0x7fffffff) {
-      throw new RangeError(`data must hold at most 2147483647 floats, got ${array.length}`);
+      throw new RangeError(
+        `data must hold at most 2147483647 floats, got ${describeValue(array.length)}`,
+      );
     }
     const owned = movedArray(array, transfer);
     void owned.buffer; // a small array moves off the V8 heap, where MPI may read it later

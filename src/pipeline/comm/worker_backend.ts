@@ -16,6 +16,7 @@ import type { CommAbortedError, CommBackend, ControlMessage } from "./backend.ts
 import { checkPeer, checkSize, ownedArray } from "./_checks.ts";
 import { CHANNEL_PREFIX, type DataMessage, type Envelope, isEnvelope, MAIN } from "./_envelope.ts";
 import { RankBackend } from "./_rank_backend.ts";
+import { describeValue } from "../../text/describe.ts";
 
 /** What a worker needs to join its group. */
 export interface WorkerBackendInit {
@@ -125,7 +126,9 @@ export class WorkerBackend extends RankBackend implements CommBackend {
   private constructor(init: WorkerBackendInit) {
     super();
     if (init === null || typeof init !== "object") {
-      throw new TypeError(`init must be an object { rank, size, runId, ports }, got ${init}`);
+      throw new TypeError(
+        `init must be an object { rank, size, runId, ports }, got ${describeValue(init)}`,
+      );
     }
     this.size = checkSize(init.size);
     this.rank = checkPeer(init.rank, this.size);
@@ -141,7 +144,7 @@ export class WorkerBackend extends RankBackend implements CommBackend {
     this.#ports = init.ports.map((port, q) => {
       if (q === this.rank) return null;
       if (!(port instanceof MessagePort)) {
-        throw new TypeError(`ports[${q}] must be a MessagePort, got ${port}`);
+        throw new TypeError(`ports[${q}] must be a MessagePort, got ${describeValue(port)}`);
       }
       port.onmessage = (e: MessageEvent<DataMessage>) =>
         this.mailbox.deliver(q, e.data.tag, e.data.data);

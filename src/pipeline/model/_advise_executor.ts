@@ -22,6 +22,7 @@ import type {
   StageContext,
 } from "../runtime/rank_executor.ts";
 import type { PipelineLoss } from "./model_rank_executor.ts";
+import { describeValue } from "../../text/describe.ts";
 
 /** What every advisor rank gets. */
 export interface AdviseRankOptions {
@@ -92,7 +93,9 @@ class AdviseExecutor implements RankExecutor<AdviseCalls> {
   #batch(rows: number): { x: Tensor; t: Tensor } {
     const o = this.#o;
     if (!Number.isInteger(rows) || rows < 1 || rows > o.shape[0]) {
-      throw new RangeError(`rows must be an integer in [1, ${o.shape[0]}], got ${rows}`);
+      throw new RangeError(
+        `rows must be an integer in [1, ${o.shape[0]}], got ${describeValue(rows)}`,
+      );
     }
     const shape: Shape = [rows, ...o.shape.slice(1)];
     const x = this.#backend.fromData(o.inputs.slice(0, rows * rowSize(o.shape)), shape);
@@ -204,7 +207,9 @@ export async function createRankExecutor(
     const built = layerFromSpec(o.spec, backend);
     if (!(built instanceof Sequential)) {
       built.dispose();
-      throw new TypeError(`the model's spec must be a Sequential, got ${o.spec.kind}`);
+      throw new TypeError(
+        `the model's spec must be a Sequential, got ${describeValue(o.spec.kind)}`,
+      );
     }
     model = built;
     loadSafetensors(model.parameters(), o.weights, { allowNonFinite: true });

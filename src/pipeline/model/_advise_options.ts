@@ -7,7 +7,7 @@ import type { Sequential } from "../../nn/sequential.ts";
 import { Sequential as SequentialClass } from "../../nn/sequential.ts";
 import { checkOptimizerSpec, type OptimizerSpec } from "../../nn/optimizer_spec.ts";
 import type { BackendKind } from "../../tensor/create_backend.ts";
-import { describeValue } from "../../tensor/describe.ts";
+import { describeValue } from "../../text/describe.ts";
 import { SCHEDULE_NAMES, type ScheduleName } from "../schedule/generate.ts";
 import { checkFinite, describeArray, prod, type TrainingBatch } from "./batch.ts";
 import type { PipelineLoss } from "./model_rank_executor.ts";

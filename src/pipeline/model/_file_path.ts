@@ -4,7 +4,7 @@
 // exported from the package.
 
 import { fileURLToPath } from "node:url";
-import { describeValue } from "../../tensor/describe.ts";
+import { describeValue } from "../../text/describe.ts";
 
 /**
  * The local path of `path` (`where` names the argument in errors): a
@@ -23,7 +23,9 @@ export function filePath(path: string | URL, where: string): string {
   }
   if (path.protocol !== "file:") {
     throw new TypeError(
-      `${where} must be a path or a file: URL, got ${path.href}: only file: URLs name a local ` +
+      `${where} must be a path or a file: URL, got ${
+        describeValue(path.href)
+      }: only file: URLs name a local ` +
         `file (not ${path.protocol})`,
     );
   }

@@ -12,6 +12,7 @@ import { summarizeTimeline } from "../analysis/timeline_summary.ts";
 import { toChromeTrace } from "../render/chrome_trace.ts";
 import { renderSvg } from "../render/render_svg.ts";
 import type { StepResult } from "./results.ts";
+import { describeValue } from "../../text/describe.ts";
 
 /** Options of `PipelineParallelModel.writeTrace`. */
 export interface WriteTraceOptions {
@@ -41,7 +42,9 @@ export function pickTrace(
   options: WriteTraceOptions | undefined,
 ): TraceSelection {
   if (options !== undefined && (options === null || typeof options !== "object")) {
-    throw new TypeError(`writeTrace: options must be an object { step }, got ${String(options)}`);
+    throw new TypeError(
+      `writeTrace: options must be an object { step }, got ${describeValue(options)}`,
+    );
   }
   const step = options?.step;
   if (step !== undefined && step !== "all" && !Number.isSafeInteger(step)) {

@@ -11,7 +11,7 @@ import type { Shape } from "../../tensor/mod.ts";
 import type { Sequential } from "../../nn/sequential.ts";
 import type { Schedule } from "../schedule/schedule.ts";
 import type { ModelStagePayload, PipelineLoss } from "./model_rank_executor.ts";
-import { describeValue, formatShape } from "../../tensor/describe.ts";
+import { describeValue, formatShape } from "../../text/describe.ts";
 
 /** One training batch: inputs along dim 0, and the targets of the loss. */
 export interface TrainingBatch {
@@ -91,7 +91,9 @@ export function splitBatch(
   place?: ShardPlace,
 ): ModelStagePayload[] {
   if (b === null || typeof b !== "object") {
-    throw new TypeError(`${where} must be an object { inputs, shape, targets }, got ${b}`);
+    throw new TypeError(
+      `${where} must be an object { inputs, shape, targets }, got ${describeValue(b)}`,
+    );
   }
   const shape = Array.isArray(b.shape) ? [...b.shape] : null;
   if (shape === null || shape.length === 0) {
@@ -129,7 +131,9 @@ export function splitBatch(
     const t = b.targets;
     for (let i = 0; i < t.length; i++) {
       if (!Number.isInteger(t[i]) || t[i] < 0 || t[i] >= V) {
-        throw new RangeError(`${where}.targets[${i}] must be a class id in [0, ${V}), got ${t[i]}`);
+        throw new RangeError(
+          `${where}.targets[${i}] must be a class id in [0, ${V}), got ${describeValue(t[i])}`,
+        );
       }
     }
   }

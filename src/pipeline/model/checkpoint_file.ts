@@ -24,7 +24,7 @@ import type { RankGroup } from "../runtime/rank_group.ts";
 import type { ModelStageCalls } from "./stage_calls.ts";
 import { callReplicasAgreeing } from "./_every_rank.ts";
 import { filePath } from "./_file_path.ts";
-import { describeValue } from "../../tensor/describe.ts";
+import { describeValue } from "../../text/describe.ts";
 
 /** Options of `PipelineParallelModel.saveCheckpoint`. */
 export interface SaveCheckpointOptions {
@@ -204,7 +204,7 @@ export function checkWeightsFile(
 export function checkSaveOptions(options: SaveCheckpointOptions | undefined): void {
   if (options === undefined) return;
   if (options === null || typeof options !== "object") {
-    throw new TypeError(`options must be an object { data }, got ${String(options)}`);
+    throw new TypeError(`options must be an object { data }, got ${describeValue(options)}`);
   }
   const d = options.data;
   if (d === undefined) return;

@@ -15,7 +15,7 @@
  */
 
 import type { TrainingBatch } from "./batch.ts";
-import { describeValue, formatShape } from "../../tensor/describe.ts";
+import { describeValue, formatShape } from "../../text/describe.ts";
 
 function describeData(x: unknown): string {
   return x instanceof Float32Array ? `a Float32Array of ${x.length}` : describeValue(x);

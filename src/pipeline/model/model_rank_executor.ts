@@ -72,6 +72,7 @@ import { evaluateMicroBatch } from "./_evaluation.ts";
 import { ActionSpan } from "./_action_span.ts";
 import { ActivationPeak } from "./_activation_peak.ts";
 import { readGradients, writeGradients } from "./_stage_gradients.ts";
+import { describeValue } from "../../text/describe.ts";
 
 /** The model's executor of one rank (exported for in-process pipelines; workers use the factory). */
 export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
@@ -406,7 +407,7 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
     setLearningRate: ({ lr }) => {
       // Checked once, before any optimizer changes.
       if (typeof lr !== "number" || !Number.isFinite(lr) || lr < 0) {
-        throw new RangeError(`lr must be a finite number ≥ 0, got ${String(lr)}`);
+        throw new RangeError(`lr must be a finite number ≥ 0, got ${describeValue(lr)}`);
       }
       for (const opt of this.#optimizers.values()) opt.setLearningRate(lr);
       return null;

@@ -21,7 +21,7 @@ import { checkFaultInjection, faultInjectionOf } from "../runtime/fault_injectio
 import { checkRunPolicy, type NonFinitePolicy, type RunPolicy } from "../runtime/run_policy.ts";
 import type { CommBackend } from "../comm/backend.ts";
 import type { PipelineLoss } from "./model_rank_executor.ts";
-import { describeValue } from "../../tensor/describe.ts";
+import { describeValue } from "../../text/describe.ts";
 import { editDistance } from "../../text/nearest.ts";
 
 /** Options of `PipelineParallelModel.create`. */
@@ -215,6 +215,14 @@ function checkOptionNames(o: object): void {
 function checkpointOptions(
   c: ActivationCheckpointConfig | ActivationCheckpointOptions,
 ): ActivationCheckpointOptions {
+  if (c === null || typeof c !== "object") {
+    const policy = c === "none" || c === "selective" || c === "full";
+    throw new TypeError(
+      `checkpoint must be an ActivationCheckpointConfig or its options { recompute, everyNLayers, … }, got ${
+        describeValue(c)
+      }${policy ? `: pass { recompute: ${JSON.stringify(c)} }` : ""}`,
+    );
+  }
   const cfg = c instanceof ActivationCheckpointConfig ? c : new ActivationCheckpointConfig(c);
   return {
     enabled: cfg.enabled,
@@ -229,7 +237,9 @@ function checkpointOptions(
 /** Checks every option that needs no schedule (TypeError/RangeError naming the value). */
 export function checkModelOptions(o: PipelineParallelModelOptions): CheckedModelOptions {
   if (o === null || typeof o !== "object") {
-    throw new TypeError(`options must be an object { model, schedule, ... }, got ${o}`);
+    throw new TypeError(
+      `options must be an object { model, schedule, ... }, got ${describeValue(o)}`,
+    );
   }
   checkOptionNames(o);
   if (!(o.model instanceof Sequential)) {

@@ -8,6 +8,7 @@
  */
 
 import { filePath } from "./_file_path.ts";
+import { describeValue } from "../../text/describe.ts";
 
 /** How {@linkcode checkOutputPath} will see the file written. */
 export interface OutputPathOptions {
@@ -65,7 +66,7 @@ export function checkOutputPath(
   const file = filePath(path, where);
   const mode = options.write ?? "replace";
   if (mode !== "replace" && mode !== "direct") {
-    throw new TypeError(`write must be "replace" or "direct", got ${String(mode)}`);
+    throw new TypeError(`write must be "replace" or "direct", got ${describeValue(mode)}`);
   }
   const dir = folderOf(file);
   const at = `${where} ${file}`;

@@ -64,6 +64,7 @@ import {
   replicaReports,
   shardPayloads,
 } from "./_replica_batches.ts";
+import { describeValue } from "../../text/describe.ts";
 
 // The types of the model's methods, for those who import this module alone.
 export type {
@@ -367,7 +368,9 @@ export class PipelineParallelModel {
     this.#guard.notTraining("setLearningRate", true);
     this.#guard.standsAt("setLearningRate", this.#nextStep);
     if (typeof lr !== "number" || !Number.isFinite(lr) || lr < 0) {
-      throw new RangeError(`setLearningRate: lr must be a finite number ≥ 0, got ${String(lr)}`);
+      throw new RangeError(
+        `setLearningRate: lr must be a finite number ≥ 0, got ${describeValue(lr)}`,
+      );
     }
     await this.#lock.exclusive(() => callEveryRank(this.#ranks, "setLearningRate", { lr }));
   }

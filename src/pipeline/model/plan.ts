@@ -20,7 +20,7 @@ import {
 } from "../partition/partition.ts";
 import { layerCosts } from "../partition/layer_costs.ts";
 import type { PipelineParallelModelOptions } from "./options.ts";
-import { describeValue } from "../../tensor/describe.ts";
+import { describeValue } from "../../text/describe.ts";
 
 /** Where everything goes: the schedule, the cut, each stage's spec and each rank's weights. */
 export interface ModelPlan {
@@ -122,9 +122,9 @@ export async function planModel(
     strategy === null || typeof strategy !== "object" || typeof strategy.partition !== "function"
   ) {
     throw new TypeError(
-      `partition must be a PartitionStrategy (an object with a partition method), got ${
-        strategy === null ? "null" : typeof strategy
-      }`,
+      `partition must be a PartitionStrategy (an object with a partition method: ` +
+        `new LoadBalancedPartition(), the default, new UniformPartition() or ` +
+        `new FixedPartition(boundaries), from @conveyor/core), got ${describeValue(strategy)}`,
     );
   }
   if (costs.length < numStages) {

@@ -11,7 +11,7 @@ import type { LayerSpec } from "../../nn/layer.ts";
 import type { OptimizerSpec } from "../../nn/optimizer_spec.ts";
 import type { ActivationCheckpointOptions } from "../checkpoint/checkpoint.ts";
 import type { RunPolicy } from "../runtime/run_policy.ts";
-import { describeValue } from "../../tensor/describe.ts";
+import { describeValue } from "../../text/describe.ts";
 
 /** The losses a model stage computes on the last stage. */
 export type PipelineLoss = "cross-entropy" | "mse";

@@ -41,6 +41,7 @@ import type {
   ValidationOptions,
 } from "./train_callback.ts";
 import { checkOptionSpelling } from "../../text/nearest.ts";
+import { describeValue } from "../../text/describe.ts";
 
 /**
  * Steps per rank-group run when `train`'s batches come from an (async)
@@ -146,7 +147,9 @@ function checkOptions(o: TrainOptions | undefined): TrainOptions {
   if (o === undefined) return {};
   if (o === null || typeof o !== "object") {
     throw new TypeError(
-      `train options must be an object { onStep, callbacks, validation, signal, window }, got ${o}`,
+      `train options must be an object { onStep, callbacks, validation, signal, window }, got ${
+        describeValue(o)
+      }`,
     );
   }
   checkOptionSpelling(o, TRAIN_OPTIONS, "train: ");
@@ -154,10 +157,10 @@ function checkOptions(o: TrainOptions | undefined): TrainOptions {
     throw new TypeError(`onStep must be a function (step) => void, got ${typeof o.onStep}`);
   }
   if (o.signal !== undefined && !(o.signal instanceof AbortSignal)) {
-    throw new TypeError(`signal must be an AbortSignal, got ${String(o.signal)}`);
+    throw new TypeError(`signal must be an AbortSignal, got ${describeValue(o.signal)}`);
   }
   if (o.window !== undefined && (!Number.isSafeInteger(o.window) || o.window < 1)) {
-    throw new RangeError(`window must be a positive integer, got ${String(o.window)}`);
+    throw new RangeError(`window must be a positive integer, got ${describeValue(o.window)}`);
   }
   return o;
 }
@@ -166,7 +169,7 @@ const METHODS = ["onTrainBegin", "onStepEnd", "onTrainEnd"] as const;
 
 function checkEvery(every: unknown, where: string): void {
   if (every !== undefined && (!Number.isSafeInteger(every) || (every as number) < 1)) {
-    throw new RangeError(`${where} must be a positive integer, got ${String(every)}`);
+    throw new RangeError(`${where} must be a positive integer, got ${describeValue(every)}`);
   }
 }
 

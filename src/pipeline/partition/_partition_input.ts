@@ -4,7 +4,7 @@
  * @module
  */
 
-import { describeValue } from "../../tensor/describe.ts";
+import { describeValue } from "../../text/describe.ts";
 
 /** One layer as the partitioner sees it (mirrors `LayerCost` in partition.ts). */
 export interface NormalizedLayer {

@@ -11,7 +11,7 @@ import { Sequential } from "../../nn/sequential.ts";
 import type { Shape, Tensor } from "../../tensor/mod.ts";
 import * as ops from "../../tensor/ops.ts";
 import type { CostedLayer } from "./partition.ts";
-import { describeValue } from "../../tensor/describe.ts";
+import { describeValue } from "../../text/describe.ts";
 
 /**
  * Where static layer costs come from: `"params"` (trainable scalars, as

@@ -20,7 +20,7 @@ import {
 } from "../../nn/optimizer_spec.ts";
 import type { Shape, Tensor } from "../../tensor/mod.ts";
 import * as ops from "../../tensor/ops.ts";
-import { describeValue } from "../../tensor/describe.ts";
+import { describeValue } from "../../text/describe.ts";
 
 // A string in quotes (the value as written), anything else described.
 const quote = (v: unknown): string => typeof v === "string" ? JSON.stringify(v) : describeValue(v);

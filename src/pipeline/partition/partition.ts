@@ -22,7 +22,7 @@ import {
   normalizeLayers,
 } from "./_partition_input.ts";
 import { uniformCounts } from "./_uniform_partition.ts";
-import { describeValue, formatShape } from "../../tensor/describe.ts";
+import { describeValue, formatShape } from "../../text/describe.ts";
 
 /**
  * One layer as the partitioner sees it: its type name and its cost.
@@ -194,7 +194,9 @@ export function validatePartition(
   }
   if (numStages !== undefined && boundaries.length !== numStages + 1) {
     throw new RangeError(
-      `boundaries must hold numStages + 1 = ${numStages + 1} entries, got ${boundaries.length}`,
+      `boundaries must hold numStages + 1 = ${numStages + 1} entries, got ${
+        describeValue(boundaries.length)
+      }`,
     );
   }
   for (let i = 0; i < boundaries.length; i++) {
@@ -204,11 +206,13 @@ export function validatePartition(
     }
   }
   if (boundaries[0] !== 0) {
-    throw new RangeError(`boundaries must start at 0, got ${boundaries[0]}`);
+    throw new RangeError(`boundaries must start at 0, got ${describeValue(boundaries[0])}`);
   }
   const last = boundaries[boundaries.length - 1];
   if (last !== numLayers) {
-    throw new RangeError(`boundaries must end at numLayers = ${numLayers}, got ${last}`);
+    throw new RangeError(
+      `boundaries must end at numLayers = ${numLayers}, got ${describeValue(last)}`,
+    );
   }
   for (let i = 1; i < boundaries.length; i++) {
     if (boundaries[i] <= boundaries[i - 1]) {
@@ -220,7 +224,9 @@ export function validatePartition(
     }
     if (boundaries[i] > numLayers) {
       throw new RangeError(
-        `boundaries must lie within 0…${numLayers}, got ${boundaries[i]} at index ${i}`,
+        `boundaries must lie within 0…${numLayers}, got ${
+          describeValue(boundaries[i])
+        } at index ${i}`,
       );
     }
   }

@@ -12,7 +12,7 @@ import type { Layer } from "../../nn/layer.ts";
 import { crossEntropyLoss, mseLoss } from "../../nn/losses.ts";
 import type { Tensor } from "../../tensor/mod.ts";
 import * as ops from "../../tensor/ops.ts";
-import { describeValue } from "../../tensor/describe.ts";
+import { describeValue } from "../../text/describe.ts";
 
 // A string in quotes (the value as written), anything else described.
 const quote = (v: unknown): string => typeof v === "string" ? JSON.stringify(v) : describeValue(v);

@@ -15,7 +15,7 @@ import {
   optimizerStateSlots,
 } from "../../nn/optimizer_spec.ts";
 import type { Shape } from "../../tensor/mod.ts";
-import { describeValue } from "../../tensor/describe.ts";
+import { describeValue } from "../../text/describe.ts";
 import { validatePartition } from "./partition.ts";
 
 /** Options of {@linkcode summary}. */

@@ -4,6 +4,7 @@
 import { formatAction } from "../schedule/action.ts";
 import type { TimedEvent } from "../schedule/schedule.ts";
 import type { AllReduceSpan } from "../analysis/all_reduce.ts";
+import { describeValue } from "../../text/describe.ts";
 
 /** Anything placed on a row in time: an event, an all-reduce span, a rendered cell. */
 export interface Timed {
@@ -18,22 +19,26 @@ export function checkEvents(events: readonly TimedEvent[], ranks?: number): numb
     throw new TypeError(`events must be an array of TimedEvent, got ${typeof events}`);
   }
   if (ranks !== undefined && (!Number.isInteger(ranks) || ranks < 0)) {
-    throw new RangeError(`ranks must be a non-negative integer, got ${ranks}`);
+    throw new RangeError(`ranks must be a non-negative integer, got ${describeValue(ranks)}`);
   }
   let rows = ranks ?? 0;
   for (let i = 0; i < events.length; i++) {
     const e = events[i];
     if (e === null || typeof e !== "object" || e.action === null || typeof e.action !== "object") {
-      throw new TypeError(`events[${i}] must be a TimedEvent with an action, got ${String(e)}`);
+      throw new TypeError(
+        `events[${i}] must be a TimedEvent with an action, got ${describeValue(e)}`,
+      );
     }
     if (!Number.isInteger(e.rank) || e.rank < 0) {
-      throw new RangeError(`events[${i}].rank must be a non-negative integer, got ${e.rank}`);
+      throw new RangeError(
+        `events[${i}].rank must be a non-negative integer, got ${describeValue(e.rank)}`,
+      );
     }
     if (!Number.isFinite(e.start) || !Number.isFinite(e.end) || e.end < e.start) {
       throw new RangeError(
-        `events[${i}] (${
-          formatAction(e.action)
-        }) must have finite start <= end, got ${e.start}..${e.end}`,
+        `events[${i}] (${formatAction(e.action)}) must have finite start <= end, got ${
+          describeValue(e.start)
+        }..${e.end}`,
       );
     }
     if (e.rank + 1 > rows) rows = e.rank + 1;
@@ -55,16 +60,20 @@ export function checkSpans(
   }
   spans.forEach((s, i) => {
     if (s === null || typeof s !== "object") {
-      throw new TypeError(`${where}[${i}] must be an AllReduceSpan, got ${String(s)}`);
+      throw new TypeError(`${where}[${i}] must be an AllReduceSpan, got ${describeValue(s)}`);
     }
     for (const k of ["rank", "stage"] as const) {
       if (!Number.isInteger(s[k]) || s[k] < 0) {
-        throw new RangeError(`${where}[${i}].${k} must be a non-negative integer, got ${s[k]}`);
+        throw new RangeError(
+          `${where}[${i}].${k} must be a non-negative integer, got ${describeValue(s[k])}`,
+        );
       }
     }
     if (!Number.isFinite(s.start) || !Number.isFinite(s.end) || s.end < s.start) {
       throw new RangeError(
-        `${where}[${i}] (stage ${s.stage}) must have finite start <= end, got ${s.start}..${s.end}`,
+        `${where}[${i}] (stage ${s.stage}) must have finite start <= end, got ${
+          describeValue(s.start)
+        }..${s.end}`,
       );
     }
   });

@@ -9,6 +9,7 @@
 import { formatAction } from "../schedule/action.ts";
 import type { TimedEvent } from "../schedule/schedule.ts";
 import { checkEvents, timeSpan } from "./_timeline.ts";
+import { describeValue } from "../../text/describe.ts";
 
 /** One entry of a Chrome trace's `traceEvents`. */
 export interface ChromeTraceEvent {
@@ -80,7 +81,9 @@ export function toChromeTrace(
 ): ChromeTrace {
   const usPerUnit = options.microsecondsPerUnit ?? 1000;
   if (!Number.isFinite(usPerUnit) || usPerUnit <= 0) {
-    throw new RangeError(`microsecondsPerUnit must be a positive finite number, got ${usPerUnit}`);
+    throw new RangeError(
+      `microsecondsPerUnit must be a positive finite number, got ${describeValue(usPerUnit)}`,
+    );
   }
   const rows = checkEvents(events, options.ranks);
   const perRank = options.processPerRank ?? false;

@@ -1,3 +1,4 @@
+import { describeValue } from "../../text/describe.ts";
 /**
  * A line chart of training curves as a standalone SVG, no dependencies:
  * losses on a log scale (left axis) and an accuracy in [0, 1] (right
@@ -73,7 +74,9 @@ function checkCurve(
       );
     }
     if (!ok(p[1])) {
-      throw new RangeError(`curvesSvg: ${name} at step ${p[0]} must be ${rule}, got ${p[1]}`);
+      throw new RangeError(
+        `curvesSvg: ${name} at step ${p[0]} must be ${rule}, got ${describeValue(p[1])}`,
+      );
     }
   });
 }
@@ -100,7 +103,9 @@ function checkCurve(
  */
 export function curvesSvg(input: CurvesInput): string {
   if (input === null || typeof input !== "object") {
-    throw new TypeError(`curvesSvg: input must be an object { title, loss, … }, got ${input}`);
+    throw new TypeError(
+      `curvesSvg: input must be an object { title, loss, … }, got ${describeValue(input)}`,
+    );
   }
   const { loss } = input;
   const validation = input.validationLoss ?? [];

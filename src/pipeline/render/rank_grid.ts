@@ -6,6 +6,7 @@
  */
 
 import type { Schedule } from "../schedule/schedule.ts";
+import { describeValue } from "../../text/describe.ts";
 
 /**
  * Text grid of `replicas` copies of `schedule`'s pipeline: one line per
@@ -34,7 +35,7 @@ import type { Schedule } from "../schedule/schedule.ts";
  */
 export function rankGrid(schedule: Schedule, replicas: number): string {
   if (!Number.isInteger(replicas) || replicas < 1) {
-    throw new RangeError(`replicas must be a positive integer, got ${replicas}`);
+    throw new RangeError(`replicas must be a positive integer, got ${describeValue(replicas)}`);
   }
   const p = schedule.ranks;
   const stages = Array.from(

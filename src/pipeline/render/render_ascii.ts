@@ -11,6 +11,7 @@ import { formatAction } from "../schedule/action.ts";
 import type { TimedEvent } from "../schedule/schedule.ts";
 import type { AllReduceSpan } from "../analysis/all_reduce.ts";
 import { byRank, checkEvents, checkSpans, slotGrid, type Timed, timeSpan } from "./_timeline.ts";
+import { describeValue } from "../../text/describe.ts";
 
 /** Options of {@linkcode renderAscii}. */
 export interface AsciiOptions {
@@ -70,11 +71,13 @@ export function renderAscii(events: readonly TimedEvent[], options: AsciiOptions
     throw new RangeError(`mode must be "time" or "slot", got ${JSON.stringify(mode)}`);
   }
   if (options.unit !== undefined && !(Number.isFinite(options.unit) && options.unit > 0)) {
-    throw new RangeError(`unit must be a positive finite number, got ${options.unit}`);
+    throw new RangeError(
+      `unit must be a positive finite number, got ${describeValue(options.unit)}`,
+    );
   }
   const maxColumns = options.maxColumns ?? 2000;
   if (!Number.isInteger(maxColumns) || maxColumns < 1) {
-    throw new RangeError(`maxColumns must be a positive integer, got ${maxColumns}`);
+    throw new RangeError(`maxColumns must be a positive integer, got ${describeValue(maxColumns)}`);
   }
   const spans = checkSpans(options.allReduce, "allReduce");
   let ranks = checkEvents(events, options.ranks);

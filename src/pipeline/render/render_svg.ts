@@ -14,6 +14,7 @@ import { type ActionKind, formatAction } from "../schedule/action.ts";
 import type { TimedEvent } from "../schedule/schedule.ts";
 import type { AllReduceSpan } from "../analysis/all_reduce.ts";
 import { byRank, checkEvents, checkSpans, timeSpan } from "./_timeline.ts";
+import { describeValue } from "../../text/describe.ts";
 
 /** Options of {@linkcode renderSvg}. */
 export interface SvgOptions {
@@ -87,14 +88,14 @@ export function renderSvg(events: readonly TimedEvent[], options: SvgOptions = {
   const width = options.width ?? 960;
   const rowHeight = options.rowHeight ?? 26;
   if (!Number.isFinite(width) || width < 200) {
-    throw new RangeError(`width must be a finite number >= 200, got ${width}`);
+    throw new RangeError(`width must be a finite number >= 200, got ${describeValue(width)}`);
   }
   if (!Number.isFinite(rowHeight) || rowHeight < 8) {
-    throw new RangeError(`rowHeight must be a finite number >= 8, got ${rowHeight}`);
+    throw new RangeError(`rowHeight must be a finite number >= 8, got ${describeValue(rowHeight)}`);
   }
   const bubble = options.bubbleFraction;
   if (bubble !== undefined && !Number.isFinite(bubble)) {
-    throw new RangeError(`bubbleFraction must be a finite number, got ${bubble}`);
+    throw new RangeError(`bubbleFraction must be a finite number, got ${describeValue(bubble)}`);
   }
   const spans = checkSpans(options.allReduce, "allReduce");
   let rows = checkEvents(events, options.ranks);

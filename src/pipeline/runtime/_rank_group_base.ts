@@ -13,6 +13,7 @@ import type {
   RankGroupRunResult,
 } from "./rank_group.ts";
 import { type CheckedRun, checkRunOptions } from "./_run_results.ts";
+import { describeValue } from "../../text/describe.ts";
 
 /**
  * @internal Base of the rank groups. A subclass sets `isClosed` when it is
@@ -117,7 +118,7 @@ export abstract class RankGroupBase<C extends CallMap = NoCalls> implements Rank
   /** Throws a RangeError unless `rank` is one of the group's ranks. */
   protected checkRank(rank: number): void {
     if (!Number.isInteger(rank) || rank < 0 || rank >= this.ranks) {
-      throw new RangeError(`rank must be in [0, ${this.ranks - 1}], got ${rank}`);
+      throw new RangeError(`rank must be in [0, ${this.ranks - 1}], got ${describeValue(rank)}`);
     }
   }
 

@@ -5,6 +5,7 @@ import type { TimedEvent } from "../schedule/schedule.ts";
 import { summarizeTimeline } from "../analysis/timeline_summary.ts";
 import type { RankGroupRunOptions, RankGroupRunResult } from "./rank_group.ts";
 import type { GradNorm, RolledBack } from "./step_validation.ts";
+import { describeValue } from "../../text/describe.ts";
 
 /** Checked run options: the iteration count and each rank's payloads. */
 export interface CheckedRun {
@@ -19,12 +20,12 @@ export function checkRunOptions(options: RankGroupRunOptions | undefined): Check
   const o = options ?? {};
   if (o === null || typeof o !== "object") {
     throw new TypeError(
-      `run options must be an object { iterations, payload, forwardOnly }, got ${o}`,
+      `run options must be an object { iterations, payload, forwardOnly }, got ${describeValue(o)}`,
     );
   }
   const iterations = o.iterations ?? 1;
   if (!Number.isInteger(iterations) || iterations < 1) {
-    throw new RangeError(`iterations must be a positive integer, got ${iterations}`);
+    throw new RangeError(`iterations must be a positive integer, got ${describeValue(iterations)}`);
   }
   const payload = o.payload;
   if (payload !== undefined && typeof payload !== "function") {

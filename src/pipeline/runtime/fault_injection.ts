@@ -22,6 +22,7 @@
  */
 
 import { type Action, formatAction, parseAction } from "../schedule/action.ts";
+import { describeValue } from "../../text/describe.ts";
 
 /**
  * How an injected fault fails.
@@ -130,7 +131,9 @@ export function checkFaultInjection(value: unknown, name = "faultInjection"): Ch
   }
   const iteration = v.iteration ?? 0;
   if (!Number.isSafeInteger(iteration) || iteration < 0) {
-    throw new RangeError(`${name}.iteration must be a non-negative integer, got ${v.iteration}`);
+    throw new RangeError(
+      `${name}.iteration must be a non-negative integer, got ${describeValue(v.iteration)}`,
+    );
   }
   const key = places[0];
   const text = v[key];

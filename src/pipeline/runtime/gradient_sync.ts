@@ -18,6 +18,7 @@ import { packBucket, planBuckets } from "../comm/gradient_reduce.ts";
 import type { RankExecutor } from "./rank_executor.ts";
 import { reduceTag } from "./tag.ts";
 import { PipelineRankError } from "./pipeline_rank_error.ts";
+import { describeValue } from "../../text/describe.ts";
 
 /** Default size of one gradient bucket: 1 MiB (262 144 f32 values). */
 export const DEFAULT_BUCKET_BYTES: number = 1 << 20;
@@ -47,7 +48,9 @@ export function gridPlace(rank: number, pipelineRanks: number): GridPlace {
 /** Throws a RangeError unless `d` is a positive integer (the replica count D). */
 export function checkReplicas(d: unknown, what = "dataParallel"): number {
   if (typeof d !== "number" || !Number.isInteger(d) || d < 1) {
-    throw new RangeError(`${what} must be a positive integer (the replicas D), got ${String(d)}`);
+    throw new RangeError(
+      `${what} must be a positive integer (the replicas D), got ${describeValue(d)}`,
+    );
   }
   return d;
 }
@@ -107,7 +110,9 @@ export class ReplicaComm implements CommBackend {
 
   #peer(peer: number): number {
     if (!Number.isInteger(peer) || peer < 0 || peer >= this.size) {
-      throw new RangeError(`peer must be a pipeline rank in [0, ${this.size - 1}], got ${peer}`);
+      throw new RangeError(
+        `peer must be a pipeline rank in [0, ${this.size - 1}], got ${describeValue(peer)}`,
+      );
     }
     return this.replica * this.size + peer;
   }

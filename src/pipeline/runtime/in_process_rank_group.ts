@@ -21,6 +21,7 @@ import { checkRunPolicy, type RunPolicy, type RunPolicyOptions } from "./run_pol
 import type { CommBackend } from "../comm/backend.ts";
 import type { RankRunResult } from "./rank_interpreter.ts";
 import { checkReplicas, GradientSync, gridPlace, inGrid, ReplicaComm } from "./gradient_sync.ts";
+import { describeValue } from "../../text/describe.ts";
 
 // A replica's share with its events on global rank `rank`.
 function inGridRun(r: RankRunResult, rank: number): RankRunResult {
@@ -80,7 +81,9 @@ export class InProcessRankGroup<C extends CallMap = NoCalls> extends RankGroupBa
     options: InProcessRankGroupOptions<C>,
   ): Promise<InProcessRankGroup<C>> {
     if (options === null || typeof options !== "object") {
-      throw new TypeError(`options must be an object { schedule, createExecutor }, got ${options}`);
+      throw new TypeError(
+        `options must be an object { schedule, createExecutor }, got ${describeValue(options)}`,
+      );
     }
     const schedule = checkSchedule(options.schedule);
     const policy = checkRunPolicy(options.policy);
@@ -294,7 +297,9 @@ export async function runPipelineInProcess<C extends CallMap = NoCalls>(
   options: InProcessRunOptions<C>,
 ): Promise<InProcessRunResult> {
   if (options === null || typeof options !== "object") {
-    throw new TypeError(`options must be an object { createExecutor, ... }, got ${options}`);
+    throw new TypeError(
+      `options must be an object { createExecutor, ... }, got ${describeValue(options)}`,
+    );
   }
   const group = await InProcessRankGroup.create({
     schedule,

@@ -25,6 +25,7 @@ import { applyFault, checkFaultInjection } from "./fault_injection.ts";
 import { checkRunPolicy, type RunPolicyOptions } from "./run_policy.ts";
 import { PipelineRankError } from "./pipeline_rank_error.ts";
 import type { GradientSync, PendingAverage } from "./gradient_sync.ts";
+import { describeValue } from "../../text/describe.ts";
 
 /** What a rank is doing, as reported to `onState`. */
 export type RankState = "idle" | "recv" | "compute" | "step" | "done";
@@ -350,13 +351,15 @@ function lastBackwards(list: readonly Action[]): Map<number, number> {
 
 function checkRange(schedule: Schedule, rank: number, first: number, iterations: number): void {
   if (!Number.isInteger(first) || first < 0) {
-    throw new RangeError(`firstIteration must be a non-negative integer, got ${first}`);
+    throw new RangeError(
+      `firstIteration must be a non-negative integer, got ${describeValue(first)}`,
+    );
   }
   if (!Number.isInteger(iterations) || iterations < 1) {
-    throw new RangeError(`iterations must be a positive integer, got ${iterations}`);
+    throw new RangeError(`iterations must be a positive integer, got ${describeValue(iterations)}`);
   }
   if (!Number.isInteger(rank) || rank < 0 || rank >= schedule.ranks) {
-    throw new RangeError(`rank must be in [0, ${schedule.ranks - 1}], got ${rank}`);
+    throw new RangeError(`rank must be in [0, ${schedule.ranks - 1}], got ${describeValue(rank)}`);
   }
 }
 

@@ -57,6 +57,7 @@ import { raiseAbort, RankGroupBase } from "./_rank_group_base.ts";
 import { checkRunPolicy, type RunPolicy, type RunPolicyOptions } from "./run_policy.ts";
 import { allGather, broadcastValue, digest, recvValue, sendValue, settingText } from "./_spmd.ts";
 import { checkReplicas, GradientSync, gridPlace, inGrid, ReplicaComm } from "./gradient_sync.ts";
+import { describeValue } from "../../text/describe.ts";
 
 /** Options of {@linkcode SpmdRankGroup.create}. */
 export interface SpmdRankGroupOptions<C extends CallMap = NoCalls> {
@@ -184,7 +185,9 @@ export class SpmdRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<C>
   ): Promise<SpmdRankGroup<C>> {
     if (options === null || typeof options !== "object") {
       throw new TypeError(
-        `options must be an object { schedule, comm, createExecutor }, got ${options}`,
+        `options must be an object { schedule, comm, createExecutor }, got ${
+          describeValue(options)
+        }`,
       );
     }
     const comm = options.comm;
@@ -192,7 +195,7 @@ export class SpmdRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<C>
       comm === null || typeof comm !== "object" || typeof comm.send !== "function" ||
       !Number.isInteger(comm.rank) || !Number.isInteger(comm.size)
     ) {
-      throw new TypeError(`comm must be a CommBackend, got ${String(comm)}`);
+      throw new TypeError(`comm must be a CommBackend, got ${describeValue(comm)}`);
     }
     const schedule = checkSchedule(options.schedule);
     const replicas = checkReplicas(options.dataParallel ?? 1);
@@ -223,7 +226,9 @@ export class SpmdRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<C>
     }
     const extra = options.settings ?? {};
     if (extra === null || typeof extra !== "object") {
-      throw new TypeError(`settings must be an object of named values, got ${String(extra)}`);
+      throw new TypeError(
+        `settings must be an object of named values, got ${describeValue(extra)}`,
+      );
     }
     const settings: [string, string][] = [
       ["schedule", scheduleFingerprint(schedule)],

@@ -1,3 +1,4 @@
+import { describeValue } from "../../text/describe.ts";
 /**
  * The runtime's names for what it keeps apart: the message tags of its
  * traffic between ranks (activations, gradients, step verdicts) and the
@@ -36,7 +37,7 @@ const PREFIX: Readonly<Record<TagSpace, string>> = { activation: "act", gradient
 
 function checkIndex(value: unknown, what: string): number {
   if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 0) {
-    throw new RangeError(`${what} must be a non-negative integer, got ${value}`);
+    throw new RangeError(`${what} must be a non-negative integer, got ${describeValue(value)}`);
   }
   return value;
 }

@@ -9,6 +9,7 @@ import type { Schedule } from "../schedule/schedule.ts";
 import { checkSchedule } from "./checked_schedule.ts";
 import { checkReplicas } from "./gradient_sync.ts";
 import { checkRunPolicy, type RunPolicy, type RunPolicyOptions } from "./run_policy.ts";
+import { describeValue } from "../../text/describe.ts";
 
 /** Which executor the workers build. */
 export interface ExecutorChoice {
@@ -65,7 +66,9 @@ export interface WorkerRankGroupOptions {
 function positive(value: unknown, what: string, fallback: number): number {
   const v = value ?? fallback;
   if (typeof v !== "number" || !(v > 0) || !Number.isFinite(v)) {
-    throw new RangeError(`${what} must be a positive finite number of ms, got ${value}`);
+    throw new RangeError(
+      `${what} must be a positive finite number of ms, got ${describeValue(value)}`,
+    );
   }
   return v;
 }
@@ -92,7 +95,9 @@ export interface CheckedWorkerGroup {
  */
 export function checkWorkerGroupOptions(options: WorkerRankGroupOptions): CheckedWorkerGroup {
   if (options === null || typeof options !== "object") {
-    throw new TypeError(`options must be an object { schedule, executor, ... }, got ${options}`);
+    throw new TypeError(
+      `options must be an object { schedule, executor, ... }, got ${describeValue(options)}`,
+    );
   }
   const ex = options.executor;
   if (ex === null || typeof ex !== "object" || ex.module === undefined) {

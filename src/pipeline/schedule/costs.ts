@@ -7,6 +7,7 @@
  */
 
 import { checkOptionSpelling } from "../../text/nearest.ts";
+import { describeValue } from "../../text/describe.ts";
 
 /** One cost for every stage, or one cost per global stage. */
 export type CostValue = number | readonly number[];
@@ -46,7 +47,9 @@ function table(value: CostValue | undefined, name: string, stages: number): Floa
   const out = new Float64Array(stages);
   if (typeof value === "number") {
     if (!Number.isFinite(value) || value < 0) {
-      throw new RangeError(`costs.${name} must be a finite number >= 0, got ${value}`);
+      throw new RangeError(
+        `costs.${name} must be a finite number >= 0, got ${describeValue(value)}`,
+      );
     }
     out.fill(value);
     return out;
@@ -58,13 +61,15 @@ function table(value: CostValue | undefined, name: string, stages: number): Floa
   }
   if (value.length !== stages) {
     throw new RangeError(
-      `costs.${name} must have one entry per stage (${stages}), got ${value.length}`,
+      `costs.${name} must have one entry per stage (${stages}), got ${describeValue(value.length)}`,
     );
   }
   for (let s = 0; s < stages; s++) {
     const v = value[s];
     if (typeof v !== "number" || !Number.isFinite(v) || v < 0) {
-      throw new RangeError(`costs.${name}[${s}] must be a finite number >= 0, got ${v}`);
+      throw new RangeError(
+        `costs.${name}[${s}] must be a finite number >= 0, got ${describeValue(v)}`,
+      );
     }
     out[s] = v;
   }
@@ -77,7 +82,7 @@ function table(value: CostValue | undefined, name: string, stages: number): Floa
  */
 export function resolveCosts(costs: ActionCosts | undefined, stages: number): StageCosts {
   if (costs !== undefined && (costs === null || typeof costs !== "object")) {
-    throw new TypeError(`costs must be an object { F, B, I, W }, got ${costs}`);
+    throw new TypeError(`costs must be an object { F, B, I, W }, got ${describeValue(costs)}`);
   }
   const c = costs ?? {};
   checkOptionSpelling(c, ["F", "B", "I", "W"], "costs: ");
@@ -112,7 +117,7 @@ export function resolveCosts(costs: ActionCosts | undefined, stages: number): St
 export function checkComm(comm: unknown): number {
   if (comm === undefined) return 0;
   if (typeof comm !== "number" || !Number.isFinite(comm) || comm < 0) {
-    throw new RangeError(`comm must be a finite number >= 0, got ${comm}`);
+    throw new RangeError(`comm must be a finite number >= 0, got ${describeValue(comm)}`);
   }
   return comm;
 }

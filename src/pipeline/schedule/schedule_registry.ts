@@ -12,6 +12,7 @@
 import type { Schedule } from "./schedule.ts";
 import { checkOptionSpelling, nearestName } from "../../text/nearest.ts";
 import { type ActionCosts, checkComm, resolveCosts, type StageCosts } from "./costs.ts";
+import { describeValue } from "../../text/describe.ts";
 
 /** A schedule's shape, checked for positive integers before a definition sees it. */
 export interface ScheduleShape {
@@ -170,7 +171,7 @@ export interface ScheduleRegistry<N extends string = string> {
 
 function checkPositiveInt(value: unknown, what: string): number {
   if (typeof value !== "number" || !Number.isInteger(value) || value < 1) {
-    throw new RangeError(`${what} must be a positive integer, got ${value}`);
+    throw new RangeError(`${what} must be a positive integer, got ${describeValue(value)}`);
   }
   return value;
 }
@@ -250,7 +251,7 @@ export function createScheduleRegistry<N extends string>(
       const d = definition(name);
       if (options === null || typeof options !== "object") {
         throw new TypeError(
-          `options must be an object { ranks, microBatches, ... }, got ${options}`,
+          `options must be an object { ranks, microBatches, ... }, got ${describeValue(options)}`,
         );
       }
       checkOptionSpelling(options, OPTION_KEYS);
@@ -263,7 +264,7 @@ export function createScheduleRegistry<N extends string>(
         typeof memoryLimit !== "number" || !(memoryLimit >= 1) || !Number.isFinite(memoryLimit)
       ) {
         throw new RangeError(
-          `memoryLimit must be a finite number >= 1, got ${options.memoryLimit}`,
+          `memoryLimit must be a finite number >= 1, got ${describeValue(options.memoryLimit)}`,
         );
       }
       return d.generate({ ...shape, costs, comm, memoryLimit });

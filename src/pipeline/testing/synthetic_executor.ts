@@ -16,6 +16,7 @@ import type {
   StageContext,
   StageOutput,
 } from "../runtime/rank_executor.ts";
+import { describeValue } from "../../text/describe.ts";
 
 /** Milliseconds per action kind; as in `simulate`, B defaults to I + W. */
 export type SyntheticCosts = Readonly<Record<ActionKind, number>>;
@@ -54,7 +55,9 @@ export interface SyntheticExecutorOptions {
 export function syntheticCosts(ms: SyntheticExecutorOptions["ms"] = 1): SyntheticCosts {
   const check = (v: unknown, what: string): number => {
     if (typeof v !== "number" || !Number.isFinite(v) || v < 0) {
-      throw new RangeError(`synthetic ${what} must be a finite number >= 0 ms, got ${v}`);
+      throw new RangeError(
+        `synthetic ${what} must be a finite number >= 0 ms, got ${describeValue(v)}`,
+      );
     }
     return v;
   };
@@ -63,7 +66,9 @@ export function syntheticCosts(ms: SyntheticExecutorOptions["ms"] = 1): Syntheti
     return { F: t, I: t, W: t, B: 2 * t };
   }
   if (ms === null || typeof ms !== "object") {
-    throw new TypeError(`synthetic ms must be a number or { F, B, I, W }, got ${ms}`);
+    throw new TypeError(
+      `synthetic ms must be a number or { F, B, I, W }, got ${describeValue(ms)}`,
+    );
   }
   const F = check(ms.F ?? 1, "F");
   const W = check(ms.W ?? 1, "W");
@@ -89,14 +94,16 @@ class SyntheticExecutor implements RankExecutor {
   constructor(init: RankExecutorInit) {
     const o = (init.options ?? {}) as SyntheticExecutorOptions;
     if (o === null || typeof o !== "object") {
-      throw new TypeError(`synthetic executor options must be an object, got ${o}`);
+      throw new TypeError(`synthetic executor options must be an object, got ${describeValue(o)}`);
     }
     this.#init = init;
     this.#costs = syntheticCosts(o.ms);
     this.#stepMs = syntheticCosts(o.stepMs ?? 0).F;
     const floats = o.payloadFloats ?? 16;
     if (!Number.isInteger(floats) || floats < 1) {
-      throw new RangeError(`payloadFloats must be a positive integer, got ${floats}`);
+      throw new RangeError(
+        `payloadFloats must be a positive integer, got ${describeValue(floats)}`,
+      );
     }
     this.#floats = floats;
     if (o.sleep !== undefined && o.sleep !== "timer" && o.sleep !== "block") {

@@ -5,7 +5,7 @@
  * @module
  */
 
-import { describeValue } from "../describe.ts";
+import { describeValue } from "../../text/describe.ts";
 
 /** Bytes of disposed tensors' storage a CPU backend keeps for reuse by default: 256 MiB. */
 export const DEFAULT_POOL_BYTES: number = 256 * 2 ** 20;

@@ -47,6 +47,37 @@ Deno.test("create refuses an unknown option, naming it and the nearest known one
   );
 });
 
+Deno.test("create: a string where checkpoint or partition takes an object says what to pass", async () => {
+  const cases: [Record<string, unknown>, RegExp][] = [
+    [
+      { checkpoint: "full" },
+      /^TypeError: checkpoint must be an ActivationCheckpointConfig or its options \{ recompute, everyNLayers, … \}, got "full": pass \{ recompute: "full" \}/,
+    ],
+    [
+      { partition: "balanced" },
+      /^TypeError: partition must be a PartitionStrategy .*new LoadBalancedPartition\(\).*new UniformPartition\(\).*new FixedPartition\(boundaries\).*got "balanced"/,
+    ],
+  ];
+  for (const [extra, re] of cases) {
+    const net = gpt();
+    await assert.rejects(
+      PipelineParallelModel.create({
+        model: net,
+        schedule: "1f1b",
+        ranks: 2,
+        microBatches: 2,
+        loss: "cross-entropy",
+        optimizer: SGD,
+        rankGroup: "workers",
+        ...extra,
+      } as never),
+      re,
+    );
+    net.dispose();
+  }
+  assert.equal(liveWorkers(), 0, "no worker started");
+});
+
 Deno.test("withFaultInjection is the one way to inject a fault into a model (its option is checked by create)", async () => {
   await assert.rejects(
     cpuModel(

@@ -92,7 +92,8 @@ Deno.test("generateSchedule: parameters are checked in order, with the values in
   );
   assert.throws(
     g("1f1b", { ranks: "4", microBatches: 4 }),
-    /ranks must be a positive integer, got 4/,
+    // A string in quotes: "got 4" would read as a valid value refused.
+    /ranks must be a positive integer, got "4"/,
   );
   assert.throws(
     g("1f1b", { ranks: 4, microBatches: -1 }),

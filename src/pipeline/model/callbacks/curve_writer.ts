@@ -12,6 +12,7 @@ import { writeFileAtomically } from "../_atomic_write.ts";
 import type { StepResult, TrainResult } from "../results.ts";
 import type { StepContext, TrainBeginInfo, TrainCallback } from "../train_callback.ts";
 import { checkOptionSpelling } from "../../../text/nearest.ts";
+import { describeValue } from "../../../text/describe.ts";
 
 const CURVE_WRITER_OPTIONS: readonly (keyof CurveWriterOptions)[] = [
   "title",
@@ -70,12 +71,14 @@ export class CurveWriter implements TrainCallback {
   constructor(path: string | URL, options: CurveWriterOptions = {}) {
     this.path = filePath(path, "CurveWriter: path");
     if (options === null || typeof options !== "object") {
-      throw new TypeError(`CurveWriter: options must be an object, got ${String(options)}`);
+      throw new TypeError(`CurveWriter: options must be an object, got ${describeValue(options)}`);
     }
     checkOptionSpelling(options, CURVE_WRITER_OPTIONS, "CurveWriter: ");
     const every = options.writeEvery ?? 0;
     if (!Number.isSafeInteger(every) || every < 0) {
-      throw new RangeError(`CurveWriter: writeEvery must be an integer >= 0, got ${String(every)}`);
+      throw new RangeError(
+        `CurveWriter: writeEvery must be an integer >= 0, got ${describeValue(every)}`,
+      );
     }
     this.#title = options.title ?? "training curves";
     this.#subtitle = options.subtitle;

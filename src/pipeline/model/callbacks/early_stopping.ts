@@ -7,6 +7,7 @@
 import type { StepResult } from "../results.ts";
 import type { StepContext, TrainBeginInfo, TrainCallback } from "../train_callback.ts";
 import { checkOptionSpelling } from "../../../text/nearest.ts";
+import { describeValue } from "../../../text/describe.ts";
 
 const EARLY_STOPPING_OPTIONS: readonly (keyof EarlyStoppingOptions)[] = [
   "metric",
@@ -62,29 +63,31 @@ export class EarlyStopping implements TrainCallback {
   /** Checks the options (a RangeError or TypeError naming the option). */
   constructor(options: EarlyStoppingOptions = {}) {
     if (options === null || typeof options !== "object") {
-      throw new TypeError(`EarlyStopping: options must be an object, got ${String(options)}`);
+      throw new TypeError(
+        `EarlyStopping: options must be an object, got ${describeValue(options)}`,
+      );
     }
     checkOptionSpelling(options, EARLY_STOPPING_OPTIONS, "EarlyStopping: ");
     const metric = options.metric ?? "loss";
     if (metric !== "loss" && metric !== "accuracy") {
       throw new TypeError(
-        `EarlyStopping: metric must be "loss" or "accuracy", got ${String(metric)}`,
+        `EarlyStopping: metric must be "loss" or "accuracy", got ${describeValue(metric)}`,
       );
     }
     const mode = options.mode ?? (metric === "loss" ? "min" : "max");
     if (mode !== "min" && mode !== "max") {
-      throw new TypeError(`EarlyStopping: mode must be "min" or "max", got ${String(mode)}`);
+      throw new TypeError(`EarlyStopping: mode must be "min" or "max", got ${describeValue(mode)}`);
     }
     const patience = options.patience ?? 3;
     if (!Number.isSafeInteger(patience) || patience < 1) {
       throw new RangeError(
-        `EarlyStopping: patience must be a positive integer, got ${String(patience)}`,
+        `EarlyStopping: patience must be a positive integer, got ${describeValue(patience)}`,
       );
     }
     const minDelta = options.minDelta ?? 0;
     if (typeof minDelta !== "number" || !Number.isFinite(minDelta) || minDelta < 0) {
       throw new RangeError(
-        `EarlyStopping: minDelta must be a finite number >= 0, got ${String(minDelta)}`,
+        `EarlyStopping: minDelta must be a finite number >= 0, got ${describeValue(minDelta)}`,
       );
     }
     this.metric = metric;

@@ -10,6 +10,7 @@ import type { SaveCheckpointOptions } from "../checkpoint_file.ts";
 import type { StepResult } from "../results.ts";
 import type { TrainBeginInfo, TrainCallback } from "../train_callback.ts";
 import { checkOptionSpelling } from "../../../text/nearest.ts";
+import { describeValue } from "../../../text/describe.ts";
 
 const MODEL_CHECKPOINT_OPTIONS: readonly (keyof ModelCheckpointOptions)[] = [
   "path",
@@ -81,7 +82,7 @@ export class ModelCheckpoint implements TrainCallback {
     this.#path = filePath(options.path, "ModelCheckpoint: path");
     if (!Number.isSafeInteger(options.every) || options.every < 1) {
       throw new RangeError(
-        `ModelCheckpoint: every must be a positive integer, got ${String(options.every)}`,
+        `ModelCheckpoint: every must be a positive integer, got ${describeValue(options.every)}`,
       );
     }
     if (options.data !== undefined && typeof options.data !== "function") {

@@ -9,6 +9,7 @@
 import type { StepResult, TrainResult } from "../results.ts";
 import type { StepContext, TrainBeginInfo, TrainCallback } from "../train_callback.ts";
 import { checkOptionSpelling } from "../../../text/nearest.ts";
+import { describeValue } from "../../../text/describe.ts";
 
 const PROGRESS_BAR_OPTIONS: readonly (keyof ProgressBarOptions)[] = [
   "total",
@@ -102,7 +103,7 @@ export class ProgressBar implements TrainCallback {
   /** Checks the options (a RangeError or TypeError naming the option). */
   constructor(options: ProgressBarOptions = {}) {
     if (options === null || typeof options !== "object") {
-      throw new TypeError(`ProgressBar: options must be an object, got ${String(options)}`);
+      throw new TypeError(`ProgressBar: options must be an object, got ${describeValue(options)}`);
     }
     checkOptionSpelling(options, PROGRESS_BAR_OPTIONS, "ProgressBar: ");
     positiveInt(options.total, "total", false);
