@@ -98,3 +98,40 @@ export async function writeFileAtomically(path: string, bytes: Uint8Array): Prom
   }
   for (const name of stale) await removeIfStale(dir, name);
 }
+
+/**
+ * {@linkcode writeFileAtomically} within the call, for a caller that must
+ * not yield (a log rewritten before its next line is appended): the
+ * temporary file is synced and renamed over `path`, and the folder synced;
+ * stale temporary files are left to the next asynchronous save.
+ */
+export function writeFileAtomicallySync(path: string, bytes: Uint8Array): void {
+  const { dir } = split(path);
+  const tmp = `${path}.tmp-${crypto.randomUUID().slice(0, 8)}`;
+  const file = Deno.openSync(tmp, { write: true, createNew: true });
+  try {
+    file.lockSync(true);
+    for (let at = 0; at < bytes.length;) at += file.writeSync(bytes.subarray(at));
+    file.syncSync();
+    Deno.renameSync(tmp, path);
+  } catch (e) {
+    try {
+      Deno.removeSync(tmp);
+    } catch {
+      // already gone
+    }
+    throw e;
+  } finally {
+    file.close();
+  }
+  try {
+    const folder = Deno.openSync(dir, { read: true });
+    try {
+      folder.syncSync();
+    } finally {
+      folder.close();
+    }
+  } catch {
+    // Some systems cannot open or sync a folder (Windows): the rename stands.
+  }
+}

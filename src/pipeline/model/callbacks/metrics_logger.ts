@@ -6,9 +6,11 @@
 
 import { checkOutputPath } from "../output_path.ts";
 import { filePath } from "../_file_path.ts";
+import { writeFileAtomicallySync } from "../_atomic_write.ts";
 import type { StepResult } from "../results.ts";
 import type { StepContext, TrainBeginInfo, TrainCallback } from "../train_callback.ts";
 import { checkOptionSpelling } from "../../../text/nearest.ts";
+import { describeValue } from "../../../text/describe.ts";
 
 const METRICS_LOGGER_OPTIONS: readonly (keyof MetricsLoggerOptions)[] = ["format", "append"];
 
@@ -18,8 +20,11 @@ export interface MetricsLoggerOptions {
   readonly format?: "jsonl" | "csv";
   /**
    * Add to the file rather than start it afresh (default false): a resumed
-   * run continues the log of the run it resumes. A CSV file's header must
-   * then be this logger's (read first: read permission for the file).
+   * run continues the log of the run it resumes. The file is read first
+   * (read permission for it): lines of steps after the one training starts
+   * from are dropped (an interrupted run logged past its last checkpoint;
+   * the resumed run logs those steps again), and a CSV file's header must
+   * be this logger's.
    */
   readonly append?: boolean;
 }
@@ -61,6 +66,30 @@ export interface MetricsLine {
 export const METRICS_CSV_HEADER =
   "step,loss,lr,makespan_ms,bubble,grad_norm,skipped,validation_loss,validation_accuracy,wall_ms";
 
+// The log's text without the lines of steps after `lastStep` (steps counted
+// from 1, as the lines hold them) and without a torn last line; the text as
+// it is when nothing goes.
+function linesUpTo(text: string, lastStep: number, format: "jsonl" | "csv"): string {
+  const lines = text.split("\n");
+  const tail = lines.pop(); // "" after a final newline, else a torn line
+  const first = format === "csv" ? 1 : 0;
+  let keep = lines.length;
+  for (let i = first; i < lines.length; i++) {
+    let step: number;
+    try {
+      step = format === "jsonl" ? JSON.parse(lines[i]).step : Number(lines[i].split(",")[0]);
+    } catch {
+      continue; // not a line of ours: left as it is
+    }
+    if (typeof step === "number" && step > lastStep) {
+      keep = i;
+      break;
+    }
+  }
+  if (keep === lines.length && tail === "") return text;
+  return lines.slice(0, keep).map((l) => `${l}\n`).join("");
+}
+
 /**
  * Logs every step to a file, one line each, written as the step's hooks
  * run (one write per line: a crash loses at most the line being written):
@@ -100,12 +129,16 @@ export class MetricsLogger implements TrainCallback {
   constructor(path: string | URL, options: MetricsLoggerOptions = {}) {
     this.path = filePath(path, "MetricsLogger: path");
     if (options === null || typeof options !== "object") {
-      throw new TypeError(`MetricsLogger: options must be an object, got ${String(options)}`);
+      throw new TypeError(
+        `MetricsLogger: options must be an object, got ${describeValue(options)}`,
+      );
     }
     checkOptionSpelling(options, METRICS_LOGGER_OPTIONS, "MetricsLogger: ");
     const format = options.format ?? (this.path.endsWith(".csv") ? "csv" : "jsonl");
     if (format !== "jsonl" && format !== "csv") {
-      throw new TypeError(`MetricsLogger: format must be "jsonl" or "csv", got ${String(format)}`);
+      throw new TypeError(
+        `MetricsLogger: format must be "jsonl" or "csv", got ${describeValue(format)}`,
+      );
     }
     this.format = format;
     this.#append = options.append ?? false;
@@ -118,8 +151,7 @@ export class MetricsLogger implements TrainCallback {
     if (this.#silent) return;
     checkOutputPath(this.path, "MetricsLogger: path", { write: "direct" });
     let existing = "";
-    // A CSV log continued must hold this header (JSON Lines need no read).
-    if (this.#append && this.format === "csv") {
+    if (this.#append) {
       try {
         existing = Deno.readTextFileSync(this.path);
       } catch (e) {
@@ -142,7 +174,11 @@ export class MetricsLogger implements TrainCallback {
       }
     }
     const start = this.format === "csv" && existing === "" ? `${METRICS_CSV_HEADER}\n` : "";
-    Deno.writeTextFileSync(this.path, start, { append: this.#append });
+    const kept = this.#append ? linesUpTo(existing, info.firstStep, this.format) : existing;
+    if (kept !== existing) {
+      // Steps after the resumed one, logged by the run that was interrupted.
+      writeFileAtomicallySync(this.path, new TextEncoder().encode(kept));
+    } else Deno.writeTextFileSync(this.path, start, { append: this.#append });
     this.#ready = true;
   }
 

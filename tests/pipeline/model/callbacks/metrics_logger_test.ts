@@ -131,3 +131,38 @@ Deno.test("MetricsLogger: its path is checked before the first step (missing fol
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("MetricsLogger append: the lines of steps after the one training resumes from (an interrupted run logged past its checkpoint) and a torn last line are dropped, so the log reads as one run", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const step = (i: number) =>
+      ({ step: i, loss: 1 / (i + 1), lr: 0.01, makespanMs: 5, bubble: 0.1 }) as never;
+    const ctx = { exact: true, stop: () => {} };
+    for (const format of ["jsonl", "csv"] as const) {
+      const path = `${dir}/m.${format}`;
+      // An interrupted run: steps 1..5 logged, the checkpoint at step 3, a torn sixth line.
+      const first = new MetricsLogger(path);
+      first.onTrainBegin({ firstStep: 0, localRank: null });
+      for (let i = 0; i < 5; i++) first.onStepEnd(step(i), ctx);
+      await Deno.writeTextFile(path, format === "jsonl" ? '{"step":6,"lo' : "6,0.1", {
+        append: true,
+      });
+      // The resumed run starts at step index 3 (its first line is step 4).
+      const resumed = new MetricsLogger(path, { append: true });
+      resumed.onTrainBegin({ firstStep: 3, localRank: null });
+      for (let i = 3; i < 6; i++) resumed.onStepEnd(step(i), ctx);
+      const lines = (await Deno.readTextFile(path)).split("\n").filter((l) => l !== "");
+      const steps = format === "jsonl"
+        ? lines.map((l) => JSON.parse(l).step)
+        : lines.slice(1).map((l) => Number(l.split(",")[0]));
+      assert.deepEqual(steps, [1, 2, 3, 4, 5, 6], `${format}: ${lines.join(" | ")}`);
+      if (format === "csv") assert.equal(lines[0], METRICS_CSV_HEADER);
+      const names = [...Deno.readDirSync(dir)].map((e) => e.name).filter((n) =>
+        n.includes(".tmp-")
+      );
+      assert.deepEqual(names, [], "no temporary file left");
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
