@@ -3,9 +3,9 @@
  * tiny GPT across 2 pipeline ranks (ZB-H1), AdamW with a warmup-cosine
  * learning rate, batches streamed from a generator, a progress bar, a
  * metrics log, a validation loss every 20 steps, a checkpoint every 20
- * steps and at the end that the next run resumes from (bit for bit:
- * weights, AdamW state, step count, batch order), and `await using` to end
- * the workers.
+ * steps and at the end (or at a Ctrl-C) that the next run resumes from
+ * (bit for bit: weights, AdamW state, step count, batch order), and
+ * `await using` to end the workers.
  *
  * ```sh
  * deno run --allow-read=. --allow-write=. examples/training_script.ts 40   # steps 1–40, then a checkpoint
@@ -58,7 +58,12 @@ function* batches() {
 }
 const data = () => ({ rng: JSON.stringify(rng.state()) }); // the batch order, for checkpoints
 
+// Ctrl-C: finish the window, save below and end (a second Ctrl-C ends at once).
+const stop = new AbortController();
+const interrupt = () => stop.signal.aborted ? Deno.exit(130) : stop.abort();
+Deno.addSignalListener("SIGINT", interrupt);
 await model.train(batches(), {
+  signal: stop.signal,
   validation: { batch: validation, every: EVAL_EVERY }, // forward only, after steps 20, 40, 60
   callbacks: [
     new ProgressBar({ total: STEPS, every: 10 }), // a bar on a terminal, else a line per 10 steps
@@ -66,5 +71,6 @@ await model.train(batches(), {
     new ModelCheckpoint(model, { path: CHECKPOINT, every: EVAL_EVERY, data }), // at exact steps
   ],
 });
+Deno.removeSignalListener("SIGINT", interrupt);
 await model.saveCheckpoint(CHECKPOINT, { data: data() });
 console.log(`checkpoint at step ${model.stepCount}: ${CHECKPOINT}`);

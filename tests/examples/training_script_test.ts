@@ -110,3 +110,44 @@ Deno.test("README: the training script section shows examples/training_script.ts
     .replace(/ from "\.\.\/(\w+)\.ts";/g, ' from "jsr:@conveyor/core/$1";');
   assert.equal(shown, code);
 });
+
+Deno.test("README training script: a Ctrl-C (SIGINT) ends the window, saves the checkpoint and exits 0; the next run resumes there and the log equals the uninterrupted run's", async () => {
+  const a = await Deno.makeTempDir(), b = await Deno.makeTempDir();
+  try {
+    const whole = await run(a, []);
+    assert.equal(whole.code, 0, whole.err);
+    const child = new Deno.Command(Deno.execPath(), {
+      args: ["run", "--quiet", `--allow-read=${root},${b}`, `--allow-write=${b}`, script],
+      cwd: b,
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    const dec = new TextDecoder();
+    let out = "";
+    const reader = child.stdout.getReader();
+    // Interrupt once the first progress line is out (step 10 of 60).
+    while (!out.includes("step 10/60")) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      out += dec.decode(value);
+    }
+    child.kill("SIGINT");
+    for (let r = await reader.read(); !r.done; r = await reader.read()) out += dec.decode(r.value);
+    const status = await child.status;
+    const err = dec.decode(await new Response(child.stderr).arrayBuffer());
+    assert.equal(status.code, 0, err);
+    const at = Number(/checkpoint at step (\d+): tiny_gpt\.ckpt\.safetensors\n$/.exec(out)?.[1]);
+    assert.ok(at >= 10 && at < 60, `interrupted at step ${at}: ${out}`);
+    const rest = await run(b, []);
+    assert.equal(rest.code, 0, rest.err);
+    assert.match(rest.out, /checkpoint at step 60: tiny_gpt\.ckpt\.safetensors\n$/);
+    assert.deepEqual(
+      await metrics(b),
+      await metrics(a),
+      "the resumed log equals the uninterrupted one",
+    );
+  } finally {
+    await Deno.remove(a, { recursive: true });
+    await Deno.remove(b, { recursive: true });
+  }
+});
