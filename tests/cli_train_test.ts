@@ -688,3 +688,68 @@ Deno.test("cli train without read access to the package: one line naming --allow
     ),
   );
 });
+
+Deno.test("cli train: a Ctrl-C (SIGINT) ends the window running, writes the checkpoint and exits 130 naming the step; --resume continues from it", async () => {
+  const dir = await Deno.makeTempDir();
+  const ck = `${dir}/run.safetensors`;
+  try {
+    const child = new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "-A",
+        new URL("../cli.ts", import.meta.url).pathname,
+        ...TRAIN,
+        ...QUIET,
+        "--steps",
+        "2000",
+        "--layers",
+        "1",
+        "--dim",
+        "16",
+        "--heads",
+        "2",
+        "--save-checkpoint",
+        ck,
+      ],
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    const dec = new TextDecoder();
+    let out = "";
+    const reader = child.stdout.getReader();
+    while (!out.includes('"step":2,')) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      out += dec.decode(value);
+    }
+    child.kill("SIGINT");
+    for (let r = await reader.read(); !r.done; r = await reader.read()) out += dec.decode(r.value);
+    const status = await child.status;
+    const err = dec.decode(await new Response(child.stderr).arrayBuffer());
+    assert.equal(status.code, 130, err);
+    const at = Number(/interrupted \(Ctrl-C\) after step (\d+) of 2000/.exec(err)?.[1]);
+    assert.ok(at >= 2 && at < 2000, err);
+    assert.equal(at % 10, 0, "a window of 10 steps ends");
+    assert.equal(parseJsonLines(out).steps.length, at, "a line per step trained");
+    assert.equal(parseTrainingCheckpoint(await Deno.readFile(ck)).step, at);
+    const rest = await cli(
+      ...TRAIN,
+      ...QUIET,
+      "--layers",
+      "1",
+      "--dim",
+      "16",
+      "--heads",
+      "2",
+      "--steps",
+      "1",
+      "--in-process",
+      "--resume",
+      ck,
+    );
+    assert.equal(rest.code, 0, rest.err);
+    assert.deepEqual(parseJsonLines(rest.out).steps.map((s) => s.step), [at + 1]);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

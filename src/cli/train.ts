@@ -168,7 +168,8 @@ ${shapeFlagsHelp()}
   --min-lr X             warmup-cosine: the cosine's floor (default 0)
   --lr-gamma X           step: factor per decay (default 0.1)
   --save-checkpoint PATH write a training checkpoint at the end (weights, AdamW state,
-                         step count, batch order)
+                         step count, batch order), or at a Ctrl-C: the window of
+                         10 steps running ends, the outputs are written, exit 130
   --resume PATH          start from a checkpoint: steps continue from its step N + 1,
                          batches from its stored order (same model flags; give
                          --decay-steps when splitting a warmup-cosine run)
@@ -431,6 +432,7 @@ async function train(
       );
     }
   }
+  let code = 0;
   try {
     if (launch !== null) {
       // Every rank names its host, process and device (the WebGPU adapter it opened).
@@ -505,7 +507,16 @@ async function train(
         }
       },
     };
-    await model.train(batches(), {
+    // A Ctrl-C ends the window running; the outputs (checkpoint, trace, logs)
+    // are then written as at the end, and the command exits 130. A second
+    // Ctrl-C ends at once. Not under MPI: every process gets the signal, and
+    // the ranks must stop at one step.
+    const stop = new AbortController();
+    const interrupt = () => stop.signal.aborted ? Deno.exit(130) : stop.abort();
+    const listen = model.rankGroup !== "mpi";
+    if (listen) Deno.addSignalListener("SIGINT", interrupt);
+    const result = await model.train(batches(), {
+      signal: stop.signal,
       window: GROUP,
       callbacks: [
         lines,
@@ -519,6 +530,11 @@ async function train(
         ]),
       ],
     });
+    if (listen) Deno.removeSignalListener("SIGINT", interrupt);
+    if (result.aborted) {
+      io.err(`interrupted (Ctrl-C) after step ${model.stepCount} of ${last}\n`);
+      code = 130;
+    }
     if (trace !== undefined) {
       await model.writeTrace(
         trace,
@@ -544,7 +560,7 @@ async function train(
   } finally {
     await model.dispose();
   }
-  return 0;
+  return code;
 }
 
 /**
