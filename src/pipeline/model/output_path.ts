@@ -73,6 +73,18 @@ export function checkOutputPath(
   const refuse = (rule: string): never => {
     throw new TypeError(`${at}: ${rule}`);
   };
+  // A missing folder is said first where it can be seen (read access to
+  // it, granted already: no prompt): a permission to add would only lead to
+  // this error next.
+  if (Deno.permissions.querySync({ name: "read", path: dir }).state === "granted") {
+    try {
+      Deno.statSync(dir);
+    } catch (e) {
+      if (e instanceof Deno.errors.NotFound || e instanceof Deno.errors.NotADirectory) {
+        refuse(`the folder ${dir} does not exist (create it first)`);
+      }
+    }
+  }
   if (mode === "replace") {
     for (const name of ["read", "write"] as const) {
       if (!ask(name, dir)) {

@@ -72,7 +72,7 @@ Deno.test("checkOutputPath: without Deno's permission, the flag to add is named 
     await Deno.writeTextFile(
       script,
       `import { checkOutputPath } from "${root}src/pipeline/model/output_path.ts";
-for (const [path, write] of [["${dir}/out/c.ckpt", "replace"], ["${dir}/out/t.json", "direct"]]) {
+for (const [path, write] of [["${dir}/out/c.ckpt", "replace"], ["${dir}/out/t.json", "direct"], ["${dir}/none/c.ckpt", "replace"], ["${dir}/none/t.json", "direct"]]) {
   try { checkOutputPath(path, "out", { write }); console.log("passed"); }
   catch (e) { console.log(e.constructor.name + ": " + e.message); }
 }`,
@@ -89,6 +89,9 @@ for (const [path, write] of [["${dir}/out/c.ckpt", "replace"], ["${dir}/out/t.js
     assert.deepEqual(out, [
       `TypeError: out ${dir}/out/c.ckpt needs write access to ${dir}/out (run with --allow-write=${dir}/out; the file is written beside it, then renamed over it)`,
       `TypeError: out ${dir}/out/t.json needs write access to ${dir}/out/t.json (run with --allow-write=${dir}/out/t.json, or its folder)`,
+      // A missing folder (visible with read access) is said before the permission to add.
+      `TypeError: out ${dir}/none/c.ckpt: the folder ${dir}/none does not exist (create it first)`,
+      `TypeError: out ${dir}/none/t.json: the folder ${dir}/none does not exist (create it first)`,
     ]);
   } finally {
     await Deno.remove(dir, { recursive: true });
