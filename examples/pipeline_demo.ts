@@ -340,7 +340,7 @@ async function finish(t: Trainer, last: boolean): Promise<Run> {
     t.steps.forEach((s, i) => {
       console.log(
         `  step ${String(i + 1).padStart(2)}${i < warmup ? " (warm-up)" : "          "}  ` +
-          `loss ${s.loss.toFixed(4)}  ${s.makespanMs.toFixed(0)} ms  bubble ${pct(s.bubble)}`,
+          `loss ${s.loss.toFixed(4)}  ${s.makespanMs.toFixed(0)} ms  idle ${pct(s.bubble)}`,
       );
     });
     if (last && sampleLength > 0) {
@@ -470,7 +470,8 @@ console.log(`\nsummary (${cores} CPU cores, backend ${backend}):`);
 for (const [k, x, y] of rows) console.log(`  ${k.padEnd(w0)}  ${x.padEnd(w1)}  ${y}`);
 console.log(
   `  (step time: between the ends of consecutive steps of a window; bubble: steady state ` +
-    `over the measured windows; simulated: the schedule with each action's measured median time)`,
+    `over the measured windows; simulated: the schedule with each action's measured median time; ` +
+    `a step's idle above: its ranks' time between actions, fill, drain and the runtime's gaps)`,
 );
 console.log(
   worst === 0

@@ -34,6 +34,11 @@ Deno.test("cli train: every output path (--save-checkpoint, --trace, --metrics, 
         assert.ok(r.err.includes(message), `${r.err}\nwanted: ${message}`);
       }
     }
+    // --trace at another picture's name would get JSON.
+    const png = await cli(...TRAIN, "--steps", "2", "--trace", `${dir}/t.png`);
+    assert.equal(png.code, 2, png.err);
+    assert.equal(png.out, "", "no step ran");
+    assert.match(png.err, /--trace .*t\.png: a trace is an SVG timeline .* not PNG/);
     assert.deepEqual([...Deno.readDirSync(dir)], [], "nothing written");
     assert.equal(liveWorkers(), 0);
   } finally {

@@ -3,6 +3,7 @@
 // from the package.
 
 import { checkOutputPath } from "../pipeline/model/output_path.ts";
+import { traceFormat } from "../pipeline/render/trace_format.ts";
 import { positiveInt } from "./_options.ts";
 import { UsageError } from "./command.ts";
 
@@ -24,6 +25,7 @@ export function readOutputs(values: Record<string, unknown>): Partial<Record<Out
     if (v === undefined) continue;
     if (String(v) === "") throw new UsageError(`--${flag} needs a path`);
     try {
+      if (flag === "trace") traceFormat(String(v), "--trace");
       out[flag] = checkOutputPath(String(v), `--${flag}`, { write: how[flag] });
     } catch (e) {
       if (e instanceof TypeError) throw new UsageError(e.message);

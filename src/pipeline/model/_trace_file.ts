@@ -11,6 +11,7 @@ import type { TimedEvent } from "../schedule/schedule.ts";
 import { summarizeTimeline } from "../analysis/timeline_summary.ts";
 import { toChromeTrace } from "../render/chrome_trace.ts";
 import { renderSvg } from "../render/render_svg.ts";
+import { traceFormat } from "../render/trace_format.ts";
 import type { StepResult } from "./results.ts";
 import { describeValue } from "../../text/describe.ts";
 
@@ -92,7 +93,7 @@ export function traceText(
     ? picked.step.events
     : picked.steps.flatMap((s) => s.events).sort((a, b) => a.start - b.start || a.rank - b.rank);
   const head = `${schedule.name}: ${ranks} ranks, ${microBatches} micro-batches`;
-  if (!path.endsWith(".svg")) {
+  if (traceFormat(path, "writeTrace: path") !== "svg") {
     return JSON.stringify(
       toChromeTrace(events, { ranks, microsecondsPerUnit: 1000, processName: schedule.name }),
     );

@@ -7,6 +7,7 @@
  * @module
  */
 
+import { traceFormat } from "../render/trace_format.ts";
 import type { Shape } from "../../tensor/mod.ts";
 import type { Sequential } from "../../nn/sequential.ts";
 import type { LoadSafetensorsOptions, SaveSafetensorsOptions } from "../../nn/safetensors.ts";
@@ -474,6 +475,7 @@ export class PipelineParallelModel {
    */
   async writeTrace(path: string | URL, options?: WriteTraceOptions): Promise<void> {
     const file = filePath(path, "writeTrace: path");
+    traceFormat(file, "writeTrace: path");
     const picked = pickTrace(this.#lastSteps, this.#lastEvents, options);
     if ((this.#ranks.localRank ?? 0) !== 0) return;
     checkOutputPath(file, "writeTrace: path", { write: "direct" });

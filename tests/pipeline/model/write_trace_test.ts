@@ -126,6 +126,15 @@ Deno.test("writeTrace: a step not in the last call, a bad step, a prediction's t
         e.message ===
           `writeTrace: path ${dir}/missing/t.svg: the folder ${dir}/missing does not exist (create it first)`,
     );
+    // Another picture's extension would get JSON: refused, and nothing is written.
+    await assert.rejects(
+      m.writeTrace(`${dir}/t.png`),
+      (e: Error) =>
+        e instanceof TypeError &&
+        e.message ===
+          `writeTrace: path ${dir}/t.png: a trace is an SVG timeline (a name ending in .svg) or a Chrome trace (JSON, any other name such as .json), not PNG`,
+    );
+    await assert.rejects(Deno.stat(`${dir}/t.png`), Deno.errors.NotFound);
     await assert.rejects(
       m.writeTrace(dir),
       (e: Error) =>
