@@ -43,6 +43,7 @@ import {
 import type { NonFiniteReport } from "../pipeline/model/results.ts";
 import type { TrainCallback } from "../pipeline/model/train_callback.ts";
 import { readOutputs, readTraceStep } from "./_train_outputs.ts";
+import { listenForInterrupt } from "./_interrupt.ts";
 import { MetricsLogger } from "../pipeline/model/callbacks/metrics_logger.ts";
 import { CurveWriter } from "../pipeline/model/callbacks/curve_writer.ts";
 import { parseTrainingCheckpoint } from "../nn/training_checkpoint.ts";
@@ -507,16 +508,10 @@ async function train(
         }
       },
     };
-    // A Ctrl-C ends the window running; the outputs (checkpoint, trace, logs)
-    // are then written as at the end, and the command exits 130. A second
-    // Ctrl-C ends at once. Not under MPI: every process gets the signal, and
-    // the ranks must stop at one step.
-    const stop = new AbortController();
-    const interrupt = () => stop.signal.aborted ? Deno.exit(130) : stop.abort();
-    const listen = model.rankGroup !== "mpi";
-    if (listen) Deno.addSignalListener("SIGINT", interrupt);
+    // A Ctrl-C: the outputs are written as at the end, then exit 130.
+    using interrupt = listenForInterrupt(model.rankGroup !== "mpi");
     const result = await model.train(batches(), {
-      signal: stop.signal,
+      signal: interrupt.signal,
       window: GROUP,
       callbacks: [
         lines,
@@ -530,7 +525,7 @@ async function train(
         ]),
       ],
     });
-    if (listen) Deno.removeSignalListener("SIGINT", interrupt);
+    interrupt[Symbol.dispose](); // the outputs are written without it
     if (result.aborted) {
       io.err(`interrupted (Ctrl-C) after step ${model.stepCount} of ${last}\n`);
       code = 130;
