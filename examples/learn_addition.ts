@@ -224,7 +224,7 @@ function parse() {
 // write permission is said now, not after the run.
 function outputPath(path: string): string {
   try {
-    return checkOutputPath(path, "--svg");
+    return checkOutputPath(path, "--svg", { write: "direct" }); // written in place
   } catch (e) {
     fail((e as Error).message);
   }

@@ -185,7 +185,7 @@ const seed = integer("seed", o.seed, 1);
 // or write permission is said now, not after the run.
 const outputPath = (path: string, flag: string): string => {
   try {
-    return checkOutputPath(path, flag);
+    return checkOutputPath(path, flag, { write: "direct" }); // written in place
   } catch (e) {
     fail((e as Error).message);
   }

@@ -689,7 +689,7 @@ Deno.test("cli train without read access to the package: one line naming --allow
   );
 });
 
-Deno.test("cli train: a Ctrl-C (SIGINT) ends the window running, writes the checkpoint and exits 130 naming the step; --resume continues from it", async () => {
+Deno.test("cli train: a Ctrl-C (SIGINT) ends the window running, writes the checkpoint and the trace (the last step when --trace-step was not reached) and exits 130 naming the step; --resume continues from it", async () => {
   const dir = await Deno.makeTempDir();
   const ck = `${dir}/run.safetensors`;
   try {
@@ -710,6 +710,11 @@ Deno.test("cli train: a Ctrl-C (SIGINT) ends the window running, writes the chec
         "2",
         "--save-checkpoint",
         ck,
+        // A step the interrupted run does not reach: the last one is drawn instead.
+        "--trace",
+        `${dir}/t.svg`,
+        "--trace-step",
+        "1999",
       ],
       stdout: "piped",
       stderr: "piped",
@@ -732,6 +737,8 @@ Deno.test("cli train: a Ctrl-C (SIGINT) ends the window running, writes the chec
     assert.equal(at % 10, 0, "a window of 10 steps ends");
     assert.equal(parseJsonLines(out).steps.length, at, "a line per step trained");
     assert.equal(parseTrainingCheckpoint(await Deno.readFile(ck)).step, at);
+    assert.match(err, /--trace-step 1999 was not reached: the last step is drawn/);
+    assert.match(await Deno.readTextFile(`${dir}/t.svg`), new RegExp(`step ${at} \\(index`));
     const rest = await cli(
       ...TRAIN,
       ...QUIET,

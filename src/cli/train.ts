@@ -530,16 +530,21 @@ async function train(
       io.err(`interrupted (Ctrl-C) after step ${model.stepCount} of ${last}\n`);
       code = 130;
     }
-    if (trace !== undefined) {
-      await model.writeTrace(
-        trace,
-        traceStep === undefined ? {} : { step: traceStep === "all" ? "all" : traceStep - 1 },
-      );
-    }
     if (savePath !== undefined) {
       await model.saveCheckpoint(savePath, {
         data: { [BATCH_RNG]: JSON.stringify(rng.state()), seed: String(seed) },
       });
+    }
+    if (trace !== undefined) {
+      // Interrupted before --trace-step: the last step trained is drawn.
+      const reached = typeof traceStep !== "number" || traceStep <= model.stepCount;
+      if (!reached) io.err(`--trace-step ${traceStep} was not reached: the last step is drawn\n`);
+      await model.writeTrace(
+        trace,
+        traceStep === undefined || !reached
+          ? {}
+          : { step: traceStep === "all" ? "all" : traceStep - 1 },
+      );
     }
     const stats = await model.parameterStats();
     if (values.json) {

@@ -208,7 +208,7 @@ export async function createRankExecutor(
     if (!(built instanceof Sequential)) {
       built.dispose();
       throw new TypeError(
-        `the model's spec must be a Sequential, got ${describeValue(o.spec.kind)}`,
+        `the model's spec must be a Sequential, got ${o.spec.kind}`,
       );
     }
     model = built;

@@ -6,7 +6,6 @@
 
 import { checkOutputPath } from "../output_path.ts";
 import { filePath } from "../_file_path.ts";
-import { writeFileAtomicallySync } from "../_atomic_write.ts";
 import type { StepResult } from "../results.ts";
 import type { StepContext, TrainBeginInfo, TrainCallback } from "../train_callback.ts";
 import { checkOptionSpelling } from "../../../text/nearest.ts";
@@ -21,10 +20,10 @@ export interface MetricsLoggerOptions {
   /**
    * Add to the file rather than start it afresh (default false): a resumed
    * run continues the log of the run it resumes. The file is read first
-   * (read permission for it): lines of steps after the one training starts
-   * from are dropped (an interrupted run logged past its last checkpoint;
-   * the resumed run logs those steps again), and a CSV file's header must
-   * be this logger's.
+   * (read permission for it): when training starts past step 0 (a resumed
+   * run), the lines of later steps are cut off (an interrupted run logged
+   * past its last checkpoint; the resumed run logs those steps again), and
+   * a CSV file's header must be this logger's.
    */
   readonly append?: boolean;
 }
@@ -173,12 +172,14 @@ export class MetricsLogger implements TrainCallback {
         );
       }
     }
-    const start = this.format === "csv" && existing === "" ? `${METRICS_CSV_HEADER}\n` : "";
-    const kept = this.#append ? linesUpTo(existing, info.firstStep, this.format) : existing;
-    if (kept !== existing) {
-      // Steps after the resumed one, logged by the run that was interrupted.
-      writeFileAtomicallySync(this.path, new TextEncoder().encode(kept));
-    } else Deno.writeTextFileSync(this.path, start, { append: this.#append });
+    // Appending drops a torn last line, and a resumed run (past step 0) the
+    // lines an interrupted run logged past its checkpoint: the log is cut in
+    // place (the kept text is a prefix of it; write access to the file suffices).
+    const last = info.firstStep > 0 ? info.firstStep : Infinity;
+    const kept = this.#append ? linesUpTo(existing, last, this.format) : existing;
+    if (kept !== existing) Deno.truncateSync(this.path, new TextEncoder().encode(kept).length);
+    const start = this.format === "csv" && kept === "" ? `${METRICS_CSV_HEADER}\n` : "";
+    Deno.writeTextFileSync(this.path, start, { append: this.#append });
     this.#ready = true;
   }
 

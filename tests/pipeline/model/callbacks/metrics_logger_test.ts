@@ -132,7 +132,7 @@ Deno.test("MetricsLogger: its path is checked before the first step (missing fol
   }
 });
 
-Deno.test("MetricsLogger append: the lines of steps after the one training resumes from (an interrupted run logged past its checkpoint) and a torn last line are dropped, so the log reads as one run", async () => {
+Deno.test("MetricsLogger append: the lines of steps after the one training resumes from (an interrupted run logged past its checkpoint) and a torn last line are dropped, so the log reads as one run; a run from step 0 keeps the lines", async () => {
   const dir = await Deno.makeTempDir();
   try {
     const step = (i: number) =>
@@ -157,11 +157,28 @@ Deno.test("MetricsLogger append: the lines of steps after the one training resum
         : lines.slice(1).map((l) => Number(l.split(",")[0]));
       assert.deepEqual(steps, [1, 2, 3, 4, 5, 6], `${format}: ${lines.join(" | ")}`);
       if (format === "csv") assert.equal(lines[0], METRICS_CSV_HEADER);
-      const names = [...Deno.readDirSync(dir)].map((e) => e.name).filter((n) =>
-        n.includes(".tmp-")
-      );
-      assert.deepEqual(names, [], "no temporary file left");
+      // A fresh model (step 0) appending keeps every line (another run's log), not a torn one.
+      await Deno.writeTextFile(path, format === "jsonl" ? '{"step":7,"lo' : "7,0.1", {
+        append: true,
+      });
+      const fresh = new MetricsLogger(path, { append: true });
+      fresh.onTrainBegin({ firstStep: 0, localRank: null });
+      fresh.onStepEnd(step(0), ctx);
+      const again = (await Deno.readTextFile(path)).split("\n").filter((l) => l !== "");
+      const stepsAgain = format === "jsonl"
+        ? again.map((l) => JSON.parse(l).step)
+        : again.slice(1).map((l) => Number(l.split(",")[0]));
+      assert.deepEqual(stepsAgain, [1, 2, 3, 4, 5, 6, 1], `${format}: ${again.join(" | ")}`);
     }
+    // A CSV log torn right after its header keeps the header.
+    const path = `${dir}/torn.csv`;
+    await Deno.writeTextFile(path, METRICS_CSV_HEADER);
+    const resumed = new MetricsLogger(path, { append: true });
+    resumed.onTrainBegin({ firstStep: 3, localRank: null });
+    resumed.onStepEnd(step(3), ctx);
+    const lines = (await Deno.readTextFile(path)).split("\n");
+    assert.equal(lines[0], METRICS_CSV_HEADER);
+    assert.equal(lines[1].split(",")[0], "4");
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
