@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { cli } from "./_cli.ts";
+import { interruptAfter } from "./_interrupt.ts";
 import { AdamW } from "../src/nn/adamw.ts";
 import { CharTokenizer } from "../src/nn/char_tokenizer.ts";
 import { TINY_CORPUS } from "../src/nn/data/tiny_corpus.ts";
@@ -242,6 +243,8 @@ Deno.test("cli train: sizes whose memory is absurd are refused before any alloca
 
 const TRAIN = ["train", "--schedule", "zb-h1", "--ranks", "2", "--microbatches", "4"];
 const QUIET = ["--seed", "3", "--backend", "cpu", "--json"];
+// A model small enough for a run of many steps.
+const SMALL = ["--layers", "1", "--dim", "16", "--heads", "2"];
 
 Deno.test("cli train --lr-schedule: each step line carries the schedule's lr (PyTorch's convention), and training equals single-device AdamW with that schedule", async () => {
   const cases: [string[], LrScheduleSpec][] = [
@@ -693,21 +696,16 @@ Deno.test("cli train: a Ctrl-C (SIGINT) ends the window running, writes the chec
   const dir = await Deno.makeTempDir();
   const ck = `${dir}/run.safetensors`;
   try {
-    const child = new Deno.Command(Deno.execPath(), {
-      args: [
+    const { code, out, err } = await interruptAfter(
+      [
         "run",
         "-A",
         new URL("../cli.ts", import.meta.url).pathname,
         ...TRAIN,
         ...QUIET,
+        ...SMALL,
         "--steps",
         "2000",
-        "--layers",
-        "1",
-        "--dim",
-        "16",
-        "--heads",
-        "2",
         "--save-checkpoint",
         ck,
         // A step the interrupted run does not reach: the last one is drawn instead.
@@ -716,22 +714,9 @@ Deno.test("cli train: a Ctrl-C (SIGINT) ends the window running, writes the chec
         "--trace-step",
         "1999",
       ],
-      stdout: "piped",
-      stderr: "piped",
-    }).spawn();
-    const dec = new TextDecoder();
-    let out = "";
-    const reader = child.stdout.getReader();
-    while (!out.includes('"step":2,')) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      out += dec.decode(value);
-    }
-    child.kill("SIGINT");
-    for (let r = await reader.read(); !r.done; r = await reader.read()) out += dec.decode(r.value);
-    const status = await child.status;
-    const err = dec.decode(await new Response(child.stderr).arrayBuffer());
-    assert.equal(status.code, 130, err);
+      '"step":2,',
+    );
+    assert.equal(code, 130, err);
     const at = Number(/interrupted \(Ctrl-C\) after step (\d+) of 2000/.exec(err)?.[1]);
     assert.ok(at >= 2 && at < 2000, err);
     assert.equal(at % 10, 0, "a window of 10 steps ends");
@@ -742,12 +727,7 @@ Deno.test("cli train: a Ctrl-C (SIGINT) ends the window running, writes the chec
     const rest = await cli(
       ...TRAIN,
       ...QUIET,
-      "--layers",
-      "1",
-      "--dim",
-      "16",
-      "--heads",
-      "2",
+      ...SMALL,
       "--steps",
       "1",
       "--in-process",

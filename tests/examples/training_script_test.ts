@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { interruptAfter } from "../_interrupt.ts";
 
 const root = new URL("../../", import.meta.url).pathname;
 const script = `${root}examples/training_script.ts`;
@@ -116,26 +117,13 @@ Deno.test("README training script: a Ctrl-C (SIGINT) ends the window, saves the 
   try {
     const whole = await run(a, []);
     assert.equal(whole.code, 0, whole.err);
-    const child = new Deno.Command(Deno.execPath(), {
-      args: ["run", "--quiet", `--allow-read=${root},${b}`, `--allow-write=${b}`, script],
-      cwd: b,
-      stdout: "piped",
-      stderr: "piped",
-    }).spawn();
-    const dec = new TextDecoder();
-    let out = "";
-    const reader = child.stdout.getReader();
-    // Interrupt once the first progress line is out (step 10 of 60).
-    while (!out.includes("step 10/60")) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      out += dec.decode(value);
-    }
-    child.kill("SIGINT");
-    for (let r = await reader.read(); !r.done; r = await reader.read()) out += dec.decode(r.value);
-    const status = await child.status;
-    const err = dec.decode(await new Response(child.stderr).arrayBuffer());
-    assert.equal(status.code, 0, err);
+    // Interrupted once the first progress line is out (step 10 of 60).
+    const { code, out, err } = await interruptAfter(
+      ["run", "--quiet", `--allow-read=${root},${b}`, `--allow-write=${b}`, script],
+      "step 10/60",
+      b,
+    );
+    assert.equal(code, 0, err);
     const at = Number(/checkpoint at step (\d+): tiny_gpt\.ckpt\.safetensors\n$/.exec(out)?.[1]);
     assert.ok(at >= 10 && at < 60, `interrupted at step ${at}: ${out}`);
     const rest = await run(b, []);

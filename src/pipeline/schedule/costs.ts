@@ -61,7 +61,7 @@ function table(value: CostValue | undefined, name: string, stages: number): Floa
   }
   if (value.length !== stages) {
     throw new RangeError(
-      `costs.${name} must have one entry per stage (${stages}), got ${describeValue(value.length)}`,
+      `costs.${name} must have one entry per stage (${stages}), got ${value.length}`,
     );
   }
   for (let s = 0; s < stages; s++) {

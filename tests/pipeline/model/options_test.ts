@@ -11,6 +11,19 @@ import { cpuModel, gpt, tokenBatches } from "./_reference_training.ts";
 
 const SGD = { kind: "sgd", lr: 0.1 } as const;
 
+/** create on 2 worker ranks with `extra` options added. */
+const createWith = (net: ReturnType<typeof gpt>, extra: Record<string, unknown>) =>
+  PipelineParallelModel.create({
+    model: net,
+    schedule: "1f1b",
+    ranks: 2,
+    microBatches: 2,
+    loss: "cross-entropy",
+    optimizer: SGD,
+    rankGroup: "workers",
+    ...extra,
+  } as never);
+
 Deno.test("create refuses an unknown option, naming it and the nearest known one, before any rank starts", async () => {
   const cases: [Record<string, unknown>, string][] = [
     [{ clipGradnorm: 1 }, "unknown option clipGradnorm: did you mean clipGradNorm?"],
@@ -24,16 +37,7 @@ Deno.test("create refuses an unknown option, naming it and the nearest known one
   for (const [extra, message] of cases) {
     const net = gpt();
     await assert.rejects(
-      PipelineParallelModel.create({
-        model: net,
-        schedule: "1f1b",
-        ranks: 2,
-        microBatches: 2,
-        loss: "cross-entropy",
-        optimizer: SGD,
-        rankGroup: "workers",
-        ...extra,
-      } as never),
+      createWith(net, extra),
       (e: Error) => e instanceof TypeError && e.message.startsWith(message),
       message,
     );
@@ -61,16 +65,7 @@ Deno.test("create: a string where checkpoint or partition takes an object says w
   for (const [extra, re] of cases) {
     const net = gpt();
     await assert.rejects(
-      PipelineParallelModel.create({
-        model: net,
-        schedule: "1f1b",
-        ranks: 2,
-        microBatches: 2,
-        loss: "cross-entropy",
-        optimizer: SGD,
-        rankGroup: "workers",
-        ...extra,
-      } as never),
+      createWith(net, extra),
       re,
     );
     net.dispose();
