@@ -55,6 +55,7 @@ export type {
   BackendChoice,
   BackendKind,
   ChooseBackendOptions,
+  CreateBackendOptions,
 } from "./src/tensor/create_backend.ts";
 export { isSoftwareAdapter } from "./src/tensor/software_adapter.ts";
 export type { AdapterInfoFields } from "./src/tensor/software_adapter.ts";

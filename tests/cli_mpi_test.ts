@@ -137,7 +137,7 @@ mpiTest(
       );
       assert.match(
         job.stderr,
-        /conveyor: rank 1 of \d: host \S+, pid \d+, local rank 1, backend cpu \(CPU reference/,
+        /conveyor: rank 1 of \d: host \S+, pid \d+, local rank 1, backend cpu \(CPU/,
       );
     }
   },

@@ -70,8 +70,10 @@ function parseJsonLines(out: string) {
 }
 
 // Tolerances: losses agree within 1e-6 relative; the parameter sums within
-// 1e-5 (AdamW turns the rounding noise on zero-gradient entries, e.g. the
-// attention's key bias, into ±lr steps: see the pipeline model tests).
+// 5e-5 (AdamW turns the rounding noise on zero-gradient entries, e.g. the
+// attention's key bias, into ±lr steps: see the pipeline model tests; the
+// CPU backend's f32 sums make that noise larger than its f64 sums did:
+// measured 1.2e-5, 1e-5 was the bound then).
 function assertAgrees(
   got: ReturnType<typeof parseJsonLines>,
   want: Awaited<ReturnType<typeof singleDevice>>,
@@ -82,7 +84,7 @@ function assertAgrees(
   });
   for (const k of ["paramSum", "paramSumSq"] as const) {
     const rel = Math.abs(got.last[k] - want[k]) / Math.abs(want[k]);
-    assert.ok(rel <= 1e-5, `${k}: ${got.last[k]} vs ${want[k]} (rel ${rel})`);
+    assert.ok(rel <= 5e-5, `${k}: ${got.last[k]} vs ${want[k]} (rel ${rel})`);
   }
 }
 

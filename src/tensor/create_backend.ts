@@ -6,7 +6,7 @@
  */
 
 import type { Backend } from "./backend.ts";
-import { CpuBackend } from "./cpu/backend.ts";
+import { CpuBackend, type CpuBackendOptions } from "./cpu/backend.ts";
 import { WebGPUBackend, type WebGPUBackendOptions } from "./webgpu/mod.ts";
 import { isSoftwareAdapter } from "./software_adapter.ts";
 
@@ -124,6 +124,35 @@ export async function chooseBackend(
 }
 
 /**
+ * Options of {@linkcode createBackend}: the CPU backend's (`threads`,
+ * `exact`, `simd`, `poolBytes`) where the CPU backend is made, WebGPU's
+ * where WebGPU is.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { createBackend, type CreateBackendOptions } from "@conveyor/core/tensor";
+ * const options: CreateBackendOptions = { threads: 1 };
+ * const be = await createBackend("cpu", options);
+ * assert.match(be.description, /1 thread/);
+ * await be.close();
+ * ```
+ */
+export interface CreateBackendOptions extends WebGPUBackendOptions, CpuBackendOptions {}
+
+const CPU_OPTIONS = ["threads", "exact", "simd", "poolBytes"] as const;
+
+// The options that go to one backend's constructor.
+function split(options: CreateBackendOptions): [CpuBackendOptions, WebGPUBackendOptions] {
+  const cpu: Record<string, unknown> = {}, gpu: Record<string, unknown> = { ...options };
+  for (const k of CPU_OPTIONS) {
+    if (k in gpu) cpu[k] = gpu[k];
+    delete gpu[k];
+  }
+  return [cpu as CpuBackendOptions, gpu as WebGPUBackendOptions];
+}
+
+/**
  * Creates a tensor backend.
  *
  * - `"auto"` (default): as {@linkcode chooseBackend} decides (WebGPU on a
@@ -131,9 +160,11 @@ export async function chooseBackend(
  *   WebGPU then fails to start, the CPU backend after a line saying why.
  * - `"webgpu"`: WebGPU (a software adapter too) or an Error that says there
  *   is no adapter.
- * - `"cpu"`: the CPU reference backend.
+ * - `"cpu"`: the CPU backend (its fast mode unless `exact`; `threads`
+ *   per kernel, default every core).
  *
- * `options` are passed to `WebGPUBackend.create` when WebGPU is used.
+ * `options`: the CPU backend's go to `new CpuBackend`, the others to
+ * `WebGPUBackend.create`, whichever is made.
  *
  * @example
  * ```ts
@@ -145,26 +176,27 @@ export async function chooseBackend(
  */
 export async function createBackend(
   kind: BackendKind = "auto",
-  options: WebGPUBackendOptions = {},
+  options: CreateBackendOptions = {},
 ): Promise<Backend> {
   if (kind !== "auto" && kind !== "cpu" && kind !== "webgpu") {
     throw new RangeError(
       `createBackend: kind must be "auto", "cpu" or "webgpu", got ${JSON.stringify(kind)}`,
     );
   }
-  if (kind === "cpu") return new CpuBackend();
-  if (kind === "webgpu") return await WebGPUBackend.create(options);
+  const [cpuOptions, gpuOptions] = split(options);
+  if (kind === "cpu") return new CpuBackend(cpuOptions);
+  if (kind === "webgpu") return await WebGPUBackend.create(gpuOptions);
   const choice = await chooseBackend("auto", {
     adapter: options.adapter,
     powerPreference: options.powerPreference,
   });
-  if (choice.kind === "cpu") return new CpuBackend();
+  if (choice.kind === "cpu") return new CpuBackend(cpuOptions);
   try {
-    return await WebGPUBackend.create({ ...options, adapter: choice.adapter });
+    return await WebGPUBackend.create({ ...gpuOptions, adapter: choice.adapter });
   } catch (e) {
     console.error(
       `conveyor: WebGPU unavailable (${(e as Error).message}); using the CPU backend`,
     );
-    return new CpuBackend();
+    return new CpuBackend(cpuOptions);
   }
 }

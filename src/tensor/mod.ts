@@ -17,5 +17,10 @@ export { isSoftwareAdapter } from "./software_adapter.ts";
 export type { AdapterInfoFields } from "./software_adapter.ts";
 export { keep, tidy } from "./tidy.ts";
 export { LeakWatch, type LeakWatchOptions } from "./leak_watch.ts";
-export type { BackendChoice, BackendKind, ChooseBackendOptions } from "./create_backend.ts";
+export type {
+  BackendChoice,
+  BackendKind,
+  ChooseBackendOptions,
+  CreateBackendOptions,
+} from "./create_backend.ts";
 export { describeValue, formatShape } from "../text/describe.ts";

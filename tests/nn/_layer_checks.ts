@@ -233,7 +233,7 @@ export async function checkAgainstCpu(
     layer.dispose();
     return out;
   };
-  const ref = await run(new CpuBackend());
+  const ref = await run(new CpuBackend({ exact: true }));
   const got = await run(other);
   assertNear(got.y, ref.y, tol, `${other.name} y`);
   assertNear(got.dx, ref.dx, tol, `${other.name} dx`);

@@ -1,6 +1,7 @@
 /**
- * The backends the tensor test suites run over: always the CPU reference,
- * plus WebGPU when `createBackend("webgpu")` succeeds on this machine.
+ * The backends the tensor test suites run over: always the CPU backend in
+ * both modes (fast, and the exact reference), plus WebGPU when
+ * `createBackend("webgpu")` succeeds on this machine.
  *
  * Set `CONVEYOR_TEST_BACKENDS=cpu` to run the suites on the CPU backend alone
  * (the issue asks that the same suite pass that way too).
@@ -16,7 +17,8 @@ type CreateBackend = (kind?: "auto" | "cpu" | "webgpu") => Promise<Backend>;
 let cached: Promise<Backend[]> | null = null;
 
 /**
- * `[new CpuBackend(), webgpu?]`, created once per test module. The WebGPU
+ * `[new CpuBackend(), new CpuBackend({ exact: true }), webgpu?]`, created
+ * once per test module. The WebGPU
  * backend is loaded through `src/tensor/create_backend.ts` when that module
  * exists; until then (or without an adapter) the list holds the CPU backend only.
  */
@@ -26,7 +28,7 @@ export function testBackends(): Promise<Backend[]> {
 }
 
 async function load(): Promise<Backend[]> {
-  const list: Backend[] = [new CpuBackend()];
+  const list: Backend[] = [new CpuBackend(), new CpuBackend({ exact: true })];
   if (Deno.env.get("CONVEYOR_TEST_BACKENDS") === "cpu") return list;
   // NOTE(tensor core): the specifier is computed so that this helper type-checks
   // and runs before create_backend.ts lands; the WebGPU engineer may replace
@@ -49,7 +51,7 @@ async function load(): Promise<Backend[]> {
   return list;
 }
 
-/** A backend's label in test names: `cpu`, `webgpu`. */
+/** A backend's label in test names: `cpu`, `cpu-exact`, `webgpu`. */
 export function label(be: Backend): string {
-  return be.name;
+  return be instanceof CpuBackend && be.exact ? "cpu-exact" : be.name;
 }

@@ -13,7 +13,7 @@ import { ArrayPool } from "../../src/tensor/cpu/_array_pool.ts";
 const N = 4096; // 16 KiB of f32: pooled (small arrays are not)
 
 Deno.test("CpuBackend pool: a disposed tensor's storage serves the next one of its size, zeroed", async () => {
-  const be = new CpuBackend();
+  const be = new CpuBackend({ exact: true });
   be.full([N], 7).dispose();
   assert.deepEqual(be.pool, { allocatedBytes: 4 * N, idleBytes: 4 * N, created: 1, reused: 0 });
   const z = be.zeros([64, 64]); // the same 4096 values, another shape
@@ -34,7 +34,7 @@ Deno.test("CpuBackend pool: a disposed tensor's storage serves the next one of i
 });
 
 Deno.test("CpuBackend pool: storage a view still uses is not reused until every view is disposed", async () => {
-  const be = new CpuBackend();
+  const be = new CpuBackend({ exact: true });
   const x = be.fromData(new Float32Array(N).map((_, i) => i), [N]);
   const v = x.reshape([64, 64]);
   x.dispose();
@@ -51,7 +51,7 @@ Deno.test("CpuBackend pool: storage a view still uses is not reused until every 
 });
 
 Deno.test("CpuBackend pool: what read and toArray return is a copy the pool never hands out", async () => {
-  const be = new CpuBackend();
+  const be = new CpuBackend({ exact: true });
   const x = be.full([N], 5);
   const out = await x.toArray();
   const sync = x.tryToArraySync()!;
@@ -61,12 +61,12 @@ Deno.test("CpuBackend pool: what read and toArray return is a copy the pool neve
 });
 
 Deno.test("CpuBackend pool: poolBytes bounds the idle storage, 0 keeps none, close drops it", () => {
-  const none = new CpuBackend({ poolBytes: 0 });
+  const none = new CpuBackend({ exact: true, poolBytes: 0 });
   none.zeros([N]).dispose();
   none.zeros([N]).dispose();
   assert.deepEqual(none.pool, { allocatedBytes: 0, idleBytes: 0, created: 2, reused: 0 });
 
-  const be = new CpuBackend({ poolBytes: 3 * 4 * N });
+  const be = new CpuBackend({ exact: true, poolBytes: 3 * 4 * N });
   const ts = Array.from({ length: 3 }, () => be.zeros([N]));
   for (const t of ts) t.dispose();
   assert.equal(be.pool.idleBytes, 3 * 4 * N, "three arrays fit");

@@ -30,6 +30,8 @@ export interface AdviseRankOptions {
   readonly weights: Uint8Array;
   readonly backend: "auto" | "cpu" | "webgpu";
   readonly tunedMatmul?: MatmulConfig;
+  /** Threads of the rank's CPU backend (default: every core). */
+  readonly threads?: number;
   readonly modules: readonly string[];
   readonly loss: PipelineLoss;
   readonly optimizer: OptimizerSpec;
@@ -200,7 +202,10 @@ export async function createRankExecutor(
   for (const m of o.modules) await import(m);
   const backend = await createBackend(
     o.backend,
-    o.tunedMatmul === undefined ? {} : { tunedMatmul: o.tunedMatmul },
+    {
+      ...(o.tunedMatmul === undefined ? {} : { tunedMatmul: o.tunedMatmul }),
+      ...(o.threads === undefined ? {} : { threads: o.threads }),
+    },
   );
   let model: Sequential | null = null;
   try {

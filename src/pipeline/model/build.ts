@@ -24,6 +24,16 @@ import type { ModelStageCalls } from "./stage_calls.ts";
 import { tuneMatmulForRanks } from "./_matmul_tuning.ts";
 import { chooseBackend } from "../../tensor/create_backend.ts";
 import { callEveryRank } from "./_every_rank.ts";
+import { coreCount } from "../../tensor/cpu/backend_options.ts";
+
+/**
+ * Threads of each CPU rank's kernels when `ranks` ranks (all replicas)
+ * share this machine: `max(1, floor(cores / ranks))`, never more threads in
+ * all than cores (under MPI, the job's ranks are taken to share one host).
+ */
+export function rankThreads(ranks: number): number {
+  return Math.max(1, Math.floor(coreCount() / ranks));
+}
 
 /**
  * Starts the ranks of `plan` and loads their weights, then the training
@@ -42,6 +52,7 @@ export async function buildRanks(
   const stageOptions: ModelStageOptions = {
     stageSpecs: plan.stageSpecs,
     backend,
+    threads: o.threads ?? rankThreads(plan.schedule.ranks * o.dataParallel),
     ...(tunedMatmul === undefined ? {} : { tunedMatmul }),
     loss: o.loss,
     optimizer: o.optimizer,

@@ -142,7 +142,10 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
     for (const m of o.modules ?? []) await import(m);
     const backend = await createBackend(
       o.backend ?? "cpu",
-      o.tunedMatmul === undefined ? {} : { tunedMatmul: o.tunedMatmul },
+      {
+        ...(o.tunedMatmul === undefined ? {} : { tunedMatmul: o.tunedMatmul }),
+        ...(o.threads === undefined ? {} : { threads: o.threads }),
+      },
     );
     try {
       return new ModelRankExecutor(init, backend);

@@ -67,6 +67,13 @@ export interface PipelineParallelModelOptions {
    * `chooseBackend`). `"webgpu"` uses a software adapter (llvmpipe) too.
    */
   readonly backend?: BackendKind;
+  /**
+   * Threads of each rank's CPU backend (its kernels' threads; default
+   * `max(1, floor(cores / (ranks × dataParallel)))`, so that the ranks
+   * share the cores and never use more threads in all than there are
+   * cores). Unused on WebGPU.
+   */
+  readonly threads?: number;
   /** Loss on the last stage: `"cross-entropy"` (targets are class ids) or `"mse"`. */
   readonly loss: PipelineLoss;
   /**
@@ -148,6 +155,8 @@ export interface CheckedModelOptions {
   readonly rankGroup: "workers" | "subprocess" | "in-process" | "mpi";
   /** Replicas D (1: one pipeline). */
   readonly dataParallel: number;
+  /** Threads per rank's CPU backend; undefined: the cores shared (see the option). */
+  readonly threads?: number;
   readonly comm?: CommBackend;
   readonly sameOnEveryRank: Readonly<Record<string, string | number | boolean>>;
   readonly checkpoint?: ActivationCheckpointOptions;
@@ -171,6 +180,7 @@ const OPTION_NAMES = [
   "checkpoint",
   "optimizer",
   "backend",
+  "threads",
   "loss",
   "rankGroup",
   "comm",
@@ -255,6 +265,17 @@ export function checkModelOptions(o: PipelineParallelModelOptions): CheckedModel
       `backend must be "auto", "cpu" or "webgpu", got ${JSON.stringify(o.backend)}`,
     );
   }
+  const threads = o.threads;
+  if (
+    threads !== undefined &&
+    (typeof threads !== "number" || !Number.isInteger(threads) || threads < 1 || threads > 1024)
+  ) {
+    throw new RangeError(
+      `threads must be an integer from 1 to 1024 (each rank's CPU threads), got ${
+        describeValue(threads)
+      }`,
+    );
+  }
   const kinds = ["workers", "subprocess", "in-process", "mpi"] as const;
   if (o.rankGroup !== undefined && !kinds.includes(o.rankGroup)) {
     throw new TypeError(
@@ -336,6 +357,7 @@ export function checkModelOptions(o: PipelineParallelModelOptions): CheckedModel
     backend,
     rankGroup,
     dataParallel,
+    ...(threads === undefined ? {} : { threads }),
     ...(comm === undefined ? {} : { comm }),
     sameOnEveryRank: { ...same },
     ...(checkpoint === undefined ? {} : { checkpoint }),

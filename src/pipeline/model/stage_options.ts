@@ -22,6 +22,8 @@ export interface ModelStageOptions {
   readonly stageSpecs: readonly LayerSpec[];
   /** Backend each rank creates (default `"cpu"`). */
   readonly backend?: BackendKind;
+  /** Threads of each rank's CPU backend (default: every core). */
+  readonly threads?: number;
   /**
    * On WebGPU: the large-matmul variant tuned once for all ranks (e.g. on
    * the main thread; see `WebGPUBackendOptions.tunedMatmul`), so that no

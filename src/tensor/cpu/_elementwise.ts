@@ -20,6 +20,20 @@ import {
 import { dropoutHash } from "../_dropout_hash.ts";
 import { shapeSize } from "../tensor.ts";
 
+/** `O[r][j] = X[r][j] + Bv[j]` over `rows` rows of `n`. */
+export function addBiasInto(
+  X: Float32Array,
+  Bv: Float32Array,
+  rows: number,
+  n: number,
+  O: Float32Array,
+): void {
+  for (let r = 0; r < rows; r++) {
+    const o = r * n;
+    for (let j = 0; j < n; j++) O[o + j] = X[o + j] + Bv[j];
+  }
+}
+
 /** `O[i] = f(X[i])`, NaN kept. */
 export function unaryInto(op: UnaryOp, X: Float32Array, O: Float32Array): void {
   const f = UNARY_OPS[op].cpu;

@@ -1,5 +1,6 @@
 /**
- * CPU reference of the axis permutation.
+ * CPU loops of the layout ops: the axis permutation, the embedding's row
+ * gather and its gradient's scatter-add.
  *
  * @module
  */
@@ -42,5 +43,23 @@ export function permuteInto(
       src -= st[d] * outShape[d];
       idx[d] = 0;
     }
+  }
+}
+
+/** Row gather: row i of `O` is row `I[i]` of the table `Tb` (rows of `C`). */
+export function embeddingInto(Tb: Float32Array, I: Float32Array, C: number, O: Float32Array): void {
+  for (let i = 0; i < I.length; i++) O.set(Tb.subarray(I[i] * C, I[i] * C + C), i * C);
+}
+
+/** Scatter-add: row `I[i]` of `D` (rows of `C`) gains row i of `G`, in order of i. */
+export function embeddingBackwardInto(
+  D: Float32Array,
+  I: Float32Array,
+  G: Float32Array,
+  C: number,
+): void {
+  for (let i = 0; i < I.length; i++) {
+    const o = I[i] * C, g = i * C;
+    for (let j = 0; j < C; j++) D[o + j] += G[g + j];
   }
 }

@@ -1,6 +1,17 @@
 /**
- * The CPU reference backend: Float32Array storage and plain synchronous
- * loops. It defines what every other backend's kernels must compute.
+ * The CPU backend, in two modes:
+ *
+ * - fast (the default): tensors live in one shared WebAssembly memory per
+ *   backend, and matmul, the activations, softmax, layer norm, column sums
+ *   and AdamW run as WebAssembly SIMD kernels (`kernels/wasm/`) on the
+ *   backend's threads, summing in f32; the other ops run as JavaScript
+ *   loops over the same memory, with no copy in or out;
+ * - exact (`{ exact: true }`): Float32Array storage and plain loops that
+ *   sum each product in f64, in order: the reference every fast kernel is
+ *   tested against.
+ *
+ * Both are deterministic: the same inputs give the same bits, whatever
+ * the thread count.
  *
  * @module
  */
@@ -16,20 +27,23 @@ import {
   dropoutInto,
   type Operand,
   sumToShapeInto,
-  unaryBackwardInto,
-  unaryInto,
   whereInto,
 } from "./_elementwise.ts";
-import { permuteInto } from "./_layout.ts";
-import { matmulInto } from "./_matmul.ts";
+import { embeddingBackwardInto, embeddingInto, permuteInto } from "./_layout.ts";
+import { type CpuKernels, EXACT_KERNELS } from "./_kernels.ts";
 import { ArrayPool } from "./_array_pool.ts";
-import { checkPoolBytes, type CpuBackendOptions } from "./backend_options.ts";
+import { checkCpuBackendOptions, type CpuBackendOptions } from "./backend_options.ts";
 import {
+  crossEntropyBackwardInto,
+  crossEntropyInto,
   logSumExpInto,
   rmsNormBackwardInputInto,
   rmsNormBackwardWeight,
   rmsNormInto,
 } from "./_rows.ts";
+import { sgdInto } from "./_optimizers.ts";
+import { bestWasmModule, wasmModule } from "./_wasm_module.ts";
+import { WasmKernels } from "./_wasm_kernels.ts";
 
 export type { CpuBackendOptions };
 
@@ -48,43 +62,87 @@ function closedError(): TypeError {
   return new TypeError("CPU backend used after close(); create a new backend");
 }
 
+let noSimdNoticed = false;
+
 /**
- * The CPU reference backend. Kernels run synchronously on Float32Array
- * storage; sums are accumulated in JS numbers (f64) and stored as f32.
+ * The CPU backend (see the module doc for its two modes). Kernels run
+ * synchronously; `threads` of them at once in fast mode.
  *
  * Integer inputs (embedding ids, cross-entropy targets) are checked by the
  * ops before any kernel runs, through {@linkcode CpuBackend.invalidIndex}.
  *
  * @example
  * ```ts
+ * import assert from "node:assert/strict";
  * import { CpuBackend } from "@conveyor/core";
  * import { ops } from "@conveyor/core/tensor";
- * const be = new CpuBackend();
+ * const be = new CpuBackend({ threads: 1 });
  * const a = be.fromData(new Float32Array([1, 2, 3, 4]), [2, 2]);
- * const c = ops.matmul(a, a);
- * console.log(await c.toArray()); // Float32Array [7, 10, 15, 22]
+ * assert.deepEqual(await ops.matmul(a, a).toArray(), new Float32Array([7, 10, 15, 22]));
+ * const exact = new CpuBackend({ exact: true });
+ * assert.equal(exact.exact, true);
+ * be.close();
  * ```
  */
 export class CpuBackend implements B.Backend {
   /** Always `"cpu"`. */
   readonly name: B.BackendName = "cpu";
-  /** Human-readable description. */
-  readonly description: string = "CPU reference (Float32Array)";
+  /** Human-readable description: the mode, the SIMD build and the threads. */
+  readonly description: string;
+  /** Whether this is the exact reference mode (f64 sums, JavaScript storage). */
+  readonly exact: boolean;
+  /** Threads a kernel runs on (1 in exact mode). */
+  readonly threads: number;
   readonly #memory = new MemoryTracker();
-  readonly #pool: ArrayPool;
+  readonly #pool: ArrayPool | null;
+  readonly #fast: WasmKernels | null;
+  readonly #k: CpuKernels;
   #closed = false;
 
   /**
    * A CPU backend.
    *
-   * @param options `poolBytes`: how many bytes of disposed tensors' storage
-   * to keep for reuse (default 256 MiB; 0 keeps none).
+   * @param options `exact`: the f64 reference mode (default false);
+   * `threads`: threads per kernel in fast mode (default: every core,
+   * `navigator.hardwareConcurrency`); `poolBytes`: bytes of disposed
+   * tensors' storage kept idle for reuse (default 256 MiB); `simd`: the
+   * build of the fast kernels (default the best this engine runs).
    * @throws {TypeError} When `options` is not an object, names an unknown
-   * option, or `poolBytes` is not a number.
-   * @throws {RangeError} When `poolBytes` is not a non-negative integer.
+   * option, or an option has the wrong type.
+   * @throws {RangeError} When `poolBytes` is not a non-negative integer or
+   * `threads` not a positive integer.
    */
   constructor(options: CpuBackendOptions = {}) {
-    this.#pool = new ArrayPool(checkPoolBytes(options));
+    const { poolBytes, exact, threads, simd } = checkCpuBackendOptions(options);
+    const compiled = exact ? null : simd === undefined ? bestWasmModule() : wasmModule(simd);
+    if (!exact && simd !== undefined && compiled === null) {
+      throw new RangeError(
+        `CpuBackend: this engine does not run the ${simd} build (simd: "${simd}")`,
+      );
+    }
+    if (!exact && compiled === null && !noSimdNoticed) {
+      noSimdNoticed = true;
+      console.error(
+        "conveyor: this engine runs no WebAssembly SIMD; the CPU backend uses its exact mode",
+      );
+    }
+    if (compiled === null) {
+      this.exact = true;
+      this.threads = 1;
+      this.#pool = new ArrayPool(poolBytes);
+      this.#fast = null;
+      this.#k = EXACT_KERNELS;
+      this.description = "CPU exact reference (Float32Array, f64 sums)";
+    } else {
+      this.exact = false;
+      this.threads = threads;
+      this.#pool = null;
+      this.#k = this.#fast = new WasmKernels(compiled, threads, poolBytes);
+      this.#fast.watch(this);
+      this.description = `CPU (WebAssembly ${
+        compiled.variant === "relaxed" ? "relaxed SIMD" : "SIMD128"
+      }, ${threads} thread${threads === 1 ? "" : "s"})`;
+    }
   }
 
   /** Memory accounting of tensors created on this backend. */
@@ -93,9 +151,10 @@ export class CpuBackend implements B.Backend {
   }
 
   /**
-   * Statistics of the pool of Float32Arrays behind the tensors: a disposed
+   * Statistics of the pool behind the tensors' storage: a disposed
    * tensor's storage is kept (up to `poolBytes`) for the next tensor of its
-   * size. Tensors of at most 16 values are neither kept nor counted.
+   * size. In exact mode tensors of at most 16 values are neither kept nor
+   * counted (V8 keeps such arrays on its own heap).
    *
    * @example
    * ```ts
@@ -103,21 +162,29 @@ export class CpuBackend implements B.Backend {
    * import { CpuBackend } from "@conveyor/core";
    * const be = new CpuBackend();
    * be.zeros([256, 256]).dispose();
+   * const before = be.pool.created;
    * be.zeros([256, 256]).dispose(); // the first one's storage again
-   * assert.equal(be.pool.created, 1);
+   * assert.equal(be.pool.created, before);
    * assert.equal(be.pool.reused, 1);
-   * assert.equal(be.pool.idleBytes, 256 * 256 * 4);
+   * assert.ok(be.pool.idleBytes >= 256 * 256 * 4);
    * ```
    */
   get pool(): B.BufferPoolStats {
-    return this.#pool.stats;
+    return this.#pool?.stats ?? this.#fast!.heap.stats;
   }
 
-  // Every tensor's storage comes from the pool (see `_array_pool.ts`): zeros
-  // unless `zero` is false, when the caller overwrites every value.
+  // Every tensor's storage comes from the pool (exact mode: `_array_pool.ts`)
+  // or the heap (fast mode: `_wasm_heap.ts`): zeros unless `zero` is false,
+  // when the caller overwrites every value.
   #alloc(shape: B.Shape, zero = true): [Tensor, Float32Array] {
     if (this.#closed) throw closedError();
-    const buf = this.#pool.acquire(shapeSize(shape), zero);
+    const n = shapeSize(shape);
+    let buf: Float32Array;
+    if (this.#pool !== null) buf = this.#pool.acquire(n, zero);
+    else {
+      const heap = this.#fast!.heap;
+      buf = heap.f32(heap.alloc(4 * n, zero), n);
+    }
     this.#memory.alloc(buf.byteLength);
     return [createTensor(this, shape, buf, buf.byteLength), buf];
   }
@@ -170,7 +237,9 @@ export class CpuBackend implements B.Backend {
   /** Releases storage (called by `Tensor.dispose`): kept for reuse up to `poolBytes`. */
   release(storage: unknown, bytes: number): void {
     this.#memory.free(bytes);
-    if (!this.#closed && storage instanceof Float32Array) this.#pool.release(storage);
+    if (this.#closed || !(storage instanceof Float32Array)) return;
+    if (this.#pool !== null) this.#pool.release(storage);
+    else this.#fast!.heap.free(storage.byteOffset, storage.byteLength);
   }
 
   /** No-op: CPU kernels run synchronously. */
@@ -188,13 +257,14 @@ export class CpuBackend implements B.Backend {
 
   /**
    * Marks the backend closed: every later op, `fromData` or `read` throws a
-   * TypeError. The pool's idle storage is dropped (for the garbage
-   * collector; nothing else to release); disposing tensors afterwards is
-   * harmless.
+   * TypeError. The threads end; the pool's idle storage is dropped (the
+   * memory goes to the garbage collector with the last tensor); disposing
+   * tensors afterwards is harmless.
    */
   close(): void {
     this.#closed = true;
-    this.#pool.trim();
+    this.#pool?.trim();
+    this.#fast?.close();
   }
 
   // ---- kernels -------------------------------------------------------------
@@ -206,26 +276,21 @@ export class CpuBackend implements B.Backend {
     const K = transA ? a.shape[ar - 2] : a.shape[ar - 1];
     const N = transB ? b.shape[br - 2] : b.shape[br - 1];
     const batch = shapeSize(a.shape.slice(0, -2));
-    const [out, C] = this.#alloc([...a.shape.slice(0, -2), M, N]);
-    matmulInto(data(a), data(b), C, batch, M, K, N, transA, transB, br === 2);
+    const [out, C] = this.#alloc([...a.shape.slice(0, -2), M, N], false);
+    this.#k.matmul(data(a), data(b), C, batch, M, K, N, transA, transB, br === 2);
     return out;
   }
 
   /** `x + bias` broadcast over rows. */
   addBias(x: Tensor, bias: Tensor): Tensor {
-    const [out, O] = this.#alloc(x.shape);
-    const X = data(x), Bv = data(bias);
-    const n = x.cols, rows = x.size / (n || 1);
-    for (let r = 0; r < rows; r++) {
-      const o = r * n;
-      for (let j = 0; j < n; j++) O[o + j] = X[o + j] + Bv[j];
-    }
+    const [out, O] = this.#alloc(x.shape, false);
+    this.#k.addBias(data(x), data(bias), x.size / (x.cols || 1), x.cols, O);
     return out;
   }
 
   /** `s * x`. */
   scale(x: Tensor, s: number): Tensor {
-    const [out, O] = this.#alloc(x.shape);
+    const [out, O] = this.#alloc(x.shape, false);
     const X = data(x);
     for (let i = 0; i < O.length; i++) O[i] = X[i] * s;
     return out;
@@ -260,15 +325,15 @@ export class CpuBackend implements B.Backend {
 
   /** Elementwise unary op (`_elementwise_ops.ts`); NaN kept. */
   unary(op: B.UnaryOp, x: Tensor): Tensor {
-    const [out, O] = this.#alloc(x.shape);
-    unaryInto(op, data(x), O);
+    const [out, O] = this.#alloc(x.shape, false);
+    this.#k.unary(op, data(x), O);
     return out;
   }
 
   /** Unary input gradient from `v` (x or y) and `dy`. */
   unaryBackward(op: B.UnaryGradOp, v: Tensor, dy: Tensor): Tensor {
-    const [out, O] = this.#alloc(v.shape);
-    unaryBackwardInto(op, data(v), data(dy), O);
+    const [out, O] = this.#alloc(v.shape, false);
+    this.#k.unaryBackward(op, data(v), data(dy), O);
     return out;
   }
 
@@ -310,90 +375,33 @@ export class CpuBackend implements B.Backend {
 
   /** Row softmax, optionally causal. */
   softmax(x: Tensor, causal: boolean): Tensor {
-    const [out, O] = this.#alloc(x.shape);
-    const X = data(x);
-    const n = x.cols, rows = rowCount(x);
-    for (let r = 0; r < rows; r++) {
-      const o = r * n;
-      // Row r of a [..., T, T] score block is query r mod T (T = n).
-      const lim = causal ? (r % n) + 1 : n;
-      let mx = -Infinity;
-      for (let j = 0; j < lim; j++) if (X[o + j] > mx) mx = X[o + j];
-      let s = 0;
-      for (let j = 0; j < lim; j++) {
-        const e = Math.exp(X[o + j] - mx);
-        O[o + j] = e;
-        s += e;
-      }
-      const inv = 1 / s;
-      for (let j = 0; j < lim; j++) O[o + j] *= inv;
-      // Entries past lim stay 0 (fresh storage).
-    }
+    const [out, O] = this.#alloc(x.shape, false);
+    this.#k.softmax(data(x), rowCount(x), x.cols, causal, O);
     return out;
   }
 
   /** Softmax input gradient. */
   softmaxBackward(y: Tensor, dy: Tensor): Tensor {
-    const [out, O] = this.#alloc(y.shape);
-    const Y = data(y), G = data(dy);
-    const n = y.cols, rows = rowCount(y);
-    for (let r = 0; r < rows; r++) {
-      const o = r * n;
-      let dot = 0;
-      for (let j = 0; j < n; j++) dot += Y[o + j] * G[o + j];
-      for (let j = 0; j < n; j++) O[o + j] = Y[o + j] * (G[o + j] - dot);
-    }
+    const [out, O] = this.#alloc(y.shape, false);
+    this.#k.softmaxBackward(data(y), data(dy), rowCount(y), y.cols, O);
     return out;
   }
 
   /** Layer norm forward. */
   layerNorm(x: Tensor, gamma: Tensor, beta: Tensor, eps: number): B.LayerNormResult {
     const n = x.cols, rows = rowCount(x);
-    const [y, Y] = this.#alloc(x.shape);
-    const [mean, Mn] = this.#alloc([rows]);
-    const [rstd, Rs] = this.#alloc([rows]);
-    const X = data(x), Gm = data(gamma), Bt = data(beta);
-    for (let r = 0; r < rows; r++) {
-      const o = r * n;
-      let s = 0;
-      for (let j = 0; j < n; j++) s += X[o + j];
-      const mu = s / n;
-      let v = 0;
-      for (let j = 0; j < n; j++) {
-        const d = X[o + j] - mu;
-        v += d * d;
-      }
-      const rs = 1 / Math.sqrt(v / n + eps);
-      Mn[r] = mu;
-      Rs[r] = rs;
-      // Use the stored f32 statistics so backward sees exactly what forward used.
-      const muF = Mn[r], rsF = Rs[r];
-      for (let j = 0; j < n; j++) Y[o + j] = (X[o + j] - muF) * rsF * Gm[j] + Bt[j];
-    }
+    const [y, Y] = this.#alloc(x.shape, false);
+    const [mean, Mn] = this.#alloc([rows], false);
+    const [rstd, Rs] = this.#alloc([rows], false);
+    this.#k.layerNorm(data(x), data(gamma), data(beta), eps, rows, n, Y, Mn, Rs);
     return { y, mean, rstd };
   }
 
   /** Layer norm input gradient. */
   layerNormBackwardInput(dy: Tensor, x: Tensor, stats: B.LayerNormStats, gamma: Tensor): Tensor {
-    const n = x.cols, rows = rowCount(x);
-    const [out, O] = this.#alloc(x.shape);
-    const X = data(x), G = data(dy), Mn = data(stats.mean), Rs = data(stats.rstd);
-    const Gm = data(gamma);
-    for (let r = 0; r < rows; r++) {
-      const o = r * n, mu = Mn[r], rs = Rs[r];
-      let sg = 0, sgx = 0;
-      for (let j = 0; j < n; j++) {
-        const g = G[o + j] * Gm[j];
-        sg += g;
-        sgx += g * (X[o + j] - mu) * rs;
-      }
-      sg /= n;
-      sgx /= n;
-      for (let j = 0; j < n; j++) {
-        const xh = (X[o + j] - mu) * rs;
-        O[o + j] = rs * (G[o + j] * Gm[j] - sg - xh * sgx);
-      }
-    }
+    const [out, O] = this.#alloc(x.shape, false);
+    const [Mn, Rs] = [data(stats.mean), data(stats.rstd)];
+    this.#k.layerNormBackwardInput(data(dy), data(x), Mn, Rs, data(gamma), rowCount(x), x.cols, O);
     return out;
   }
 
@@ -403,21 +411,12 @@ export class CpuBackend implements B.Backend {
     x: Tensor,
     stats: B.LayerNormStats,
   ): { dgamma: Tensor; dbeta: Tensor } {
-    const n = x.cols, rows = rowCount(x);
-    const X = data(x), G = data(dy), Mn = data(stats.mean), Rs = data(stats.rstd);
-    const dg = new Float64Array(n), db = new Float64Array(n);
-    for (let r = 0; r < rows; r++) {
-      const o = r * n, mu = Mn[r], rs = Rs[r];
-      for (let j = 0; j < n; j++) {
-        const g = G[o + j];
-        dg[j] += g * (X[o + j] - mu) * rs;
-        db[j] += g;
-      }
-    }
-    return {
-      dgamma: this.#fromValues([n], dg),
-      dbeta: this.#fromValues([n], db),
-    };
+    const n = x.cols;
+    const [dgamma, DG] = this.#alloc([n], false);
+    const [dbeta, DB] = this.#alloc([n], false);
+    const [Mn, Rs] = [data(stats.mean), data(stats.rstd)];
+    this.#k.layerNormBackwardWeight(data(dy), data(x), Mn, Rs, rowCount(x), n, DG, DB);
+    return { dgamma, dbeta };
   }
 
   /** RMS norm forward. */
@@ -454,13 +453,9 @@ export class CpuBackend implements B.Backend {
 
   /** Column sums `[..., N]` → `[N]`. */
   sumRows(x: Tensor): Tensor {
-    const n = x.cols, rows = rowCount(x);
-    const X = data(x), acc = new Float64Array(n);
-    for (let r = 0; r < rows; r++) {
-      const o = r * n;
-      for (let j = 0; j < n; j++) acc[j] += X[o + j];
-    }
-    return this.#fromValues([n], acc);
+    const [out, O] = this.#alloc([x.cols], false);
+    this.#k.sumRows(data(x), rowCount(x), x.cols, O);
+    return out;
   }
 
   /** Sum of all elements, `[1]`. */
@@ -482,89 +477,39 @@ export class CpuBackend implements B.Backend {
   /** Softmax cross-entropy forward. */
   crossEntropy(logits: Tensor, targets: Tensor): B.CrossEntropyResult {
     const n = logits.cols, rows = rowCount(logits);
-    const T = data(targets);
-    const X = data(logits);
-    const [probs, P] = this.#alloc(logits.shape);
-    const [loss, L] = this.#alloc([rows]);
-    for (let r = 0; r < rows; r++) {
-      const o = r * n;
-      let mx = -Infinity;
-      for (let j = 0; j < n; j++) if (X[o + j] > mx) mx = X[o + j];
-      let s = 0;
-      for (let j = 0; j < n; j++) {
-        const e = Math.exp(X[o + j] - mx);
-        P[o + j] = e;
-        s += e;
-      }
-      const inv = 1 / s;
-      for (let j = 0; j < n; j++) P[o + j] *= inv;
-      L[r] = Math.log(s) - (X[o + T[r]] - mx);
-    }
+    const [probs, P] = this.#alloc(logits.shape, false);
+    const [loss, L] = this.#alloc([rows], false);
+    crossEntropyInto(data(logits), data(targets), rows, n, P, L);
     return { loss, probs };
   }
 
   /** `(probs - onehot(targets)) * scale`. */
   crossEntropyBackward(probs: Tensor, targets: Tensor, scale: number): Tensor {
-    const n = probs.cols, rows = rowCount(probs);
-    const T = data(targets);
-    const P = data(probs);
-    const [out, O] = this.#alloc(probs.shape);
-    for (let i = 0; i < P.length; i++) O[i] = P[i] * scale;
-    for (let r = 0; r < rows; r++) O[r * n + T[r]] = (P[r * n + T[r]] - 1) * scale;
+    const [out, O] = this.#alloc(probs.shape, false);
+    crossEntropyBackwardInto(data(probs), data(targets), probs.cols, scale, O);
     return out;
   }
 
   /** Row gather. */
   embedding(table: Tensor, ids: Tensor): Tensor {
-    const C = table.shape[1];
-    const I = data(ids);
-    const Tb = data(table);
-    const [out, O] = this.#alloc([...ids.shape, C]);
-    for (let i = 0; i < I.length; i++) O.set(Tb.subarray(I[i] * C, I[i] * C + C), i * C);
+    const [out, O] = this.#alloc([...ids.shape, table.shape[1]], false);
+    embeddingInto(data(table), data(ids), table.shape[1], O);
     return out;
   }
 
   /** Scatter-add of `dy` rows into `dTable`. */
   embeddingBackwardInPlace(dTable: Tensor, ids: Tensor, dy: Tensor): void {
-    const C = dTable.shape[1];
-    const I = data(ids);
-    const D = data(dTable), G = data(dy);
-    for (let i = 0; i < I.length; i++) {
-      const o = I[i] * C, g = i * C;
-      for (let j = 0; j < C; j++) D[o + j] += G[g + j];
-    }
+    embeddingBackwardInto(data(dTable), data(ids), data(dy), dTable.shape[1]);
   }
 
   /** AdamW with bias correction and decoupled weight decay. */
   adamwInPlace(param: Tensor, grad: Tensor, m: Tensor, v: Tensor, hp: B.AdamWParams): void {
-    const P = data(param), G = data(grad), Mm = data(m), Vv = data(v);
-    const { lr, beta1, beta2, eps, weightDecay, step } = hp;
-    const bc1 = 1 - Math.pow(beta1, step), bc2 = 1 - Math.pow(beta2, step);
-    for (let i = 0; i < P.length; i++) {
-      const g = G[i];
-      const mi = beta1 * Mm[i] + (1 - beta1) * g;
-      const vi = beta2 * Vv[i] + (1 - beta2) * g * g;
-      Mm[i] = mi;
-      Vv[i] = vi;
-      const p = P[i];
-      P[i] = p - lr * ((mi / bc1) / (Math.sqrt(vi / bc2) + eps) + weightDecay * p);
-    }
+    this.#k.adamw(data(param), data(grad), data(m), data(v), hp);
   }
 
   /** SGD with optional momentum buffer and L2 weight decay. */
   sgdInPlace(param: Tensor, grad: Tensor, buf: Tensor | null, hp: B.SGDParams): void {
-    const P = data(param), G = data(grad);
-    const { lr, momentum, weightDecay } = hp;
-    if (buf === null) {
-      for (let i = 0; i < P.length; i++) P[i] -= lr * (G[i] + weightDecay * P[i]);
-      return;
-    }
-    const Bf = data(buf);
-    for (let i = 0; i < P.length; i++) {
-      // The stored (f32) buffer drives the step, as in the unfused update.
-      Bf[i] = momentum * Bf[i] + (G[i] + weightDecay * P[i]);
-      P[i] -= lr * Bf[i];
-    }
+    sgdInto(data(param), data(grad), buf === null ? null : data(buf), hp);
   }
 
   /** Copy of rows `[start, end)` along dimension 0. */

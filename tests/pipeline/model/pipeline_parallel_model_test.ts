@@ -30,11 +30,13 @@ import { NoSpec } from "../../nn/_no_spec_layer.ts";
 // equals single-device training within 1e-5 relative to its largest entry
 // (measured ≤ 1e-6): micro-batch gradients are summed in another order, the
 // rest is the same arithmetic. AdamW is compared by the relative L2 distance
-// of all parameters (≤ 1e-5, measured 3e-6): parameters whose exact gradient
+// of all parameters (≤ 5e-5, measured 2.1e-5 with the CPU backend's f32 sums,
+// 3e-6 when it summed in f64): parameters whose exact gradient
 // is zero (the attention's key bias: softmax ignores a shift of all scores)
 // get rounding noise as gradient, which AdamW normalises into steps of ±lr,
 // so those few entries differ elementwise whatever the summation order.
 const STRICT = 1e-5;
+const ADAMW_L2 = 5e-5;
 const LOSS_TOL = 1e-6;
 const M = 8; // micro-batches
 const ROWS = 10; // rows per batch: micro-batches of 2, 2, 1, 1, 1, 1, 1, 1 rows
@@ -125,7 +127,7 @@ for (const p of [1, 2, 4]) {
   });
 }
 
-Deno.test("in-process, P = 4: AdamW's parameters equal single-device AdamW (L2 rel 1e-5) for every schedule", async () => {
+Deno.test("in-process, P = 4: AdamW's parameters equal single-device AdamW (L2 rel 5e-5) for every schedule", async () => {
   const ran: string[] = [];
   for (const name of SCHEDULE_NAMES) {
     const schedule = scheduleFor(name, 4);
@@ -133,7 +135,7 @@ Deno.test("in-process, P = 4: AdamW's parameters equal single-device AdamW (L2 r
     await withModel({ ...shape, optimizer: ADAMW_SPEC }, async (m) => {
       const r = await m.train(batches);
       const err = paramError(tensorsOf(await m.saveSafetensors()), refAdamW.tensors);
-      assert.ok(err.l2 <= STRICT, `${name}: relative L2 ${err.l2}`);
+      assert.ok(err.l2 <= ADAMW_L2, `${name}: relative L2 ${err.l2}`);
       const lossErr = maxRelative(r.steps.map((s) => s.loss), refAdamW.losses);
       assert.ok(lossErr <= LOSS_TOL, `${name}: losses off by ${lossErr}`);
     });
