@@ -30,6 +30,8 @@ export interface RealComputeConfig {
   readonly seed: number;
   /** How the blocks are layered (see `TinyGPTConfig.split`). */
   readonly split: "blocks" | "halves";
+  /** CPU threads per rank (absent: `create`'s default, the cores shared by the ranks). */
+  readonly threads?: number;
 }
 
 /**
@@ -80,6 +82,7 @@ export async function createRealPipeline(
       optimizer: { kind: "adamw", lr: 1e-3, weightDecay: 0 },
       loss: "cross-entropy",
       backend: cfg.backend,
+      ...(cfg.threads === undefined ? {} : { threads: cfg.threads }),
       rankGroup,
       ...(clipGradNorm === undefined ? {} : { clipGradNorm }),
     });

@@ -1,14 +1,20 @@
 /**
- * Throughput of the CPU reference matmul (`CpuBackend`, f64 sums): the
- * shapes of one training step of `examples/learn_addition.ts` (rows = 64
- * sequences × 11 tokens, width 48, MLP 192; forward, input gradient with
- * B transposed, weight gradient with A transposed) and square n = 128, 512.
+ * Throughput of the CPU backend's matmul in its modes, side by side: the
+ * exact reference (f64 sums, one thread), the fast mode's WebAssembly
+ * kernels on one thread in both builds (relaxed SIMD, SIMD128), and on
+ * every core. Shapes: one training step of the tiny GPT (dim 128, MLP 512,
+ * 16 × 64 rows: forward, input gradient with B transposed, weight gradient
+ * with A transposed; the attention's batched per-head products) and square
+ * n = 256, 512, 1024.
  *
- *   deno run -A bench/cpu_matmul.ts          # a table
- *   deno run -A bench/cpu_matmul.ts --json   # one JSON object per line
+ *   deno run -A bench/cpu_matmul.ts            # a table (about a minute)
+ *   deno run -A bench/cpu_matmul.ts --json     # one JSON object per line
+ *   deno run -A bench/cpu_matmul.ts --no-exact # without the slow reference
  *
- * Each figure is the best of 5 samples of at least 0.2 s, so other jobs on
- * the machine lower it less than an average would.
+ * The configurations take turns within each shape (round 1: every one
+ * once, round 2: again, …, 5 rounds); each sample is at least 0.1 s of
+ * back-to-back products. Cells are GFLOP/s: the median, with the min–max
+ * spread of the rounds.
  *
  * @module
  */
@@ -17,8 +23,23 @@ import { benchArgs } from "./_args.ts";
 import { CpuBackend } from "../mod.ts";
 import { ops } from "../tensor.ts";
 
-const values = benchArgs("bench/cpu_matmul.ts", { json: { type: "boolean" } });
-const be = new CpuBackend();
+const values = benchArgs("bench/cpu_matmul.ts", {
+  json: { type: "boolean" },
+  "no-exact": { type: "boolean" },
+  rounds: { type: "string", default: "5" },
+});
+const rounds = Number(values.rounds);
+if (!Number.isInteger(rounds) || rounds < 1) {
+  throw new RangeError(`--rounds must be a positive integer, got "${values.rounds}"`);
+}
+
+const cores = navigator.hardwareConcurrency;
+const configs: { name: string; be: CpuBackend }[] = [
+  ...(values["no-exact"] ? [] : [{ name: "exact", be: new CpuBackend({ exact: true }) }]),
+  { name: "simd128 1T", be: new CpuBackend({ simd: "simd128", threads: 1 }) },
+  { name: "relaxed 1T", be: new CpuBackend({ simd: "relaxed", threads: 1 }) },
+  { name: `fast ${cores}T`, be: new CpuBackend() },
+];
 
 function data(n: number): Float32Array {
   const d = new Float32Array(n);
@@ -28,6 +49,7 @@ function data(n: number): Float32Array {
 
 interface Case {
   name: string;
+  batch?: number;
   M: number;
   K: number;
   N: number;
@@ -35,47 +57,68 @@ interface Case {
   transB?: boolean;
 }
 
-const R = 64 * 11, D = 48, H = 192;
+const R = 16 * 64, D = 128, H = 512, T = 64;
 const cases: Case[] = [
-  { name: "forward x·W (qkv)", M: R, K: D, N: 3 * D },
-  { name: "forward x·W (mlp in)", M: R, K: D, N: H },
-  { name: "forward x·W (mlp out)", M: R, K: H, N: D },
-  { name: "input grad dy·Wᵀ", M: R, K: H, N: D, transB: true },
-  { name: "weight grad xᵀ·dy", M: D, K: R, N: H, transA: true },
-  { name: "square", M: 128, K: 128, N: 128 },
+  { name: "qkv x·W", M: R, K: D, N: 3 * D },
+  { name: "mlp in x·W", M: R, K: D, N: H },
+  { name: "mlp in dy·Wᵀ", M: R, K: H, N: D, transB: true },
+  { name: "mlp in xᵀ·dy", M: D, K: R, N: H, transA: true },
+  { name: "scores q·kᵀ (64 heads)", batch: 64, M: T, K: D / 4, N: T, transB: true },
+  { name: "square", M: 256, K: 256, N: 256 },
   { name: "square", M: 512, K: 512, N: 512 },
+  { name: "square", M: 1024, K: 1024, N: 1024 },
 ];
 
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[s.length >> 1];
+}
+
 if (!values.json) {
-  console.log("| matmul                  |   M ×   K ×   N | GFLOP/s |     ms |");
-  console.log("| :---------------------- | --------------: | ------: | -----: |");
+  console.log(
+    `matmul GFLOP/s, median (min–max) of ${rounds} interleaved rounds, ${cores} cores\n`,
+  );
+  console.log(`| matmul | batch × M × K × N | ${configs.map((c) => c.name).join(" | ")} |`);
+  console.log(`| :-- | --: | ${configs.map(() => "--:").join(" | ")} |`);
 }
 for (const c of cases) {
-  const a = be.fromData(data(c.M * c.K), c.transA ? [c.K, c.M] : [c.M, c.K]);
-  const b = be.fromData(data(c.K * c.N), c.transB ? [c.N, c.K] : [c.K, c.N]);
-  const once = () => ops.matmul(a, b, { transA: c.transA, transB: c.transB }).dispose();
-  once();
-  let best = Infinity;
-  for (let s = 0; s < 5; s++) {
-    let reps = 0;
-    const t0 = performance.now();
-    while (performance.now() - t0 < 200) {
-      once();
-      reps++;
-    }
-    best = Math.min(best, (performance.now() - t0) / reps);
+  const batch = c.batch ?? 1;
+  const lead = batch > 1 ? [batch] : [];
+  const samples = configs.map(() => [] as number[]);
+  const ops1 = configs.map(({ be }) => {
+    const a = be.fromData(data(batch * c.M * c.K), [
+      ...lead,
+      ...(c.transA ? [c.K, c.M] : [c.M, c.K]),
+    ]);
+    const b = be.fromData(data(batch * c.K * c.N), [
+      ...lead,
+      ...(c.transB ? [c.N, c.K] : [c.K, c.N]),
+    ]);
+    return () => ops.matmul(a, b, { transA: c.transA, transB: c.transB }).dispose();
+  });
+  for (const once of ops1) once();
+  const flop = 2 * batch * c.M * c.K * c.N;
+  for (let r = 0; r < rounds; r++) {
+    ops1.forEach((once, k) => {
+      let reps = 0;
+      const t0 = performance.now();
+      while (performance.now() - t0 < 100) {
+        once();
+        reps++;
+      }
+      samples[k].push(flop / ((performance.now() - t0) / reps) / 1e6);
+    });
   }
-  const gflops = (2 * c.M * c.K * c.N) / (best * 1e6);
   if (values.json) {
-    console.log(JSON.stringify({ ...c, gflops: +gflops.toFixed(3), ms: +best.toFixed(3) }));
+    console.log(JSON.stringify({
+      ...c,
+      gflops: Object.fromEntries(configs.map((cf, k) => [cf.name, +median(samples[k]).toFixed(2)])),
+    }));
   } else {
-    const dims = `${c.M} × ${c.K} × ${c.N}`;
-    console.log(
-      `| ${c.name.padEnd(23)} | ${dims.padStart(15)} | ${gflops.toFixed(2).padStart(7)} | ${
-        best.toFixed(2).padStart(6)
-      } |`,
+    const cells = samples.map((s) =>
+      `${median(s).toFixed(1)} (${Math.min(...s).toFixed(1)}–${Math.max(...s).toFixed(1)})`
     );
+    console.log(`| ${c.name} | ${batch} × ${c.M} × ${c.K} × ${c.N} | ${cells.join(" | ")} |`);
   }
-  a.dispose();
-  b.dispose();
 }
+for (const { be } of configs) be.close();

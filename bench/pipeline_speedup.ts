@@ -3,6 +3,14 @@
  * batch, m = 8) trained on the CPU backend, every schedule at P = 2 ranks in
  * workers against the same model on P = 1, printed as a Markdown table.
  *
+ * The baseline is the best one-device run: one rank whose CPU kernels use
+ * every core (`single rank`), as `create` gives a lone rank; the P ranks
+ * share the cores (each `floor(cores / P)` threads). A second single-rank
+ * row on one thread shows how well one rank uses its cores, and sets the
+ * ideal: `idealSpeedup` = baseline step · P · (1 − bubbleSimulated) / the
+ * 1-thread step, what the schedule allows when each rank computes its
+ * share as fast as one rank does on one core.
+ *
  * ```sh
  * deno run -A bench/pipeline_speedup.ts                 # the table, then a verdict line
  * deno run -A bench/pipeline_speedup.ts --json          # one JSON object per row
@@ -16,9 +24,8 @@
  * measured step on; `bubbleMeasured` the steady-state bubble over the same
  * periods; `bubbleSimulated` is `simulate`'s with the per-action costs
  * measured in the same run (the median duration of each kind of action per
- * stage) and the same number of steps; `idealSpeedup` = P · (1 −
- * bubbleSimulated), what the schedule allows with these costs; `speedup` =
- * P = 1's stepMs over this row's.
+ * stage) and the same number of steps; `speedup` = the baseline's stepMs
+ * over this row's.
  *
  * A second table gives each kind of action's cost per micro-batch through
  * the whole model (the sum over stages of each stage's median action), at
@@ -27,9 +34,11 @@
  * the machine (memory bandwidth, caches, a software adapter's threads),
  * apart from the bubble. `--json` rows carry it as `costs`.
  *
- * The verdict line checks the targets on 2 cores. CPU: speedup ≥ 1.6 for
- * gpipe and 1f1b, ≥ 1.75 for zb-h1, zb-h2 and zb-v, each ≥ 90% of its
- * idealSpeedup, and the measured bubble within 5 points of the simulated.
+ * The verdict line checks the targets on 2 cores. CPU (issue 35): speedup ≥
+ * 1.3 for 1f1b and zb-h1 against the all-core baseline, and the measured
+ * bubble within 5 points of the simulated. (Before the CPU backend had
+ * threads, the baseline computed on one core and the targets were 1.6 and
+ * 1.75.)
  * WebGPU (run it with `LP_NUM_THREADS=1`, one llvmpipe thread per device,
  * as each rank would have one GPU): speedup ≥ 1.5 for 1f1b and every
  * zero-bubble schedule, and the bubble within 5 points of the simulated.
@@ -68,11 +77,8 @@ export type KindCosts = Partial<Record<"F" | "B" | "I" | "W", number>>;
 
 /** The speedup targets on the CPU backend. */
 export const SPEEDUP_TARGETS: Readonly<Record<string, number>> = {
-  "gpipe": 1.6,
-  "1f1b": 1.6,
-  "zb-h1": 1.75,
-  "zb-h2": 1.75,
-  "zb-v": 1.75,
+  "1f1b": 1.3,
+  "zb-h1": 1.3,
 };
 
 /** The speedup targets on WebGPU with one llvmpipe thread per device. */
@@ -210,9 +216,6 @@ export function speedupVerdict(rows: readonly SpeedupRow[]): string {
     const target = (gpu ? WEBGPU_SPEEDUP_TARGETS : SPEEDUP_TARGETS)[r.schedule];
     if (r.ranks === 1 || target === undefined) continue;
     if (!(r.speedup >= target)) misses.push(`${r.schedule} ${r.speedup.toFixed(2)}x < ${target}x`);
-    if (!gpu && !(r.speedup >= 0.9 * r.idealSpeedup)) {
-      misses.push(`${r.schedule} ${pct(r.speedup / r.idealSpeedup)} of ideal < 90%`);
-    }
     if (!(Math.abs(r.bubbleMeasured - r.bubbleSimulated) <= 0.05)) {
       misses.push(
         `${r.schedule} bubble ${pct(r.bubbleMeasured)} vs simulated ${pct(r.bubbleSimulated)}`,
@@ -221,7 +224,7 @@ export function speedupVerdict(rows: readonly SpeedupRow[]): string {
   }
   const targets = gpu
     ? "speedup >= 1.5x for 1f1b and every zero-bubble schedule, bubble within 5 points of simulated"
-    : "speedup >= 1.6x gpipe/1f1b, >= 1.75x zb-h1/zb-h2/zb-v, >= 90% of ideal, " +
+    : "speedup >= 1.3x 1f1b/zb-h1 against one rank on every core, " +
       "bubble within 5 points of simulated";
   return `verdict: ${misses.length === 0 ? "PASS" : "FAIL"} (targets: ${targets})` +
     (misses.length === 0 ? "" : `: ${misses.join("; ")}`);
@@ -278,7 +281,11 @@ if (import.meta.main) {
     if (values.json) console.log(JSON.stringify(r));
     else console.error(`  ${r.schedule} P=${r.ranks}: ${r.stepMs.toFixed(0)} ms per step`);
   };
+  const cores = navigator.hardwareConcurrency;
   const one = await measureRealSchedule(cfg, "1f1b", 1, warmup, steps);
+  const oneThread = cores === 1 || cfg.backend !== "cpu"
+    ? one
+    : await measureRealSchedule({ ...cfg, threads: 1 }, "1f1b", 1, warmup, steps);
   // I and W at P = 1, for the cost table only (the speedup's baseline is 1f1b's step).
   const split = names.some((n) => n.startsWith("zb") || n === "dualpipe-v")
     ? (await measureRealSchedule(cfg, "zb-h1", 1, warmup, Math.min(steps, 4))).costs
@@ -293,6 +300,17 @@ if (import.meta.main) {
     speedup: 1,
     idealSpeedup: 1,
   });
+  if (oneThread !== one) {
+    emit({
+      schedule: "single rank, 1 thread",
+      ranks: 1,
+      microBatches: cfg.microBatches,
+      backend: cfg.backend,
+      ...oneThread,
+      speedup: one.stepMs / oneThread.stepMs,
+      idealSpeedup: 1,
+    });
+  }
   for (const name of names) {
     const r = await measureRealSchedule(cfg, name, ranks, warmup, steps);
     emit({
@@ -302,14 +320,15 @@ if (import.meta.main) {
       backend: cfg.backend,
       ...r,
       speedup: one.stepMs / r.stepMs,
-      idealSpeedup: ranks * (1 - r.bubbleSimulated),
+      idealSpeedup: one.stepMs * ranks * (1 - r.bubbleSimulated) / oneThread.stepMs,
     });
   }
   if (!values.json) {
     const lp = Deno.env.get("LP_NUM_THREADS");
     console.log(
       `tiny GPT dim ${cfg.dim}, ${cfg.layers} blocks, batch ${cfg.batch} × ${cfg.seqLen}, ` +
-        `m = ${cfg.microBatches}, backend ${cfg.backend}, ${navigator.hardwareConcurrency} cores` +
+        `m = ${cfg.microBatches}, backend ${cfg.backend}, ${cores} cores (single rank: ${cores} ` +
+        `CPU threads, P ranks: floor(${cores} / P) each)` +
         `${cfg.backend === "webgpu" ? `, LP_NUM_THREADS=${lp ?? "unset"}` : ""}; ` +
         `${warmup} warm-up + ${steps} measured steps per row\n`,
     );

@@ -373,9 +373,11 @@ async function finish(t: Trainer, last: boolean): Promise<Run> {
 }
 
 const started = performance.now();
+// The baseline is the best one-device run: one rank computing on every
+// core (a pipeline's ranks share them: each of P ranks gets cores / P).
 const oneT = await start(
   generateSchedule("1f1b", { ranks: 1, microBatches }),
-  "1 rank (no pipeline)",
+  `1 rank (no pipeline${backend === "cpu" ? `, ${cores} CPU thread${cores === 1 ? "" : "s"}` : ""})`,
 );
 let manyT: Trainer;
 try {

@@ -31,6 +31,7 @@ import { measureCandidate } from "./_advise_verify.ts";
 import { calibrate, calibrationRuns, planCalibrated, predictPlan } from "./_advise_calibrate.ts";
 import type { AdviceCalibration } from "../advise/calibration.ts";
 import { tuneMatmulForRanks } from "./_matmul_tuning.ts";
+import { threadsPerRank } from "../../tensor/cpu/backend_options.ts";
 
 export type { AdviseOptions };
 
@@ -172,7 +173,12 @@ export async function adviseSchedule(
   const openGroup = (ranks: number) =>
     WorkerRankGroup.create<AdviseCalls>({
       schedule: calibrationSchedule(ranks),
-      executor: { module: ADVISE_EXECUTOR_URL, options: rankOptions },
+      // Each rank's CPU threads as a pipeline of that many ranks gets them:
+      // one rank computes on every core, P ranks share the cores.
+      executor: {
+        module: ADVISE_EXECUTOR_URL,
+        options: { ...rankOptions, threads: threadsPerRank(ranks) },
+      },
     });
   for (const P of o.ranks) {
     const profiler = await openGroup(P);

@@ -24,16 +24,7 @@ import type { ModelStageCalls } from "./stage_calls.ts";
 import { tuneMatmulForRanks } from "./_matmul_tuning.ts";
 import { chooseBackend } from "../../tensor/create_backend.ts";
 import { callEveryRank } from "./_every_rank.ts";
-import { coreCount } from "../../tensor/cpu/backend_options.ts";
-
-/**
- * Threads of each CPU rank's kernels when `ranks` ranks (all replicas)
- * share this machine: `max(1, floor(cores / ranks))`, never more threads in
- * all than cores (under MPI, the job's ranks are taken to share one host).
- */
-export function rankThreads(ranks: number): number {
-  return Math.max(1, Math.floor(coreCount() / ranks));
-}
+import { threadsPerRank } from "../../tensor/cpu/backend_options.ts";
 
 /**
  * Starts the ranks of `plan` and loads their weights, then the training
@@ -52,7 +43,8 @@ export async function buildRanks(
   const stageOptions: ModelStageOptions = {
     stageSpecs: plan.stageSpecs,
     backend,
-    threads: o.threads ?? rankThreads(plan.schedule.ranks * o.dataParallel),
+    // Under MPI the job's ranks are taken to share one host.
+    threads: o.threads ?? threadsPerRank(plan.schedule.ranks * o.dataParallel),
     ...(tunedMatmul === undefined ? {} : { tunedMatmul }),
     loss: o.loss,
     optimizer: o.optimizer,

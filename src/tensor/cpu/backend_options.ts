@@ -82,6 +82,23 @@ export function coreCount(): number {
 }
 
 /**
+ * Threads of each CPU backend when `ranks` of them (a pipeline's ranks, all
+ * replicas) compute at once on this machine: `max(1, floor(cores /
+ * ranks))`, so that they never use more threads in all than there are cores.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { coreCount, threadsPerRank } from "./backend_options.ts";
+ * assert.equal(threadsPerRank(1), coreCount());
+ * assert.ok(threadsPerRank(1000) === 1);
+ * ```
+ */
+export function threadsPerRank(ranks: number): number {
+  return Math.max(1, Math.floor(coreCount() / ranks));
+}
+
+/**
  * `options` checked, with their defaults.
  *
  * @example
