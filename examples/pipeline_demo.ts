@@ -377,7 +377,9 @@ const started = performance.now();
 // core (a pipeline's ranks share them: each of P ranks gets cores / P).
 const oneT = await start(
   generateSchedule("1f1b", { ranks: 1, microBatches }),
-  `1 rank (no pipeline${backend === "cpu" ? `, ${cores} CPU thread${cores === 1 ? "" : "s"}` : ""})`,
+  `1 rank (no pipeline${
+    backend === "cpu" ? `, ${cores} CPU thread${cores === 1 ? "" : "s"}` : ""
+  })`,
 );
 let manyT: Trainer;
 try {

@@ -25,6 +25,33 @@ import { tuneMatmulForRanks } from "./_matmul_tuning.ts";
 import { chooseBackend } from "../../tensor/create_backend.ts";
 import { callEveryRank } from "./_every_rank.ts";
 import { threadsPerRank } from "../../tensor/cpu/backend_options.ts";
+import { WASM_MEMORY_LIMIT } from "../../tensor/cpu/wasm_memory_limit.ts";
+
+/**
+ * Refuses, before any rank starts, a plan whose rank holds more parameter
+ * state than a CPU rank's memory can: each CPU rank keeps its tensors in one
+ * WebAssembly memory of at most 4 GiB (parameters, their gradients, the
+ * optimizer's state, and the step check's copies of both), activations
+ * still to come.
+ */
+export function checkCpuMemory(
+  o: Pick<CheckedModelOptions, "optimizer" | "policy">,
+  plan: Pick<ModelPlan, "weights">,
+): void {
+  const states = o.optimizer.kind === "adamw" ? 2 : (o.optimizer.momentum ?? 0) > 0 ? 1 : 0;
+  const copies = 2 + states + (o.policy.nonFinite === "off" ? 0 : 1 + states);
+  plan.weights.forEach((w, r) => {
+    const bytes = w.byteLength * copies;
+    if (bytes > WASM_MEMORY_LIMIT) {
+      throw new RangeError(
+        `rank ${r}'s parameters need ${(bytes / 2 ** 30).toFixed(1)} GiB with their gradients ` +
+          `and optimizer state (${copies} copies of ${(w.byteLength / 2 ** 30).toFixed(2)} GiB), ` +
+          `more than the 4 GiB a CPU rank's memory holds (one WebAssembly memory): use more ` +
+          `ranks, so that each holds fewer layers`,
+      );
+    }
+  });
+}
 
 /**
  * Starts the ranks of `plan` and loads their weights, then the training
@@ -38,6 +65,7 @@ export async function buildRanks(
 ): Promise<RankGroup<ModelStageCalls>> {
   // "auto" is decided here, once, and said once (every rank gets the same kind).
   const backend = (await chooseBackend(o.backend)).kind;
+  if (backend === "cpu") checkCpuMemory(o, plan);
   // Tuned once here rather than in every worker at once (they have no cache).
   const tunedMatmul = await tuneMatmulForRanks(backend);
   const stageOptions: ModelStageOptions = {

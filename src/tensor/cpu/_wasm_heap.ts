@@ -18,8 +18,7 @@
 
 import type { BufferPoolStats } from "../backend.ts";
 
-/** The most a WebAssembly memory (32-bit addresses) holds: 4 GiB. */
-export const WASM_MEMORY_LIMIT: number = 2 ** 32;
+import { WASM_MEMORY_LIMIT } from "./wasm_memory_limit.ts";
 
 const PAGE = 65536;
 const ALIGN = 64;
