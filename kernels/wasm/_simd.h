@@ -49,12 +49,19 @@ static inline float hsum(v128_t v) {
   return wasm_f32x4_extract_lane(s, 0) + wasm_f32x4_extract_lane(s, 1);
 }
 
+// x clamped to [lo, hi], NaN kept: pmax(x, lo) is x < lo ? lo : x, and a
+// NaN x fails every comparison. (The pseudo-min and -max are one x86
+// instruction each; wasm's min and max, which also propagate NaN, are
+// several, and made exp4 three times slower in V8.)
+static inline v128_t clamp4(v128_t x, float lo, float hi) {
+  return wasm_f32x4_pmin(wasm_f32x4_pmax(x, wasm_f32x4_splat(lo)), wasm_f32x4_splat(hi));
+}
+
 // e^x on four lanes (Cephes' expf polynomial, about 1 ulp): 0 below
-// about -103.9, +Inf above about 88.72, NaN for NaN (wasm's min and max
-// propagate NaN). 2^n is applied in two halves so that subnormal results
-// and results near FLT_MAX are both right.
+// about -103.9, +Inf above about 88.72, NaN for NaN. 2^n is applied in two
+// halves so that subnormal results and results near FLT_MAX are both right.
 static inline v128_t exp4(v128_t x) {
-  x = wasm_f32x4_min(wasm_f32x4_max(x, wasm_f32x4_splat(-105.0f)), wasm_f32x4_splat(88.8f));
+  x = clamp4(x, -105.0f, 88.8f);
   v128_t n = wasm_f32x4_nearest(wasm_f32x4_mul(x, wasm_f32x4_splat(1.44269504088896341f)));
   v128_t r = wasm_f32x4_sub(x, wasm_f32x4_mul(n, wasm_f32x4_splat(0.693359375f)));
   r = wasm_f32x4_sub(r, wasm_f32x4_mul(n, wasm_f32x4_splat(-2.12194440e-4f)));
@@ -88,7 +95,7 @@ static inline v128_t tanh4(v128_t u) {
   p = wasm_f32x4_add(wasm_f32x4_mul(p, z), wasm_f32x4_splat(1.33314422036e-1f));
   p = wasm_f32x4_add(wasm_f32x4_mul(p, z), wasm_f32x4_splat(-3.33332819422e-1f));
   const v128_t small = wasm_f32x4_add(wasm_f32x4_mul(wasm_f32x4_mul(p, z), u), u);
-  const v128_t c = wasm_f32x4_min(wasm_f32x4_max(u, wasm_f32x4_splat(-9.0f)), wasm_f32x4_splat(9.0f));
+  const v128_t c = clamp4(u, -9.0f, 9.0f);
   const v128_t e = exp4(wasm_f32x4_add(c, c));
   const v128_t large = wasm_f32x4_sub(
     wasm_f32x4_splat(1.0f),

@@ -45,7 +45,7 @@ static inline v128_t unary_grad4(int op, v128_t v, v128_t g) {
       const v128_t u = wasm_f32x4_mul(
         wasm_f32x4_splat(GELU_C),
         wasm_f32x4_add(v, wasm_f32x4_mul(wasm_f32x4_splat(GELU_A), wasm_f32x4_mul(x2, v))));
-      const v128_t m2u = wasm_f32x4_min(wasm_f32x4_neg(wasm_f32x4_add(u, u)), wasm_f32x4_splat(88.0f));
+      const v128_t m2u = wasm_f32x4_pmin(wasm_f32x4_neg(wasm_f32x4_add(u, u)), wasm_f32x4_splat(88.0f));
       const v128_t e = exp4(m2u);
       const v128_t s = sigmoid_from_exp(e);
       const v128_t du = wasm_f32x4_mul(
@@ -78,6 +78,24 @@ static inline v128_t unary_grad_nan(int op, v128_t v, v128_t g) {
   return wasm_v128_bitselect(wasm_f32x4_add(v, g), unary_grad4(op, v, g), nan);
 }
 
+// One task of a unary op whose code is a constant where inlined (clang
+// specialises the loop for it).
+static inline void unary_task(int op, const float* x, float* y, int lo, int hi) {
+  int j = lo;
+  for (; j + 4 <= hi; j += 4) wasm_v128_store(y + j, unary_nan(op, wasm_v128_load(x + j)));
+  for (; j < hi; j++) y[j] = wasm_f32x4_extract_lane(unary_nan(op, wasm_f32x4_splat(x[j])), 0);
+}
+
+static inline void unary_grad_task(int op, const float* v, const float* g, float* dx, int lo, int hi) {
+  int j = lo;
+  for (; j + 4 <= hi; j += 4) {
+    wasm_v128_store(dx + j, unary_grad_nan(op, wasm_v128_load(v + j), wasm_v128_load(g + j)));
+  }
+  for (; j < hi; j++) {
+    dx[j] = wasm_f32x4_extract_lane(unary_grad_nan(op, wasm_f32x4_splat(v[j]), wasm_f32x4_splat(g[j])), 0);
+  }
+}
+
 // i: op, x, out, n.
 EXPORT(unary)
 void unary(Job* job, int tid) {
@@ -87,9 +105,14 @@ void unary(Job* job, int tid) {
   const int tasks = (n + EW_TASK - 1) / EW_TASK;
   for (int t = claim(job); t < tasks; t = claim(job)) {
     const int lo = t * EW_TASK, hi = min_int(n, lo + EW_TASK);
-    int j = lo;
-    for (; j + 4 <= hi; j += 4) wasm_v128_store(y + j, unary_nan(op, wasm_v128_load(x + j)));
-    for (; j < hi; j++) y[j] = wasm_f32x4_extract_lane(unary_nan(op, wasm_f32x4_splat(x[j])), 0);
+    switch (op) {
+      case 0: unary_task(0, x, y, lo, hi); break;
+      case 1: unary_task(1, x, y, lo, hi); break;
+      case 2: unary_task(2, x, y, lo, hi); break;
+      case 3: unary_task(3, x, y, lo, hi); break;
+      case 4: unary_task(4, x, y, lo, hi); break;
+      default: unary_task(5, x, y, lo, hi); break;
+    }
   }
 }
 
@@ -103,12 +126,12 @@ void unary_backward(Job* job, int tid) {
   const int tasks = (n + EW_TASK - 1) / EW_TASK;
   for (int t = claim(job); t < tasks; t = claim(job)) {
     const int lo = t * EW_TASK, hi = min_int(n, lo + EW_TASK);
-    int j = lo;
-    for (; j + 4 <= hi; j += 4) {
-      wasm_v128_store(dx + j, unary_grad_nan(op, wasm_v128_load(v + j), wasm_v128_load(g + j)));
-    }
-    for (; j < hi; j++) {
-      dx[j] = wasm_f32x4_extract_lane(unary_grad_nan(op, wasm_f32x4_splat(v[j]), wasm_f32x4_splat(g[j])), 0);
+    switch (op) {
+      case 0: unary_grad_task(0, v, g, dx, lo, hi); break;
+      case 1: unary_grad_task(1, v, g, dx, lo, hi); break;
+      case 2: unary_grad_task(2, v, g, dx, lo, hi); break;
+      case 3: unary_grad_task(3, v, g, dx, lo, hi); break;
+      default: unary_grad_task(4, v, g, dx, lo, hi); break;
     }
   }
 }
