@@ -26,14 +26,14 @@ __attribute__((noinline)) v128_t conveyor_madd(v128_t a, v128_t b, v128_t c);
 
 #define EXPORT(name) __attribute__((export_name(#name)))
 
-// The arguments of one kernel call: 16 integers (addresses, sizes, flags),
-// 8 floats, and the task counter. 128 bytes; the layout is mirrored by
-// src/tensor/cpu/_wasm_kernels.ts.
+// The arguments of one kernel call: 32 integers (addresses, sizes, flags,
+// shapes), 8 floats, and the task counter. 192 bytes; the layout is
+// mirrored by src/tensor/cpu/_wasm_kernels.ts.
 typedef struct {
-  int i[16];
+  int i[32];
   float f[8];
   int counter;
-  int unused[7];
+  int unused[15];
 } Job;
 
 // The next task of `job`, claimed by the calling thread.

@@ -3,6 +3,7 @@
 #include "matmul.c"
 #include "elementwise.c"
 #include "rows.c"
+#include "layout.c"
 
 #ifdef CONVEYOR_RELAXED
 // Never runs: build.ts replaces every call with f32x4.relaxed_madd.

@@ -203,6 +203,58 @@ for (const variant of VARIANTS) {
   });
 }
 
+// ---- layout ------------------------------------------------------------------
+
+for (const variant of VARIANTS) {
+  Deno.test(`cpu fast (${variant}): broadcasting binary ops and permutations equal the exact ones, bit for bit`, () => {
+    const be = new CpuBackend({ simd: variant, threads: 1 });
+    const pairs: [Shape, Shape][] = [
+      [[5], [5]],
+      [[7, 3], [7, 3]],
+      [[7, 3], [3]],
+      [[7, 3], [7, 1]],
+      [[1], [4, 9]],
+      [[2, 1, 5], [3, 1]],
+      [[2, 3, 4, 5], [1, 3, 1, 5]],
+      [[2, 1, 2, 1, 2, 1, 3], [1, 2, 1, 2, 1, 2, 1]], // rank 7 after merging: the loop fallback
+      [[16400], [16400]],
+    ];
+    for (const [sa, sb] of pairs) {
+      const a = values(sa.reduce((x, y) => x * y, 1), 1, { 1: NaN, 2: Infinity });
+      const b = values(sb.reduce((x, y) => x * y, 1), 2, { 0: -Infinity });
+      const rank = Math.max(sa.length, sb.length);
+      const pad = (s: Shape) => [...new Array(rank - s.length).fill(1), ...s];
+      const out = pad(sa).map((e, d) => Math.max(e, pad(sb)[d]));
+      for (const op of ["add", "sub", "mul", "div", "maximum"] as const) {
+        const run = (x: CpuBackend) => read(x.binary(op, on(x, a, sa), on(x, b, sb), out));
+        const got = run(be), want = run(exact);
+        assert.equal(got.length, want.length);
+        for (let i = 0; i < want.length; i++) {
+          assert.ok(
+            Object.is(got[i], want[i]) || (got[i] === 0 && want[i] === 0),
+            `${op} ${sa} ${sb} [${i}]: ${got[i]} vs ${want[i]}`,
+          );
+        }
+      }
+    }
+    const perms: [Shape, number[]][] = [
+      [[3, 4], [1, 0]],
+      [[2, 3, 4, 5], [0, 2, 1, 3]],
+      [[2, 3, 1, 5], [3, 2, 0, 1]],
+      [[2, 5, 3, 4, 8], [2, 0, 3, 1, 4]],
+      [[1, 1, 1], [2, 1, 0]],
+      [[3, 0, 2], [2, 0, 1]],
+      [[2, 2, 2, 2, 2, 2, 2], [6, 5, 4, 3, 2, 1, 0]],
+    ];
+    for (const [shape, perm] of perms) {
+      const x = values(shape.reduce((p, q) => p * q, 1), 3, { 0: NaN });
+      const run = (b: CpuBackend) => read(b.permute(on(b, x, shape), perm));
+      assert.deepEqual(run(be), run(exact), `permute ${shape} by ${perm}`);
+    }
+    be.close();
+  });
+}
+
 // ---- rows --------------------------------------------------------------------
 
 const ROW_SHAPES: [number, number][] = [[1, 1], [3, 4], [2, 5], [17, 31], [5, 64], [3, 257], [

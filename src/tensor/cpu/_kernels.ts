@@ -8,8 +8,15 @@
  * @module
  */
 
-import type { AdamWParams, UnaryGradOp, UnaryOp } from "../backend.ts";
-import { addBiasInto, unaryBackwardInto, unaryInto } from "./_elementwise.ts";
+import type { AdamWParams, BinaryOp, Shape, UnaryGradOp, UnaryOp } from "../backend.ts";
+import {
+  addBiasInto,
+  binaryInto,
+  type Operand,
+  unaryBackwardInto,
+  unaryInto,
+} from "./_elementwise.ts";
+import { permuteInto } from "./_layout.ts";
 import { matmulInto } from "./_matmul.ts";
 import { adamwInto } from "./_optimizers.ts";
 import {
@@ -82,6 +89,10 @@ export interface CpuKernels {
   ): void;
   /** See `sumRowsInto`. */
   sumRows(X: Float32Array, rows: number, n: number, O: Float32Array): void;
+  /** See `binaryInto`. */
+  binary(op: BinaryOp, a: Operand, b: Operand, out: Shape, O: Float32Array): void;
+  /** See `permuteInto`. */
+  permute(X: Float32Array, shape: Shape, perm: readonly number[], O: Float32Array): void;
   /** See `adamwInto`. */
   adamw(P: Float32Array, G: Float32Array, M: Float32Array, V: Float32Array, hp: AdamWParams): void;
 }
@@ -98,5 +109,7 @@ export const EXACT_KERNELS: CpuKernels = {
   layerNormBackwardInput: layerNormBackwardInputInto,
   layerNormBackwardWeight: layerNormBackwardWeightInto,
   sumRows: sumRowsInto,
+  binary: binaryInto,
+  permute: permuteInto,
   adamw: adamwInto,
 };

@@ -46,6 +46,38 @@ export function permuteInto(
   }
 }
 
+/**
+ * The permutation of a tensor of shape `shape` by `perm` as a strided copy:
+ * the output's extents and, for each output axis, the input's stride;
+ * axes of extent 1 dropped and neighbours that stay adjacent merged.
+ */
+export function permutePlan(
+  shape: Shape,
+  perm: readonly number[],
+): { shape: number[]; strides: number[] } {
+  const inStrides = new Array<number>(shape.length);
+  let s = 1;
+  for (let d = shape.length - 1; d >= 0; d--) {
+    inStrides[d] = s;
+    s *= shape[d];
+  }
+  const out: number[] = [], strides: number[] = [];
+  for (const p of perm) {
+    const e = shape[p], st = inStrides[p];
+    if (e === 1) continue;
+    const k = out.length - 1;
+    if (k >= 0 && strides[k] === st * e) {
+      out[k] *= e;
+      strides[k] = st;
+    } else {
+      out.push(e);
+      strides.push(st);
+    }
+  }
+  if (out.length === 0 && shape.every((e) => e === 1)) return { shape: [1], strides: [1] };
+  return { shape: out, strides };
+}
+
 /** Row gather: row i of `O` is row `I[i]` of the table `Tb` (rows of `C`). */
 export function embeddingInto(Tb: Float32Array, I: Float32Array, C: number, O: Float32Array): void {
   for (let i = 0; i < I.length; i++) O.set(Tb.subarray(I[i] * C, I[i] * C + C), i * C);

@@ -14,10 +14,12 @@
  * @module
  */
 
-import type { AdamWParams, UnaryGradOp, UnaryOp } from "../backend.ts";
-import { UNARY_GRAD_OPS, UNARY_OPS } from "../_elementwise_ops.ts";
+import type { AdamWParams, BinaryOp, Shape, UnaryGradOp, UnaryOp } from "../backend.ts";
+import { BINARY_OPS, UNARY_GRAD_OPS, UNARY_OPS } from "../_elementwise_ops.ts";
 import type { CpuKernels } from "./_kernels.ts";
-import { unaryInto } from "./_elementwise.ts";
+import { binaryInto, type Operand, unaryInto } from "./_elementwise.ts";
+import { permuteInto, permutePlan } from "./_layout.ts";
+import { broadcastPlan } from "../_broadcast.ts";
 import type { WasmKernelModule } from "./_wasm_module.ts";
 import { WasmHeap } from "./_wasm_heap.ts";
 import { CONTROL_BYTES, ThreadPool } from "./_thread_pool.ts";
@@ -36,10 +38,15 @@ const NAMES = [
   "sum_rows",
   "layer_norm_backward_weight",
   "add_bias",
+  "binary",
+  "permute",
 ] as const;
 type Name = typeof NAMES[number];
 
-const JOB_BYTES = 128;
+// The Job struct of kernels/wasm/_simd.h: 32 ints, 8 floats at byte 128,
+// the task counter at byte 160.
+const JOB_BYTES = 192;
+const MAX_RANK = 6;
 const STACK_BYTES = 65536;
 // Work (multiply-adds or values touched) past which a call uses the
 // threads: waking a sleeping worker takes tens of microseconds.
@@ -59,6 +66,7 @@ export class WasmKernels implements CpuKernels {
   readonly #job: number;
   readonly #ji: Int32Array;
   readonly #jf: Float32Array;
+  readonly #counter: Int32Array;
   readonly #scratchFloats: number;
   #scratch = 0;
 
@@ -81,8 +89,9 @@ export class WasmKernels implements CpuKernels {
     this.variant = compiled.variant;
     const control = this.heap.alloc(CONTROL_BYTES, true);
     this.#job = this.heap.alloc(JOB_BYTES, true);
-    this.#ji = new Int32Array(this.heap.buffer, this.#job, 16);
-    this.#jf = new Float32Array(this.heap.buffer, this.#job + 64, 8);
+    this.#ji = new Int32Array(this.heap.buffer, this.#job, 32);
+    this.#jf = new Float32Array(this.heap.buffer, this.#job + 128, 8);
+    this.#counter = new Int32Array(this.heap.buffer, this.#job + 160, 1);
     const stacks: number[] = [];
     for (let t = 1; t < threads; t++) {
       stacks.push(this.heap.alloc(STACK_BYTES, false) + STACK_BYTES);
@@ -113,7 +122,7 @@ export class WasmKernels implements CpuKernels {
     const ji = this.#ji, jf = this.#jf;
     for (let k = 0; k < ints.length; k++) ji[k] = ints[k];
     for (let k = 0; k < floats.length; k++) jf[k] = floats[k];
-    Atomics.store(new Int32Array(this.heap.buffer, this.#job + 96, 1), 0, 0);
+    Atomics.store(this.#counter, 0, 0);
     const fn = this.#fns[name];
     if (
       this.threads > 1 &&
@@ -241,6 +250,43 @@ export class WasmKernels implements CpuKernels {
 
   sumRows(X: Float32Array, rows: number, n: number, O: Float32Array): void {
     this.#run("sum_rows", rows * n, [X.byteOffset, O.byteOffset, rows, n]);
+  }
+
+  binary(op: BinaryOp, a: Operand, b: Operand, out: Shape, O: Float32Array): void {
+    const plan = broadcastPlan(out, [a.shape, b.shape]);
+    const rank = plan.shape.length;
+    if (rank === 0 || rank > MAX_RANK) {
+      binaryInto(op, a, b, out, O);
+      return;
+    }
+    const pad = (xs: number[]) => [...xs, ...new Array(MAX_RANK - xs.length).fill(0)];
+    this.#run("binary", 2 * O.length, [
+      BINARY_OPS[op].code,
+      a.data.byteOffset,
+      b.data.byteOffset,
+      O.byteOffset,
+      rank,
+      ...pad(plan.shape),
+      ...pad(plan.strides[0]),
+      ...pad(plan.strides[1]),
+    ]);
+  }
+
+  permute(X: Float32Array, shape: Shape, perm: readonly number[], O: Float32Array): void {
+    const { shape: outShape, strides } = permutePlan(shape, perm);
+    const rank = outShape.length;
+    if (rank === 0 || rank > MAX_RANK || O.length === 0) {
+      permuteInto(X, shape, perm, O);
+      return;
+    }
+    const pad = (xs: number[]) => [...xs, ...new Array(MAX_RANK - xs.length).fill(0)];
+    this.#run("permute", O.length, [
+      X.byteOffset,
+      O.byteOffset,
+      rank,
+      ...pad(outShape),
+      ...pad(strides),
+    ]);
   }
 
   adamw(P: Float32Array, G: Float32Array, M: Float32Array, V: Float32Array, hp: AdamWParams): void {

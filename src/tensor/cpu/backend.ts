@@ -22,14 +22,8 @@ import { rowCount } from "../_rows.ts";
 import { checkFromData, checkZeros, firstInvalidIndex } from "../_validate.ts";
 import { createTensor, shapeSize, type Tensor, tensorStorage } from "../tensor.ts";
 import { dropoutBase, dropoutKey, dropoutScale, dropoutThreshold } from "../_dropout_hash.ts";
-import {
-  binaryInto,
-  dropoutInto,
-  type Operand,
-  sumToShapeInto,
-  whereInto,
-} from "./_elementwise.ts";
-import { embeddingBackwardInto, embeddingInto, permuteInto } from "./_layout.ts";
+import { dropoutInto, type Operand, sumToShapeInto, whereInto } from "./_elementwise.ts";
+import { embeddingBackwardInto, embeddingInto } from "./_layout.ts";
 import { type CpuKernels, EXACT_KERNELS } from "./_kernels.ts";
 import { ArrayPool } from "./_array_pool.ts";
 import { checkCpuBackendOptions, type CpuBackendOptions } from "./backend_options.ts";
@@ -339,8 +333,8 @@ export class CpuBackend implements B.Backend {
 
   /** `a (op) b` broadcast to `out`. */
   binary(op: B.BinaryOp, a: Tensor, b: Tensor, out: B.Shape): Tensor {
-    const [t, O] = this.#alloc(out);
-    binaryInto(op, operand(a), operand(b), out, O);
+    const [t, O] = this.#alloc(out, false);
+    this.#k.binary(op, operand(a), operand(b), out, O);
     return t;
   }
 
@@ -535,8 +529,8 @@ export class CpuBackend implements B.Backend {
 
   /** Axis permutation (a copy). */
   permute(x: Tensor, perm: readonly number[]): Tensor {
-    const [out, O] = this.#alloc(perm.map((p) => x.shape[p]));
-    permuteInto(data(x), x.shape, perm, O);
+    const [out, O] = this.#alloc(perm.map((p) => x.shape[p]), false);
+    this.#k.permute(data(x), x.shape, perm, O);
     return out;
   }
 }
