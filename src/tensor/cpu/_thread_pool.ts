@@ -4,10 +4,15 @@
  * together with the calling thread when asked.
  *
  * A call writes the kernel's index and its job's address into the control
- * block, bumps the generation and wakes the workers (`Atomics.notify`);
- * every thread, the caller included, claims the kernel's tasks from the
- * job's counter; the caller then waits for each worker's "done". Workers
- * sleep in `Atomics.wait` between calls, using no CPU.
+ * block, opens the job, bumps the generation and wakes the workers
+ * (`Atomics.notify`); every thread, the caller included, claims the
+ * kernel's tasks from the job's counter. A worker takes part only if it
+ * enters while the job is open (one compare-and-swap on a word holding the
+ * open bit and the count of workers in); when the caller has no task left
+ * it closes the job and waits for the workers that entered. So a worker
+ * the OS has not scheduled yet (a busy machine) costs nothing: the caller
+ * and the others do its share, and it sits the job out. Workers sleep in
+ * `Atomics.wait` between calls, using no CPU.
  *
  * Workers are node:worker_threads workers from a data: module (they import
  * nothing, read no file and need no permission; `env: {}` spares the
@@ -21,8 +26,9 @@
 
 import { Worker as NodeWorker } from "node:worker_threads";
 
-// Control block (Int32 slots).
-const GEN = 0, FN = 1, READY = 2, JOB = 3, DONE = 4, FAILED = 5;
+// Control block (Int32 slots). ENTRY: 2 × (workers in the job) + 1 while
+// the job is open.
+const GEN = 0, FN = 1, READY = 2, JOB = 3, DONE = 4, FAILED = 5, ENTRY = 6;
 /** Bytes of the control block. */
 export const CONTROL_BYTES = 64;
 const START_WAIT_MS = 10_000;
@@ -39,10 +45,17 @@ parentPort.once("message", ({ memory, module, names, control, stack, tid }) => {
   for (;;) {
     Atomics.wait(I, ${GEN}, gen);
     gen = Atomics.load(I, ${GEN});
-    const fn = Atomics.load(I, ${FN});
-    if (fn < 0) break;
+    if (Atomics.load(I, ${FN}) < 0) break;
+    let w, entered = false;
+    while (((w = Atomics.load(I, ${ENTRY})) & 1) === 1) {
+      if (Atomics.compareExchange(I, ${ENTRY}, w, w + 2) === w) {
+        entered = true;
+        break;
+      }
+    }
+    if (!entered) continue;
     try {
-      fns[fn](Atomics.load(I, ${JOB}), tid);
+      fns[Atomics.load(I, ${FN})](Atomics.load(I, ${JOB}), tid);
     } catch (e) {
       Atomics.store(I, ${FAILED}, 1);
       console.error("conveyor: a CPU kernel thread failed:", e);
@@ -143,6 +156,7 @@ export class ThreadPool {
     Atomics.store(I, FN, fn);
     Atomics.store(I, JOB, job);
     Atomics.store(I, DONE, 0);
+    Atomics.store(I, ENTRY, 1);
     Atomics.add(I, GEN, 1);
     Atomics.notify(I, GEN);
     let error: unknown = null;
@@ -151,8 +165,12 @@ export class ThreadPool {
     } catch (e) {
       error = e;
     }
+    // Close the job; wait for the workers that entered it.
+    let w;
+    do w = Atomics.load(I, ENTRY); while (Atomics.compareExchange(I, ENTRY, w, w & ~1) !== w);
+    const entered = w >> 1;
     let d;
-    while ((d = Atomics.load(I, DONE)) < this.workers) Atomics.wait(I, DONE, d);
+    while ((d = Atomics.load(I, DONE)) < entered) Atomics.wait(I, DONE, d);
     if (error !== null) throw error;
     if (Atomics.exchange(I, FAILED, 0) !== 0) {
       throw new Error("a CPU kernel thread failed (its error is on stderr)");
