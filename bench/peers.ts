@@ -23,8 +23,10 @@
  * 128, heads: 4, layers: 6 })`, a 16 × 64 batch, cross-entropy, AdamW lr
  * 1e-3). Every peer computes the same row the way its users would: Conveyor
  * with its layers, losses and optimizers on one backend; jax-js with one
- * `jit` of `valueAndGrad` and the update; tfjs with `optimizer.minimize`.
- * A peer without an equivalent model in this bench says "not written".
+ * `jit` of `valueAndGrad` and the update (its GPT written out in
+ * `bench/_peer_jax.ts`: the same layers, tanh GELU, `dotProductAttention`
+ * with `isCausal`, AdamW with Conveyor's defaults); tfjs with
+ * `optimizer.minimize`. tfjs has no GPT here: its row says "not written".
  *
  * How it is measured: each (row, configuration) runs in its own child
  * process (`bench/_peer_conveyor.ts`, `_peer_jax.ts`, `_peer_tfjs.ts`),
@@ -83,7 +85,7 @@ export function peerConfigs(cores: number): PeerConfig[] {
       rows,
     });
   const conveyor = c("conveyor", "_peer_conveyor.ts", all);
-  const jax = c("jax", "_peer_jax.ts", ["matmul", "mlp"]);
+  const jax = c("jax", "_peer_jax.ts", all);
   const tfjs = c("tfjs", "_peer_tfjs.ts", ["matmul", "mlp"]);
   return [
     conveyor("Conveyor 1 thread", 1),
