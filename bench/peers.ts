@@ -9,7 +9,7 @@
  * "before" of issue 35).
  *
  * ```sh
- * deno run -A bench/peers.ts                    # the whole table: about 10 minutes on 2 cores
+ * deno run -A bench/peers.ts                    # the whole table: about 5 minutes on 2 cores
  * deno run -A bench/peers.ts --rows matmul --sizes 1024 --rounds 5
  * deno run -A bench/peers.ts --peers conveyor,jax --rows mlp
  * deno run -A bench/peers.ts --json             # one JSON object per cell
@@ -27,6 +27,9 @@
  * `bench/_peer_jax.ts`: the same layers, tanh GELU, `dotProductAttention`
  * with `isCausal`, AdamW with Conveyor's defaults); tfjs with
  * `optimizer.minimize`. tfjs has no GPT here: its row says "not written".
+ * (Checked once, not by the bench: from the same weights, jax-js's GPT gives
+ * the exact backend's losses over 3 AdamW steps to 1e-6, and the three
+ * peers' MLPs the same loss after 5 SGD steps to 1e-5.)
  *
  * How it is measured: each (row, configuration) runs in its own child
  * process (`bench/_peer_conveyor.ts`, `_peer_jax.ts`, `_peer_tfjs.ts`),
@@ -42,7 +45,10 @@
  * that exits with an error counts as failed, its first error line listed
  * under the table. A configuration that fails every row of round 1 is not
  * run again. The children get the parent's permissions, no more, and write
- * no lock file; the npm packages are fetched by Deno on first use.
+ * no lock file; the npm packages (pinned: jax-js 0.1.25, tfjs 4.22.0) are
+ * fetched by Deno into its cache on first use. Under Deno, tfjs sees Node and
+ * turns its threaded build off; forcing it on fails to start its pthread
+ * workers (`ERR_WORKER_PATH`), which the table shows as failed.
  *
  * @module
  */
@@ -279,6 +285,10 @@ function listFlag(name: string, text: string, known: readonly string[]): string[
 async function main(): Promise<void> {
   const script = "bench/peers.ts";
   const v = benchArgs(script, PEERS_FLAGS);
+  if (Deno.permissions.querySync({ name: "run" }).state !== "granted") {
+    console.error(`${script}: each peer runs in a child process: run it with -A (see --help)`);
+    Deno.exit(2);
+  }
   const rounds = intFlag(script, "rounds", v.rounds);
   const timeoutS = positiveFlag(script, "timeout", v.timeout);
   const warmupMs = intFlag(script, "warmup-ms", v["warmup-ms"], 0);

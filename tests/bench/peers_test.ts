@@ -145,3 +145,16 @@ Deno.test("bench/peers.ts: an unknown row or peer is one line naming it, exit co
     /--peers must be a comma-separated list of conveyor, jax, tfjs, got "torch"/,
   );
 });
+
+Deno.test("bench/peers.ts: without --allow-run it says to run it with -A, exit code 2", async () => {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "--no-prompt", new URL("../../bench/peers.ts", import.meta.url).pathname],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assert.equal(out.code, 2);
+  assert.equal(
+    new TextDecoder().decode(out.stderr).trim(),
+    "bench/peers.ts: each peer runs in a child process: run it with -A (see --help)",
+  );
+});
