@@ -4,7 +4,7 @@
  * all threads, and TensorFlow.js 4.22.0 with its wasm backend
  * (`npm:@tensorflow/tfjs-backend-wasm`) on one thread and on all threads.
  * Conveyor runs as `new CpuBackend({ threads: 1 })`, as `new CpuBackend()`
- * (every core: "Conveyor default", the column every ratio divides by) and
+ * (every core: "Conveyor default", which every ratio divides by) and
  * as `new CpuBackend({ exact: true })` (the f64 reference backend, the
  * "before" of issue 35).
  *
@@ -14,6 +14,12 @@
  * deno run -A bench/peers.ts --peers conveyor,jax --rows mlp
  * deno run -A bench/peers.ts --json             # one JSON object per cell
  * ```
+ *
+ * Flags: `--rounds N` (default 3); `--rows` a list of matmul, mlp, gpt;
+ * `--sizes` the matmul's n (default 256,512,1024); `--peers` a list of
+ * conveyor, jax, tfjs; `--timeout` seconds per child (default 60);
+ * `--warmup-ms`, `--min-ms` (defaults 500, 1000); `--json` one object per
+ * cell (every round's outcome, the median, min and max) instead of the table.
  *
  * Rows: square matmul C = A·B for each n of `--sizes` (ms and GFLOP/s,
  * 2n³ FLOP), one training step of an MLP 512-1024-1024-16 (ReLU between
