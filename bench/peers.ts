@@ -74,7 +74,9 @@ export interface PeerConfig {
   readonly label: string;
   /** Its child script, from bench/. */
   readonly script: string;
+  /** Threads of its pool; `null`: the peer's default (every core). */
   readonly threads: number | null;
+  /** Conveyor's exact f64 reference backend. */
   readonly exact: boolean;
   /** The rows it has an equivalent of; the others say "not written". */
   readonly rows: readonly RowKind[];
