@@ -2,7 +2,8 @@
 // CpuBackend.matmul (reference: src/tensor/cpu/_matmul.ts).
 //
 // Blocking (after BLIS and XNNPACK): the output is cut into tasks of
-// MC × NC; a task walks K in blocks of KC, packs op(B)'s KC × NC block into
+// MC × NC (MC chosen by the caller, a multiple of 6: the larger, the fewer
+// times B is packed, but the fewer tasks to share); a task walks K in blocks of KC, packs op(B)'s KC × NC block into
 // panels of NR columns (k-major, zero-padded past N) in the thread's
 // scratch, and runs a 6 × 8 register-blocked micro-kernel over each panel:
 // 12 accumulators of 4 lanes, A's values broadcast from memory (read in
@@ -16,7 +17,6 @@
 
 #define MR 6
 #define NR 8
-#define MC 96
 #define NC 256
 #define KC 256
 
@@ -118,7 +118,7 @@ static void kernel_1x8(int kc, const float* a, int ak, const float* bp, float* c
 }
 
 // i: A, B, C, batch, M, K, N, transA, transB, bShared (one B for every
-// batch entry), scratch (matmul_scratch_floats() floats per thread).
+// batch entry), scratch (matmul_scratch_floats() floats per thread), MC.
 EXPORT(matmul)
 void matmul(Job* job, int tid) {
   const float* A0 = (const float*)job->i[0];
@@ -127,6 +127,7 @@ void matmul(Job* job, int tid) {
   const int batch = job->i[3], M = job->i[4], K = job->i[5], N = job->i[6];
   const int transA = job->i[7], transB = job->i[8], bShared = job->i[9];
   float* bp = (float*)job->i[10] + tid * (KC * NC);
+  const int MC = job->i[11];
   // op(A)[i][k] = A[i * ai + k * ak], op(B)[k][j] = B[k * bk + j * bj].
   const int ai = transA ? 1 : K, ak = transA ? M : 1;
   const int bk = transB ? 1 : N, bj = transB ? K : 1;

@@ -53,6 +53,21 @@ const STACK_BYTES = 65536;
 const MATMUL_PARALLEL_WORK = 1 << 19;
 const ELEMENTWISE_PARALLEL_WORK = 1 << 16;
 
+/**
+ * Rows of a matmul task (the kernel's MC): the largest multiple of 6 up to
+ * 384 that still cuts the product into at least 2 tasks a thread (each
+ * task packs its block of B again: fewer, taller tasks pack less). The
+ * bits of the product do not depend on it.
+ */
+export function matmulRowBlock(batch: number, m: number, n: number, threads: number): number {
+  if (threads === 1) return 384;
+  const nBlocks = Math.ceil(n / 256);
+  for (let mc = 384; mc > 48; mc -= 48) {
+    if (batch * Math.ceil(m / mc) * nBlocks >= 2 * threads) return mc;
+  }
+  return 48;
+}
+
 /** The kernels of one fast CPU backend. */
 export class WasmKernels implements CpuKernels {
   /** The memory the tensors live in, and its allocator. */
@@ -150,12 +165,15 @@ export class WasmKernels implements CpuKernels {
       this.#scratch = this.heap.alloc(this.threads * this.#scratchFloats * 4, false);
     }
     const ints = [A.byteOffset, B.byteOffset, C.byteOffset, batch, M, K, N];
-    this.#run("matmul", batch * M * N * Math.max(K, 1), [
+    const work = batch * M * N * Math.max(K, 1);
+    const threads = this.threads > 1 && work >= MATMUL_PARALLEL_WORK ? this.threads : 1;
+    this.#run("matmul", work, [
       ...ints,
       +transA,
       +transB,
       +bShared,
       this.#scratch,
+      matmulRowBlock(batch, M, N, threads),
     ]);
   }
 
