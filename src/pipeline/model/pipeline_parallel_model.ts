@@ -301,6 +301,7 @@ export class PipelineParallelModel {
           },
           firstStep: base,
           localRank: this.#ranks.localRank ?? null,
+          weights: { save: () => this.saveSafetensors(), load: (b) => this.loadSafetensors(b) },
           run: async (plans) => {
             const run = averageReplicaLosses(
               await this.#lock.exclusive(
