@@ -5,6 +5,7 @@
  * @module
  */
 
+import { checkOptionsObject } from "../text/nearest.ts";
 import type { Backend } from "./backend.ts";
 import { CpuBackend } from "./cpu/backend.ts";
 import { WebGPUBackend, type WebGPUBackendOptions } from "./webgpu/mod.ts";
@@ -90,6 +91,7 @@ export async function chooseBackend(
       `backend kind must be "auto", "cpu" or "webgpu", got ${JSON.stringify(kind)}`,
     );
   }
+  checkOptionsObject(options, ["adapter", "powerPreference", "notice"], "chooseBackend: ");
   if (kind !== "auto") return { kind, reason: "asked for" };
   let choice: BackendChoice;
   const gpu = (globalThis.navigator as { gpu?: GPU } | undefined)?.gpu;

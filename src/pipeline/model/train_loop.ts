@@ -206,6 +206,7 @@ function checkValidation(
   if (v === null || typeof v !== "object") {
     throw new TypeError(`validation must be an object { batch, every }, got ${describe(v)}`);
   }
+  checkOptionSpelling(v, ["batch", "every"], "train: validation: ");
   checkEvery(v.every, "validation.every");
   if (v.every === undefined) {
     throw new RangeError("validation.every must be a positive integer, got undefined");
