@@ -241,7 +241,8 @@ mpiTest(
     );
     assert.ok(stoppedAt > 0, `rank 1 was stopped:\n${job.stdout}\n${job.stderr}`);
     const endedIn = job.endedAt - stoppedAt;
-    assert.ok(endedIn < 12_000, `the job ended ${endedIn.toFixed(0)} ms after the stop`);
+    // Liveness: the survivor's message names the heartbeat; room for a loaded machine.
+    assert.ok(endedIn < 30_000, `the job ended ${endedIn.toFixed(0)} ms after the stop`);
     assert.notEqual(job.code, 0, "the job fails");
     assert.match(
       job.stderr,

@@ -310,7 +310,7 @@ Deno.test("worker group: an executor that cannot be built fails create, leaving 
       e instanceof PipelineRankError && e.kind === "startup" &&
       /0 of 2 workers ready \(2 met\) after 800 ms/.test(e.message),
   );
-  assert.ok(performance.now() - t < 5000);
+  assert.ok(performance.now() - t < 30_000); // liveness: the message names the 800 ms timeout
   assert.equal(liveWorkers(), 0);
 });
 
