@@ -1,4 +1,4 @@
-// The README's commands with scoped flags run on a terminal without a
+// The README's commands: with scoped flags they run on a terminal without a
 // permission prompt (off a terminal a missing permission is denied
 // silently, so only a terminal shows one). Seen before: the worker ranks'
 // start asked for env access (node:worker_threads copies process.env), and
@@ -59,4 +59,27 @@ Deno.test({
     assert.equal(r.prompted, false, r.out);
     assert.match(r.out, /step 1\/1/, r.out);
   },
+});
+
+Deno.test("README: what its commands write into the checkout is ignored by git (mpi_regression's weights.safetensors was not)", async () => {
+  // The files the README's and the examples' own commands write when run from the checkout.
+  const written = [
+    "weights.safetensors", // mpirun -n 2 deno run -A examples/mpi_regression.ts weights.safetensors
+    "tiny_gpt.ckpt.safetensors", // examples/training_script.ts
+    "metrics.jsonl", // examples/training_script.ts
+    "timeline.svg", // deno task demo
+    "loss.svg", // deno task demo
+    "addition.svg", // examples/learn_addition.ts
+  ];
+  const git = await new Deno.Command("git", {
+    args: ["-C", root, "check-ignore", "--no-index", ...written],
+    stdout: "piped",
+    stderr: "piped",
+  }).output().catch(() => null);
+  if (git === null || new TextDecoder().decode(git.stderr).includes("not a git repository")) {
+    console.warn("skipped: no git checkout here");
+    return;
+  }
+  const ignored = new TextDecoder().decode(git.stdout).trim().split("\n");
+  assert.deepEqual(written.filter((f) => !ignored.includes(f)), [], "not ignored");
 });
