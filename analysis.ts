@@ -127,8 +127,11 @@ export { fitCalibration, fitStepOverhead } from "./src/pipeline/advise/calibrati
 export type { AdviceCandidate, AdviceJson, AdviceRow } from "./src/pipeline/advise/advice_table.ts";
 export {
   adviceJson,
+  distinctRuns,
   formatAdviceTable,
   formatBytes,
+  markTies,
+  pipelineVerdict,
   rankCandidates,
 } from "./src/pipeline/advise/advice_table.ts";
 export type {

@@ -420,7 +420,9 @@ export async function measureModel(
     const aloneProfile = together.profiles[0].profile;
     const togetherProfile = together.profiles[together.profiles.length - 1].profile;
     const rows = together.candidates.map((c, i): AccuracyRow => {
-      const a = alone.candidates.find((x) => x.schedule === c.schedule)!;
+      const a = alone.candidates.find((x) =>
+        x.schedule === c.schedule || (x.sameRunAs ?? []).includes(c.schedule)
+      )!; // same runs are folded (distinctRuns)
       const pred = c.memory.map((m) => m.activations);
       const meas = measured[i].activationBytes;
       const ms = median(measured[i].periods);

@@ -33,6 +33,23 @@ export interface AdviceRow {
   readonly peakBytes: readonly number[];
   /** Whether every rank's `peakBytes` is within the memory limit (true without one). */
   readonly fits: boolean;
+  /**
+   * How far a measurement of this step may lie from another on this machine,
+   * ms (±): half the spread its calibration runs measured between their own
+   * steps, times `predictedMs` (without a calibration, half the profile's
+   * interquartile spread).
+   */
+  readonly spreadMs?: number;
+  /**
+   * True when its prediction and the first-ranked one's lie within their
+   * spreads of each other: the advice cannot tell the two apart.
+   */
+  readonly tied?: boolean;
+  /**
+   * Schedules that make the same run (same configuration and actions; at one
+   * rank, the same actions in any order): folded into this one.
+   */
+  readonly sameRunAs?: readonly string[];
   /** With a calibration: the profile-only prediction (what `predictedMs` is without it), ms. */
   readonly uncalibratedMs?: number;
   /** With a calibration: the factors and runtime costs `predictedMs` was computed with. */
@@ -91,6 +108,141 @@ export function rankCandidates(candidates: readonly AdviceCandidate[]): AdviceCa
   );
 }
 
+// What makes two candidates the same run: configuration, cut and, per rank,
+// the actions (in order; at one rank in any order, with nothing to wait for).
+function runKey(c: AdviceCandidate): string | undefined {
+  const s = c.generated;
+  if (s === undefined) return undefined;
+  const actions = s.actions.map((list) => {
+    const names = list.map((a) => `${a.kind}${a.stage}.${a.microBatch}`);
+    return (c.ranks === 1 ? names.sort() : names).join(" ");
+  });
+  return `${c.ranks}|${c.microBatches}|${c.boundaries.join(",")}|${actions.join("|")}`;
+}
+
+/**
+ * Each distinct run once: candidates whose schedules make the same run (the
+ * same ranks, micro-batches, cut and actions per rank; at one rank the same
+ * actions in any order, as GPipe and 1F1B at P = 1) fold into the one
+ * holding the fewest bytes (then the fastest predicted, then the first
+ * given), which names the others in `sameRunAs`. Candidates without their
+ * `generated` schedule are kept as they are. Order is kept.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { generateSchedule } from "@conveyor/core";
+ * import { type AdviceCandidate, distinctRuns } from "@conveyor/core/analysis";
+ * const c = (schedule: "gpipe" | "1f1b", ranks: number, bytes: number): AdviceCandidate => ({
+ *   schedule, ranks, microBatches: 4, stagesPerRank: 1,
+ *   boundaries: ranks === 1 ? [0, 4] : [0, 2, 4], predictedMs: 5, bubble: 0,
+ *   peakBytes: Array(ranks).fill(bytes), memory: [], fits: true,
+ *   generated: generateSchedule(schedule, { ranks, microBatches: 4 }),
+ * });
+ * const runs = distinctRuns([c("gpipe", 1, 900), c("1f1b", 1, 300), c("gpipe", 2, 900), c("1f1b", 2, 600)]);
+ * assert.deepEqual(runs.map((r) => `${r.schedule}/${r.ranks}`), ["1f1b/1", "gpipe/2", "1f1b/2"]);
+ * assert.deepEqual(runs[0].sameRunAs, ["gpipe"]);
+ * ```
+ */
+export function distinctRuns(candidates: readonly AdviceCandidate[]): AdviceCandidate[] {
+  if (!Array.isArray(candidates)) {
+    throw new TypeError(`candidates must be an array, got ${typeof candidates}`);
+  }
+  const groups = new Map<string, AdviceCandidate[]>();
+  candidates.forEach((c, i) => {
+    const k = runKey(c) ?? `#${i}`; // without its schedule: a run of its own
+    groups.set(k, [...(groups.get(k) ?? []), c]);
+  });
+  const keep = new Map<AdviceCandidate, AdviceCandidate>();
+  for (const group of groups.values()) {
+    // Array.prototype.sort is stable: equals keep the given order.
+    const best = [...group].sort((a, b) =>
+      Math.max(...a.peakBytes) - Math.max(...b.peakBytes) || a.predictedMs - b.predictedMs
+    )[0];
+    const others = group.filter((c) =>
+      c !== best
+    ).map((c) => c.schedule);
+    keep.set(best, others.length === 0 ? best : { ...best, sameRunAs: others });
+  }
+  return candidates.filter((c) => keep.has(c)).map((c) => keep.get(c)!);
+}
+
+/**
+ * Marks `tied` the ranked candidates whose prediction lies within the
+ * spreads (`spreadMs`, 0 where absent) of the first one's: the advice
+ * cannot tell them apart from it. The first is marked when another is.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { type AdviceCandidate, markTies } from "@conveyor/core/analysis";
+ * const c = (schedule: string, predictedMs: number): AdviceCandidate => ({
+ *   schedule, ranks: 2, microBatches: 4, stagesPerRank: 1, boundaries: [0, 1, 2],
+ *   predictedMs, spreadMs: 0.1 * predictedMs, bubble: 0, peakBytes: [1, 1], memory: [], fits: true,
+ * });
+ * const m = markTies([c("zb-h1", 10), c("1f1b", 11), c("gpipe", 14)]);
+ * assert.deepEqual(m.map((x) => x.tied ?? false), [true, true, false]);
+ * ```
+ */
+export function markTies(ranked: readonly AdviceCandidate[]): AdviceCandidate[] {
+  if (ranked.length === 0) return [];
+  const first = ranked[0];
+  const near = (c: AdviceCandidate) =>
+    c.fits === first.fits &&
+    Math.abs(c.predictedMs - first.predictedMs) <= (c.spreadMs ?? 0) + (first.spreadMs ?? 0);
+  const rest = ranked.slice(1).map((c) => (near(c) ? { ...c, tied: true } : c));
+  const any = rest.some((c) => c.tied === true);
+  return [any ? { ...first, tied: true } : first, ...rest];
+}
+
+/**
+ * One line saying whether pipelining pays for this model, when the
+ * candidates hold both one rank and more: "pipelining loses for this model:
+ * one rank takes 4.6 ms per step (1f1b), the fastest pipeline 7.1 ms
+ * (zb-h1 at P = 2)"; "pipelining wins …" with the speed-up; or that the two
+ * cannot be told apart (within their spreads). Only candidates within the
+ * memory limit count (all of them when none fits). Undefined otherwise.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { type AdviceCandidate, pipelineVerdict } from "@conveyor/core/analysis";
+ * const c = (schedule: string, ranks: number, predictedMs: number): AdviceCandidate => ({
+ *   schedule, ranks, microBatches: 8, stagesPerRank: 1, boundaries: [], predictedMs,
+ *   spreadMs: 0.2, bubble: 0, peakBytes: [], memory: [], fits: true,
+ * });
+ * assert.equal(
+ *   pipelineVerdict([c("1f1b", 1, 4.6), c("zb-h1", 2, 7.1)]),
+ *   "pipelining loses for this model: one rank takes 4.6 ms per step (1f1b), " +
+ *     "the fastest pipeline 7.1 ms (zb-h1 at P = 2)",
+ * );
+ * assert.equal(pipelineVerdict([c("zb-h1", 2, 7.1)]), undefined);
+ * ```
+ */
+export function pipelineVerdict(candidates: readonly AdviceCandidate[]): string | undefined {
+  const fitting = candidates.filter((c) => c.fits);
+  const pool = fitting.length > 0 ? fitting : candidates;
+  const fastest = (xs: AdviceCandidate[]) =>
+    xs.reduce<AdviceCandidate | undefined>(
+      (a, c) => (a === undefined || c.predictedMs < a.predictedMs ? c : a),
+      undefined,
+    );
+  const one = fastest(pool.filter((c) => c.ranks === 1));
+  const pipe = fastest(pool.filter((c) => c.ranks > 1));
+  if (one === undefined || pipe === undefined) return undefined;
+  const ms = (x: number) => x.toFixed(x < 1 ? 2 : 1);
+  const both = `one rank takes ${ms(one.predictedMs)} ms per step (${one.schedule}), ` +
+    `the fastest pipeline ${ms(pipe.predictedMs)} ms (${pipe.schedule} at P = ${pipe.ranks})`;
+  const gap = Math.abs(one.predictedMs - pipe.predictedMs);
+  if (gap <= (one.spreadMs ?? 0) + (pipe.spreadMs ?? 0)) {
+    return `pipelining cannot be told from one rank for this model (within the measured ` +
+      `spread): ${both}`;
+  }
+  if (one.predictedMs < pipe.predictedMs) return `pipelining loses for this model: ${both}`;
+  return `pipelining wins for this model (${(one.predictedMs / pipe.predictedMs).toFixed(2)}× ` +
+    `faster): ${both}`;
+}
+
 /** A byte count in binary units with three significant digits: `"1.50 MiB"`. */
 export function formatBytes(bytes: number): string {
   if (!Number.isFinite(bytes)) return String(bytes);
@@ -105,10 +257,13 @@ export function formatBytes(bytes: number): string {
 }
 
 /**
- * The ranked candidates as a Markdown table: rank, schedule, P, m, V,
- * stages, predicted ms, bubble, peak bytes per rank (activations +
- * parameters, gradients and optimizer state), fits, and with `verify` the
- * measured ms and its ratio to the prediction.
+ * The ranked candidates as a Markdown table whose columns are padded to
+ * line up on a terminal too: rank, schedule (with the schedules that make
+ * the same run, `sameRunAs`), P, m, V, stages, predicted ms (± `spreadMs`
+ * when known), a `≈` where the candidate cannot be told apart from the
+ * first (`tied`), bubble, peak bytes per rank (activations + parameters,
+ * gradients and optimizer state), fits, and with `verify` the measured ms
+ * and its ratio to the prediction.
  *
  * @example
  * ```ts
@@ -117,16 +272,16 @@ export function formatBytes(bytes: number): string {
  * const mem = { activations: 1024, parameters: 2048, gradients: 2048, optimizerState: 4096, stepCopies: 0, total: 9216 };
  * const t = formatAdviceTable([{
  *   schedule: "1f1b", ranks: 2, microBatches: 4, stagesPerRank: 1, boundaries: [0, 2, 3],
- *   predictedMs: 12.34, bubble: 0.1, peakBytes: [9216, 9216], memory: [mem, mem], fits: true,
- * }]);
- * assert.equal(
- *   t.split("\n")[2],
- *   "| 1 | 1f1b | 2 | 4 | 1 | [0, 2, 3] | 12.3 | 10.0% | 9.00 KiB (1.00 KiB act), 9.00 KiB (1.00 KiB act) | yes |",
- * );
+ *   predictedMs: 12.34, spreadMs: 1.5, bubble: 0.1, peakBytes: [9216, 9216], memory: [mem, mem],
+ *   fits: true, sameRunAs: ["gpipe"],
+ * }]).split("\n");
+ * assert.equal(t[0].length, t[2].length); // columns line up
+ * assert.match(t[2], /^\| +1 \| 1f1b \(= gpipe\) +\| +2 \| +4 \| +1 \| \[0, 2, 3\] +\| +12\.3 ± 1\.5 \|/);
  * ```
  */
 export function formatAdviceTable(candidates: readonly AdviceCandidate[]): string {
   const verified = candidates.some((c) => c.measuredMs !== undefined);
+  const ties = candidates.some((c) => c.tied === true);
   const head = [
     "#",
     "schedule",
@@ -135,24 +290,25 @@ export function formatAdviceTable(candidates: readonly AdviceCandidate[]): strin
     "V",
     "stages (layers)",
     "predicted ms",
+    ...(ties ? ["≈ #1"] : []),
     "bubble",
     "peak bytes per rank",
     "fits",
     ...(verified ? ["measured ms", "measured / predicted"] : []),
   ];
-  const lines = [
-    `| ${head.join(" | ")} |`,
-    `| ${head.map((_, i) => ([1, 5, 8].includes(i) ? ":---" : "---:")).join(" | ")} |`,
-  ];
-  candidates.forEach((c, i) => {
+  const left = new Set(["schedule", "stages (layers)", "peak bytes per rank", "≈ #1"]);
+  const rows = candidates.map((c, i) => {
     const cells = [
       String(i + 1),
-      c.schedule,
+      c.sameRunAs === undefined || c.sameRunAs.length === 0
+        ? c.schedule
+        : `${c.schedule} (= ${c.sameRunAs.join(", ")})`,
       String(c.ranks),
       String(c.microBatches),
       String(c.stagesPerRank),
       `[${c.boundaries.join(", ")}]`,
-      c.predictedMs.toFixed(1),
+      c.predictedMs.toFixed(1) + (c.spreadMs === undefined ? "" : ` ± ${c.spreadMs.toFixed(1)}`),
+      ...(ties ? [c.tied === true ? "≈" : ""] : []),
       `${(100 * c.bubble).toFixed(1)}%`,
       c.memory.map((m) => `${formatBytes(m.total)} (${formatBytes(m.activations)} act)`).join(
         ", ",
@@ -165,9 +321,20 @@ export function formatAdviceTable(candidates: readonly AdviceCandidate[]): strin
         c.measuredMs === undefined ? "—" : (c.measuredMs / c.predictedMs).toFixed(3),
       );
     }
-    lines.push(`| ${cells.join(" | ")} |`);
+    return cells;
   });
-  return lines.join("\n");
+  const width = head.map((h, k) => Math.max(h.length, ...rows.map((r) => r[k].length), 3));
+  const pad = (t: string, k: number) =>
+    left.has(head[k]) ? t.padEnd(width[k]) : t.padStart(width[k]);
+  const line = (cells: string[]) => `| ${cells.map(pad).join(" | ")} |`;
+  const rule = `| ${
+    head.map((
+      h,
+      k,
+    ) => (left.has(h) ? ":" + "-".repeat(width[k] - 1) : "-".repeat(width[k] - 1) + ":"))
+      .join(" | ")
+  } |`;
+  return [line(head), rule, ...rows.map(line)].join("\n");
 }
 
 /**
@@ -214,6 +381,9 @@ export function adviceJson(c: AdviceCandidate): AdviceJson {
     peakBytes: [...c.peakBytes],
     memory: c.memory.map(({ total: _, ...rest }) => rest),
     fits: c.fits,
+    ...(c.spreadMs === undefined ? {} : { spreadMs: c.spreadMs }),
+    ...(c.tied === undefined ? {} : { tied: c.tied }),
+    ...(c.sameRunAs === undefined ? {} : { sameRunAs: [...c.sameRunAs] }),
     ...(c.measuredMs === undefined ? {} : { measuredMs: c.measuredMs }),
     ...(c.measuredBubble === undefined ? {} : { measuredBubble: c.measuredBubble }),
     ...(c.measuredActivationBytes === undefined

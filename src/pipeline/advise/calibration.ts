@@ -258,6 +258,11 @@ export interface CalibrationCheck {
   readonly predictedMs: number;
   /** Predicted ms per step from the profile alone. */
   readonly uncalibratedMs: number;
+  /**
+   * How much the run's own steps varied: (longest − shortest) / median of
+   * the periods between its measured steps (0 with one period).
+   */
+  readonly spread: number;
 }
 
 /**
@@ -271,6 +276,12 @@ export interface AdviceCalibration extends CalibrationFit {
   readonly microBatches: number;
   /** Each run: measured beside predicted. */
   readonly runs: readonly CalibrationCheck[];
+  /**
+   * The largest `spread` of the runs: how far apart two measurements of the
+   * same step on this machine may lie, relative to the step. Predictions
+   * closer than this cannot be told apart.
+   */
+  readonly spread: number;
   /** Wall time of the runs, ms. */
   readonly elapsedMs: number;
 }

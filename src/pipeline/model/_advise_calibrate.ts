@@ -99,6 +99,13 @@ export function calibrationRuns(
   return out;
 }
 
+// (longest − shortest) / median of a run's periods between steps.
+function spreadOf(r: { periodsMs: readonly number[]; stepMs: number }): number {
+  const p = r.periodsMs;
+  if (p.length < 2 || !(r.stepMs > 0)) return 0;
+  return (Math.max(...p) - Math.min(...p)) / r.stepMs;
+}
+
 /**
  * Runs each of `names` for real at `ranks` × `microBatches` (cut as the
  * profile predicts) and fits the calibration; null when none can be
@@ -122,7 +129,13 @@ export async function calibrate(
   const t0 = performance.now();
   const lossMs = profile.loss?.median ?? 0;
   const runs: CalibrationRun[] = [];
-  const measured: { name: string; boundaries: number[]; ms: number; uncalibrated: number }[] = [];
+  const measured: {
+    name: string;
+    boundaries: number[];
+    ms: number;
+    uncalibrated: number;
+    spread: number;
+  }[] = [];
   for (const name of names) {
     let plan;
     try {
@@ -140,7 +153,7 @@ export async function calibrate(
       events: r.events,
     });
     const uncalibrated = predictPlan(plan, overheads);
-    measured.push({ name, boundaries: [...b], ms: r.stepMs, uncalibrated });
+    measured.push({ name, boundaries: [...b], ms: r.stepMs, uncalibrated, spread: spreadOf(r) });
   }
   if (runs.length === 0) return null;
   const fit = fitCalibration(runs, overheads);
@@ -163,6 +176,7 @@ export async function calibrate(
     measuredMs: measured[i].ms,
     predictedMs: predictStep(run.schedule, costs[i], calibrated).stepMs,
     uncalibratedMs: measured[i].uncalibrated,
+    spread: measured[i].spread,
   }));
   return {
     ...fit,
@@ -170,6 +184,7 @@ export async function calibrate(
     ranks,
     microBatches,
     runs: checks,
+    spread: Math.max(...checks.map((c) => c.spread)),
     elapsedMs: performance.now() - t0,
   };
 }

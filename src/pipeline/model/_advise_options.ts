@@ -8,12 +8,35 @@ import { Sequential as SequentialClass } from "../../nn/sequential.ts";
 import { checkOptimizerSpec, type OptimizerSpec } from "../../nn/optimizer_spec.ts";
 import type { BackendKind } from "../../tensor/create_backend.ts";
 import { describeValue } from "../../text/describe.ts";
+import { checkOptionSpelling } from "../../text/nearest.ts";
 import { SCHEDULE_NAMES, type ScheduleName } from "../schedule/generate.ts";
 import { checkFinite, describeArray, prod, type TrainingBatch } from "./batch.ts";
 import type { PipelineLoss } from "./model_rank_executor.ts";
 
 // A string in quotes (the value as written), anything else described.
 const quote = (v: unknown): string => typeof v === "string" ? JSON.stringify(v) : describeValue(v);
+
+const ADVISE_OPTIONS: readonly (keyof AdviseOptions)[] = [
+  "loss",
+  "optimizer",
+  "schedules",
+  "ranks",
+  "microBatches",
+  "backend",
+  "memoryLimit",
+  "repeats",
+  "warmup",
+  "profileMs",
+  "concurrent",
+  "calibrate",
+  "calibrateSteps",
+  "nonFinite",
+  "verify",
+  "verifyWarmup",
+  "verifySteps",
+  "modules",
+  "onProgress",
+];
 
 /** Options of {@linkcode adviseSchedule}. */
 export interface AdviseOptions {
@@ -23,7 +46,7 @@ export interface AdviseOptions {
   readonly optimizer?: OptimizerSpec;
   /** Schedules to consider (default every one of `SCHEDULE_NAMES`). */
   readonly schedules?: readonly string[];
-  /** Rank counts to consider (default 2). */
+  /** Rank counts to consider (default 1 and 2: one rank shows whether pipelining pays). */
   readonly ranks?: number | readonly number[];
   /** Micro-batch counts to consider (default 8; each at most the sample's rows). */
   readonly microBatches?: number | readonly number[];
@@ -79,8 +102,8 @@ export interface AdviseOptions {
   readonly onProgress?: (message: string) => void;
 }
 
-function list(name: string, v: unknown, fallback: number): number[] {
-  const xs = v === undefined ? [fallback] : typeof v === "number" ? [v] : v;
+function list(name: string, v: unknown, fallback: readonly number[]): number[] {
+  const xs = v === undefined ? fallback : typeof v === "number" ? [v] : v;
   if (!Array.isArray(xs) || xs.length === 0) {
     throw new TypeError(`${name} must be a positive integer or a non-empty array of them`);
   }
@@ -142,6 +165,7 @@ export function checkAdvise(
   if (o === null || typeof o !== "object") {
     throw new TypeError(`options must be an object { loss, ... }, got ${describeValue(o)}`);
   }
+  checkOptionSpelling(o, ADVISE_OPTIONS, "adviseSchedule: ");
   if (o.loss !== "cross-entropy" && o.loss !== "mse") {
     throw new TypeError(`loss must be "cross-entropy" or "mse", got ${quote(o.loss)}`);
   }
@@ -232,7 +256,7 @@ export function checkAdvise(
       }
     }
   } else checkFinite(sample.targets, "sample.targets");
-  const microBatches = list("microBatches", o.microBatches, 8);
+  const microBatches = list("microBatches", o.microBatches, [8]);
   for (const m of microBatches) {
     if (m > shape[0]) {
       throw new RangeError(
@@ -246,7 +270,7 @@ export function checkAdvise(
     loss: o.loss,
     optimizer,
     schedules: [...new Set(schedules as ScheduleName[])],
-    ranks: list("ranks", o.ranks, 2),
+    ranks: list("ranks", o.ranks, [1, 2]),
     microBatches,
     backend,
     memoryLimit,

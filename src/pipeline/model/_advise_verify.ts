@@ -20,6 +20,8 @@ export interface Measured {
   readonly stepMs: number;
   /** Steady-state bubble over the same periods. */
   readonly bubble: number;
+  /** Each period between consecutive measured steps' ends, in step order, ms. */
+  readonly periodsMs: readonly number[];
   /** Per rank: the largest peak activation bytes any step (warm-up included) reported. */
   readonly activationBytes: readonly number[];
   /** The measured steps' action spans. */
@@ -60,9 +62,11 @@ export async function measureCandidate(
     const r = await pipe.train(new Array<TrainingBatch>(o.steps).fill(sample));
     const all = [...warm, ...r.steps];
     const sum = summarizeTimeline(r.events, schedule.ranks, { steadyFrom: 1 });
+    const ends = r.steps.map((s) => Math.max(...s.events.map((e) => e.end)));
     return {
       stepMs: sum.period ?? r.makespanMs,
       bubble: sum.steadyStateBubble ?? r.bubble,
+      periodsMs: ends.slice(1).map((end, k) => end - ends[k]),
       activationBytes: Array.from(
         { length: schedule.ranks },
         (_, rank) => Math.max(...all.map((s) => s.peakActivationBytes[rank] ?? 0)),

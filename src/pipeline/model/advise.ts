@@ -17,7 +17,13 @@ import type { StageMemory } from "../partition/stage_memory.ts";
 import { WorkerRankGroup } from "../runtime/worker_rank_group.ts";
 import { rankMemory } from "../advise/rank_memory.ts";
 import { planCandidate, predictStep, type RuntimeOverheads } from "../advise/step_prediction.ts";
-import { type AdviceCandidate, rankCandidates } from "../advise/advice_table.ts";
+import {
+  type AdviceCandidate,
+  distinctRuns,
+  markTies,
+  pipelineVerdict,
+  rankCandidates,
+} from "../advise/advice_table.ts";
 import { prod, type TrainingBatch } from "./batch.ts";
 import { type AdviseOptions, checkAdvise } from "./_advise_options.ts";
 import type { PipelineLoss } from "./model_rank_executor.ts";
@@ -81,11 +87,17 @@ export interface Advice {
   readonly elapsedMs: number;
   /** Wall time until the ranked predictions (without verification), ms. */
   readonly predictionMs: number;
+  /**
+   * With candidates at one rank and at more: one line saying whether
+   * pipelining pays for this model (see `pipelineVerdict`).
+   */
+  readonly verdict?: string;
 }
 
 /**
  * Measures `model` on `sample` (one training batch) and predicts, for every
- * candidate (each schedule at each rank count and micro-batch count), the
+ * candidate (each schedule at each rank count, by default 1 and 2, and
+ * micro-batch count; each distinct run once, see `distinctRuns`), the
  * time per training step in steady state, the bubble, and the peak bytes
  * per rank (activations, parameters, gradients, optimizer state and the
  * step check's copies); returns them ranked, fitting `memoryLimit` first,
@@ -269,6 +281,7 @@ export async function adviseSchedule(
             peakBytes,
             memory,
             fits: peakBytes.every((x) => x <= o.memoryLimit),
+            spreadMs: step.stepMs * (cal?.spread ?? profile.spread) / 2,
             generated: plan.schedule,
             ...(cal === null ? {} : {
               uncalibratedMs,
@@ -282,7 +295,8 @@ export async function adviseSchedule(
       await group?.dispose();
     }
   }
-  const ranked = rankCandidates(candidates);
+  // Each distinct run once, ranked; those it cannot tell from the first marked.
+  const ranked = markTies(rankCandidates(distinctRuns(candidates)));
   const predictionMs = performance.now() - t0;
   const out: AdviceCandidate[] = [];
   for (let i = 0; i < ranked.length; i++) {
@@ -315,7 +329,13 @@ export async function adviseSchedule(
     calibrations,
     elapsedMs: performance.now() - t0,
     predictionMs,
+    ...(verdictOf(out)),
   };
+}
+
+function verdictOf(candidates: readonly AdviceCandidate[]): { verdict?: string } {
+  const verdict = pipelineVerdict(candidates);
+  return verdict === undefined ? {} : { verdict };
 }
 
 /**
