@@ -40,10 +40,16 @@ Deno.test("bench flags: a mistyped flag, a missing value or a stray argument is 
   );
   const bare = await runBench("measured_vs_simulated.ts", "--repeats");
   assert.equal(bare.code, 2);
-  assert.equal(bare.stderr.trim(), "bench/measured_vs_simulated.ts: --repeats needs a value (see --help)");
+  assert.equal(
+    bare.stderr.trim(),
+    "bench/measured_vs_simulated.ts: --repeats needs a value (see --help)",
+  );
   const stray = await runBench("measured_vs_simulated.ts", "20");
   assert.equal(stray.code, 2);
-  assert.equal(stray.stderr.trim(), 'bench/measured_vs_simulated.ts: unexpected argument "20" (see --help)');
+  assert.equal(
+    stray.stderr.trim(),
+    'bench/measured_vs_simulated.ts: unexpected argument "20" (see --help)',
+  );
 });
 
 Deno.test("bench flags: a count or a size out of its rule is one line naming flag, rule and value, and exit code 2", async () => {
