@@ -61,6 +61,21 @@ Deno.test({
   },
 });
 
+for (const example of ["regression_pipeline.ts", "own_layer.ts"]) {
+  Deno.test({
+    name: `README: examples/${example} under --allow-read asks for nothing on a terminal`,
+    ignore,
+    async fn() {
+      const r = await runOnTerminal(
+        ["run", "--quiet", `--allow-read=${root}`, `${root}/examples/${example}`],
+        root,
+      );
+      assert.equal(r.prompted, false, r.out);
+      assert.match(r.out, /loss/, r.out);
+    },
+  });
+}
+
 Deno.test("README: what its commands write into the checkout is ignored by git (mpi_regression's weights.safetensors was not)", async () => {
   // The files the README's and the examples' own commands write when run from the checkout.
   const written = [
