@@ -3,13 +3,15 @@
  * import graph of `src/` (every relative import, type-only ones included):
  *
  * - floors: `src/tensor/` imports only itself; `src/nn/` only tensor;
- *   `src/pipeline/` only nn and tensor below it; `src/cli/` anything;
+ *   `src/pipeline/` only nn and tensor below it; `src/advise/` (the
+ *   advisor: it measures the user's model in pipelines and predicts every
+ *   candidate) the pipeline package, nn and tensor; `src/cli/` anything;
  * - pipeline groups: schedule/ imports nothing else in src; analysis/ only
  *   schedule/; render/ only schedule/ and analysis/; comm/ nothing;
  *   runtime/ only schedule/, analysis/ and comm/; partition/ and
- *   checkpoint/ only nn and tensor (and themselves); advise/ (the pure
- *   arithmetic of predictions: no tensors) only schedule/, analysis/ and
- *   partition/; only model/ joins runtime/ with nn and tensor; production
+ *   checkpoint/ only nn and tensor (and themselves); only model/ joins
+ *   runtime/ with nn and tensor, and nothing in the pipeline package
+ *   imports the advisor above it; production
  *   code never imports testing/; `src/text/` (plain string helpers: the
  *   nearest name for "did you mean", a value as error messages show it)
  *   imports nothing and may be imported from every group;
@@ -87,9 +89,7 @@ const ALLOWED: Record<string, readonly string[]> = {
   "pipeline/runtime": ["pipeline/schedule", "pipeline/analysis", "pipeline/comm"],
   "pipeline/partition": ["nn", "tensor"],
   "pipeline/checkpoint": ["nn", "tensor"],
-  "pipeline/advise": ["pipeline/schedule", "pipeline/analysis", "pipeline/partition"],
   "pipeline/model": [
-    "pipeline/advise",
     "pipeline/schedule",
     "pipeline/analysis",
     "pipeline/render",
@@ -105,6 +105,15 @@ const ALLOWED: Record<string, readonly string[]> = {
     "pipeline/analysis",
     "pipeline/comm",
     "pipeline/runtime",
+  ],
+  "advise": [
+    "pipeline/schedule",
+    "pipeline/analysis",
+    "pipeline/partition",
+    "pipeline/runtime",
+    "pipeline/model",
+    "nn",
+    "tensor",
   ],
   "cli": ["*"],
 };

@@ -27,8 +27,8 @@ import { CpuBackend } from "../tensor/cpu/backend.ts";
 import type { Backend } from "../tensor/mod.ts";
 import { Rng } from "../tensor/random.ts";
 import { generateSchedule, SCHEDULE_NAMES } from "../pipeline/schedule/generate.ts";
-import { type Advice, type AdviseModule, adviseSchedule } from "../pipeline/model/advise.ts";
-import type { AdviceCalibration } from "../pipeline/advise/calibration.ts";
+import { type Advice, type AdviseModule, adviseSchedule } from "../advise/advise.ts";
+import type { AdviceCalibration } from "../advise/calibration.ts";
 import type { TrainingBatch } from "../pipeline/model/batch.ts";
 import type { PipelineLoss } from "../pipeline/model/model_rank_executor.ts";
 import {
@@ -36,7 +36,7 @@ import {
   adviceJson,
   formatAdviceTable,
   formatBytes,
-} from "../pipeline/advise/advice_table.ts";
+} from "../advise/advice_table.ts";
 import { summary } from "../pipeline/partition/summary.ts";
 import { passTiming } from "../pipeline/partition/layer_passes.ts";
 import { type CliCommand, type CliIo, UsageError } from "./command.ts";
@@ -44,7 +44,7 @@ import { checkTrainMemory } from "./_train_memory.ts";
 import { flagCommand, type FlagValues, HELP_LINE, integer, positiveInt } from "./_options.ts";
 import { GPT_FLAGS, readGptFlags } from "./_gpt_flags.ts";
 
-export type { AdviceJson } from "../pipeline/advise/advice_table.ts";
+export type { AdviceJson } from "../advise/advice_table.ts";
 
 const FLAGS = {
   schedule: { type: "string" },

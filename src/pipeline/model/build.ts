@@ -21,7 +21,7 @@ import {
   type ModelStageOptions,
 } from "./model_rank_executor.ts";
 import type { ModelStageCalls } from "./stage_calls.ts";
-import { tuneMatmulForRanks } from "./_matmul_tuning.ts";
+import { tuneMatmulForRanks } from "./matmul_tuning.ts";
 import { chooseBackend } from "../../tensor/create_backend.ts";
 import { callEveryRank } from "./_every_rank.ts";
 

@@ -1,9 +1,9 @@
 // The step predicted with contention between ranks (predictStep's
 // `together`): timelines worked out by hand, and its limits.
 import assert from "node:assert/strict";
-import { planCandidate, predictStep } from "../../../src/pipeline/advise/step_prediction.ts";
-import { contendedTime } from "../../../src/pipeline/advise/_contention.ts";
-import { generateSchedule, SCHEDULE_NAMES } from "../../../src/pipeline/schedule/generate.ts";
+import { planCandidate, predictStep } from "../../src/advise/step_prediction.ts";
+import { contendedTime } from "../../src/advise/_contention.ts";
+import { generateSchedule, SCHEDULE_NAMES } from "../../src/pipeline/schedule/generate.ts";
 
 const zero = { actionMs: 0, handOverMs: 0 };
 // Two stages, F = f and B = b (I = W = b / 2), no optimizer step.
@@ -139,7 +139,7 @@ Deno.test("planCandidate with together times: balances and costs them, predicts 
 });
 
 Deno.test("contention: every action does exactly its work, at the alone rate alone and the together rate overlapped", async () => {
-  const { simulateContention } = await import("../../../src/pipeline/advise/_contention.ts");
+  const { simulateContention } = await import("../../src/advise/_contention.ts");
   for (
     const name of ["gpipe", "1f1b", "zb-h1", "zb-h2", "interleaved-1f1b", "zb-v", "dualpipe-v"]
   ) {

@@ -8,8 +8,8 @@ import {
   markTies,
   pipelineVerdict,
   rankCandidates,
-} from "../../../src/pipeline/advise/advice_table.ts";
-import { generateSchedule, SCHEDULE_NAMES } from "../../../src/pipeline/schedule/generate.ts";
+} from "../../src/advise/advice_table.ts";
+import { generateSchedule, SCHEDULE_NAMES } from "../../src/pipeline/schedule/generate.ts";
 
 const mem = (activations: number) => ({
   activations,

@@ -3,16 +3,16 @@
 // predicted), warm-up steps first, then steps back to back in one train
 // call. Not exported from the package.
 
-import type { NonFinitePolicy } from "../runtime/run_policy.ts";
-import type { Sequential } from "../../nn/sequential.ts";
-import type { OptimizerSpec } from "../../nn/optimizer_spec.ts";
-import type { BackendKind } from "../../tensor/create_backend.ts";
-import type { Schedule, TimedEvent } from "../schedule/schedule.ts";
-import { FixedPartition } from "../partition/partition.ts";
-import { summarizeTimeline } from "../analysis/timeline_summary.ts";
-import { PipelineParallelModel } from "./pipeline_parallel_model.ts";
-import type { TrainingBatch } from "./batch.ts";
-import type { PipelineLoss } from "./model_rank_executor.ts";
+import type { NonFinitePolicy } from "../pipeline/runtime/run_policy.ts";
+import type { Sequential } from "../nn/sequential.ts";
+import type { OptimizerSpec } from "../nn/optimizer_spec.ts";
+import type { BackendKind } from "../tensor/create_backend.ts";
+import type { Schedule, TimedEvent } from "../pipeline/schedule/schedule.ts";
+import { FixedPartition } from "../pipeline/partition/partition.ts";
+import { summarizeTimeline } from "../pipeline/analysis/timeline_summary.ts";
+import { PipelineParallelModel } from "../pipeline/model/pipeline_parallel_model.ts";
+import type { TrainingBatch } from "../pipeline/model/batch.ts";
+import type { PipelineLoss } from "../pipeline/model/model_rank_executor.ts";
 
 /** What a verification measured. */
 export interface Measured {

@@ -7,7 +7,7 @@
  */
 
 import type { RankMemory } from "./rank_memory.ts";
-import type { Schedule } from "../schedule/schedule.ts";
+import type { Schedule } from "../pipeline/schedule/schedule.ts";
 import type { CostFactors } from "./step_prediction.ts";
 
 /**

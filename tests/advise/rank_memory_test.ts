@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
-import { activationPeaks, rankMemory } from "../../../src/pipeline/advise/rank_memory.ts";
-import type { Schedule } from "../../../src/pipeline/schedule/schedule.ts";
-import type { Action } from "../../../src/pipeline/schedule/action.ts";
-import type { StageMemory } from "../../../src/pipeline/partition/stage_memory.ts";
-import { generateSchedule } from "../../../src/pipeline/schedule/generate.ts";
+import { activationPeaks, rankMemory } from "../../src/advise/rank_memory.ts";
+import type { Schedule } from "../../src/pipeline/schedule/schedule.ts";
+import type { Action } from "../../src/pipeline/schedule/action.ts";
+import type { StageMemory } from "../../src/pipeline/partition/stage_memory.ts";
+import { generateSchedule } from "../../src/pipeline/schedule/generate.ts";
 
 // "2F0" → { kind: "F", stage: 2, microBatch: 0 }
 const act = (t: string): Action => {

@@ -11,14 +11,14 @@
  * @module
  */
 
-import type { Schedule, TimedEvent } from "../schedule/schedule.ts";
+import type { Schedule, TimedEvent } from "../pipeline/schedule/schedule.ts";
 import {
   type CostFactors,
   predictStep,
   type RuntimeOverheads,
   type StageCostTable,
 } from "./step_prediction.ts";
-import { describeValue } from "../../text/describe.ts";
+import { describeValue } from "../text/describe.ts";
 
 /** The action kinds calibrated. */
 export type CalibratedKind = "F" | "I" | "W" | "B";

@@ -2,16 +2,16 @@
 // check, before any work: each value against its rule, the error naming
 // the value.
 
-import type { NonFinitePolicy } from "../runtime/run_policy.ts";
-import type { Sequential } from "../../nn/sequential.ts";
-import { Sequential as SequentialClass } from "../../nn/sequential.ts";
-import { checkOptimizerSpec, type OptimizerSpec } from "../../nn/optimizer_spec.ts";
-import type { BackendKind } from "../../tensor/create_backend.ts";
-import { describeValue } from "../../text/describe.ts";
-import { checkOptionSpelling } from "../../text/nearest.ts";
-import { SCHEDULE_NAMES, type ScheduleName } from "../schedule/generate.ts";
-import { checkFinite, describeArray, prod, type TrainingBatch } from "./batch.ts";
-import type { PipelineLoss } from "./model_rank_executor.ts";
+import type { NonFinitePolicy } from "../pipeline/runtime/run_policy.ts";
+import type { Sequential } from "../nn/sequential.ts";
+import { Sequential as SequentialClass } from "../nn/sequential.ts";
+import { checkOptimizerSpec, type OptimizerSpec } from "../nn/optimizer_spec.ts";
+import type { BackendKind } from "../tensor/create_backend.ts";
+import { describeValue } from "../text/describe.ts";
+import { checkOptionSpelling } from "../text/nearest.ts";
+import { SCHEDULE_NAMES, type ScheduleName } from "../pipeline/schedule/generate.ts";
+import { checkFinite, describeArray, prod, type TrainingBatch } from "../pipeline/model/batch.ts";
+import type { PipelineLoss } from "../pipeline/model/model_rank_executor.ts";
 
 // A string in quotes (the value as written), anything else described.
 const quote = (v: unknown): string => typeof v === "string" ? JSON.stringify(v) : describeValue(v);

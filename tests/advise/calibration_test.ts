@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
-import { fitCalibration, fitStepOverhead } from "../../../src/pipeline/advise/calibration.ts";
-import { predictStep } from "../../../src/pipeline/advise/step_prediction.ts";
-import { generateSchedule } from "../../../src/pipeline/schedule/generate.ts";
-import type { Schedule, TimedEvent } from "../../../src/pipeline/schedule/schedule.ts";
-import type { Action } from "../../../src/pipeline/schedule/action.ts";
+import { fitCalibration, fitStepOverhead } from "../../src/advise/calibration.ts";
+import { predictStep } from "../../src/advise/step_prediction.ts";
+import { generateSchedule } from "../../src/pipeline/schedule/generate.ts";
+import type { Schedule, TimedEvent } from "../../src/pipeline/schedule/schedule.ts";
+import type { Action } from "../../src/pipeline/schedule/action.ts";
 
 const NONE = { actionMs: 0.25, handOverMs: 0.5 };
 const near = (a: number, b: number, what: string) =>

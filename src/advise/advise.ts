@@ -9,34 +9,30 @@
  * @module
  */
 
-import type { Sequential } from "../../nn/sequential.ts";
-import { saveSafetensors } from "../../nn/safetensors.ts";
-import type { OptimizerSpec } from "../../nn/optimizer_spec.ts";
-import type { PassProfile } from "../partition/layer_passes.ts";
-import type { StageMemory } from "../partition/stage_memory.ts";
-import { WorkerRankGroup } from "../runtime/worker_rank_group.ts";
-import { rankMemory } from "../advise/rank_memory.ts";
-import { planCandidate, predictStep, type RuntimeOverheads } from "../advise/step_prediction.ts";
+import type { Sequential } from "../nn/sequential.ts";
+import { saveSafetensors } from "../nn/safetensors.ts";
+import type { OptimizerSpec } from "../nn/optimizer_spec.ts";
+import type { PassProfile } from "../pipeline/partition/layer_passes.ts";
+import type { StageMemory } from "../pipeline/partition/stage_memory.ts";
+import { WorkerRankGroup } from "../pipeline/runtime/worker_rank_group.ts";
+import { rankMemory } from "./rank_memory.ts";
+import { planCandidate, predictStep, type RuntimeOverheads } from "./step_prediction.ts";
 import {
   type AdviceCandidate,
   distinctRuns,
   markTies,
   pipelineVerdict,
   rankCandidates,
-} from "../advise/advice_table.ts";
-import { prod, type TrainingBatch } from "./batch.ts";
-import { type AdviseOptions, checkAdvise } from "./_advise_options.ts";
-import type { PipelineLoss } from "./model_rank_executor.ts";
-import {
-  ADVISE_EXECUTOR_URL,
-  type AdviseCalls,
-  type AdviseRankOptions,
-} from "./_advise_executor.ts";
-import { calibrationSchedule, measureOverheads, profileOnRanks } from "./_advise_profile.ts";
-import { measureCandidate } from "./_advise_verify.ts";
-import { calibrate, calibrationRuns, planCalibrated, predictPlan } from "./_advise_calibrate.ts";
-import type { AdviceCalibration } from "../advise/calibration.ts";
-import { tuneMatmulForRanks } from "./_matmul_tuning.ts";
+} from "./advice_table.ts";
+import { prod, type TrainingBatch } from "../pipeline/model/batch.ts";
+import { type AdviseOptions, checkAdvise } from "./_options.ts";
+import type { PipelineLoss } from "../pipeline/model/model_rank_executor.ts";
+import { ADVISE_EXECUTOR_URL, type AdviseCalls, type AdviseRankOptions } from "./_executor.ts";
+import { calibrationSchedule, measureOverheads, profileOnRanks } from "./_profile.ts";
+import { measureCandidate } from "./_verify.ts";
+import { calibrate, calibrationRuns, planCalibrated, predictPlan } from "./_calibrate.ts";
+import type { AdviceCalibration } from "./calibration.ts";
+import { tuneMatmulForRanks } from "../pipeline/model/matmul_tuning.ts";
 
 export type { AdviseOptions };
 

@@ -1,14 +1,14 @@
 import assert from "node:assert/strict";
-import { Linear } from "../../../src/nn/linear.ts";
-import { ReLU } from "../../../src/nn/relu.ts";
-import { Sequential } from "../../../src/nn/sequential.ts";
-import { adviseSchedule } from "../../../src/pipeline/model/advise.ts";
-import { PipelineParallelModel } from "../../../src/pipeline/model/pipeline_parallel_model.ts";
-import { FixedPartition } from "../../../src/pipeline/partition/partition.ts";
-import { generateSchedule } from "../../../src/pipeline/schedule/generate.ts";
-import { liveCount as liveWorkers } from "../../../src/pipeline/runtime/_worker_registry.ts";
-import { planCandidate, predictStep } from "../../../src/pipeline/advise/step_prediction.ts";
-import { CpuBackend } from "../../../src/tensor/cpu/backend.ts";
+import { Linear } from "../../src/nn/linear.ts";
+import { ReLU } from "../../src/nn/relu.ts";
+import { Sequential } from "../../src/nn/sequential.ts";
+import { adviseSchedule } from "../../src/advise/advise.ts";
+import { PipelineParallelModel } from "../../src/pipeline/model/pipeline_parallel_model.ts";
+import { FixedPartition } from "../../src/pipeline/partition/partition.ts";
+import { generateSchedule } from "../../src/pipeline/schedule/generate.ts";
+import { liveCount as liveWorkers } from "../../src/pipeline/runtime/_worker_registry.ts";
+import { planCandidate, predictStep } from "../../src/advise/step_prediction.ts";
+import { CpuBackend } from "../../src/tensor/cpu/backend.ts";
 
 const W = 32;
 function mlp(be: CpuBackend): Sequential {

@@ -11,7 +11,7 @@
 // W(s, mb) needs I(s, mb); crossing ranks adds `comm`; each rank runs its
 // list again right after its own last action. Used by step_prediction.ts.
 
-import type { Schedule, TimedEvent } from "../schedule/schedule.ts";
+import type { Schedule, TimedEvent } from "../pipeline/schedule/schedule.ts";
 
 /** Per-stage cost tables of the kinds a schedule runs, ms. */
 export interface KindCosts {

@@ -7,9 +7,9 @@
  * @module
  */
 
-import type { Schedule } from "../schedule/schedule.ts";
-import type { StageMemory } from "../partition/stage_memory.ts";
-import { describeValue } from "../../text/describe.ts";
+import type { Schedule } from "../pipeline/schedule/schedule.ts";
+import type { StageMemory } from "../pipeline/partition/stage_memory.ts";
+import { describeValue } from "../text/describe.ts";
 
 /** One rank's bytes, by what holds them. */
 export interface RankMemory {

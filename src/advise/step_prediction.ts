@@ -8,18 +8,18 @@
  * @module
  */
 
-import type { Schedule } from "../schedule/schedule.ts";
-import type { ActionCosts } from "../schedule/costs.ts";
-import { generateSchedule, type ScheduleName } from "../schedule/generate.ts";
-import { simulate } from "../analysis/simulate.ts";
-import { summarizeTimeline } from "../analysis/timeline_summary.ts";
+import type { Schedule } from "../pipeline/schedule/schedule.ts";
+import type { ActionCosts } from "../pipeline/schedule/costs.ts";
+import { generateSchedule, type ScheduleName } from "../pipeline/schedule/generate.ts";
+import { simulate } from "../pipeline/analysis/simulate.ts";
+import { summarizeTimeline } from "../pipeline/analysis/timeline_summary.ts";
 import { simulateContention } from "./_contention.ts";
 import {
   FixedPartition,
   LoadBalancedPartition,
   type PartitionResult,
-} from "../partition/partition.ts";
-import { describeValue } from "../../text/describe.ts";
+} from "../pipeline/partition/partition.ts";
+import { describeValue } from "../text/describe.ts";
 
 /** One layer's measured times for one micro-batch, ms (medians). */
 export interface LayerTimes {

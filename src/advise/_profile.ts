@@ -3,13 +3,13 @@
 // between two ranks, and the runtime's cost per action. Not exported from
 // the package.
 
-import type { PassProfile, PassTiming } from "../partition/layer_passes.ts";
-import { passTiming, relativeSpread } from "../partition/layer_passes.ts";
-import { generateSchedule } from "../schedule/generate.ts";
-import { summarizeTimeline } from "../analysis/timeline_summary.ts";
-import type { RankGroup } from "../runtime/rank_group.ts";
-import { predictStep, type RuntimeOverheads } from "../advise/step_prediction.ts";
-import type { AdviseCalls } from "./_advise_executor.ts";
+import type { PassProfile, PassTiming } from "../pipeline/partition/layer_passes.ts";
+import { passTiming, relativeSpread } from "../pipeline/partition/layer_passes.ts";
+import { generateSchedule } from "../pipeline/schedule/generate.ts";
+import { summarizeTimeline } from "../pipeline/analysis/timeline_summary.ts";
+import type { RankGroup } from "../pipeline/runtime/rank_group.ts";
+import { predictStep, type RuntimeOverheads } from "./step_prediction.ts";
+import type { AdviseCalls } from "./_executor.ts";
 
 const median = (xs: readonly number[]): number => passTiming(xs).median;
 

@@ -4,8 +4,8 @@ import {
   planCandidate,
   predictStep,
   stageCosts,
-} from "../../../src/pipeline/advise/step_prediction.ts";
-import { generateSchedule, SCHEDULE_NAMES } from "../../../src/pipeline/schedule/generate.ts";
+} from "../../src/advise/step_prediction.ts";
+import { generateSchedule, SCHEDULE_NAMES } from "../../src/pipeline/schedule/generate.ts";
 
 const t = (ms: number) => ({ median: ms });
 const uniform = (n: number, f: number, i: number, w: number) =>

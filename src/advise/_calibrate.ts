@@ -5,12 +5,12 @@
 // each kind's ratio of measured to profiled time and the runtime's costs
 // (fitCalibration). Not exported from the package.
 
-import type { Sequential } from "../../nn/sequential.ts";
-import type { OptimizerSpec } from "../../nn/optimizer_spec.ts";
-import type { BackendKind } from "../../tensor/create_backend.ts";
-import type { NonFinitePolicy } from "../runtime/run_policy.ts";
-import type { PassProfile } from "../partition/layer_passes.ts";
-import { generateSchedule, type ScheduleName } from "../schedule/generate.ts";
+import type { Sequential } from "../nn/sequential.ts";
+import type { OptimizerSpec } from "../nn/optimizer_spec.ts";
+import type { BackendKind } from "../tensor/create_backend.ts";
+import type { NonFinitePolicy } from "../pipeline/runtime/run_policy.ts";
+import type { PassProfile } from "../pipeline/partition/layer_passes.ts";
+import { generateSchedule, type ScheduleName } from "../pipeline/schedule/generate.ts";
 import {
   planCandidate,
   type PlannedCandidate,
@@ -18,17 +18,17 @@ import {
   type RuntimeOverheads,
   stageCosts,
   type TogetherTimes,
-} from "../advise/step_prediction.ts";
+} from "./step_prediction.ts";
 import {
   type AdviceCalibration,
   type CalibrationCheck,
   type CalibrationRun,
   fitCalibration,
   fitStepOverhead,
-} from "../advise/calibration.ts";
-import type { TrainingBatch } from "./batch.ts";
-import type { PipelineLoss } from "./model_rank_executor.ts";
-import { measureCandidate } from "./_advise_verify.ts";
+} from "./calibration.ts";
+import type { TrainingBatch } from "../pipeline/model/batch.ts";
+import type { PipelineLoss } from "../pipeline/model/model_rank_executor.ts";
+import { measureCandidate } from "./_verify.ts";
 
 /** The step time of a plan, with contention where it carries together costs. */
 export function predictPlan(plan: PlannedCandidate, overheads: RuntimeOverheads): number {

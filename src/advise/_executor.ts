@@ -6,23 +6,23 @@
 // hand over arrays of the activations' size, so that a run of them times
 // what the runtime adds per action. Not exported from the package.
 
-import type { Backend, MatmulConfig, Shape, Tensor } from "../../tensor/mod.ts";
-import { createBackend } from "../../tensor/create_backend.ts";
-import type { LayerSpec } from "../../nn/layer.ts";
-import { layerFromSpec } from "../../nn/layer_registry.ts";
-import { Sequential } from "../../nn/sequential.ts";
-import { loadSafetensors } from "../../nn/safetensors.ts";
-import type { OptimizerSpec } from "../../nn/optimizer_spec.ts";
-import { type PassProfile, profileLayerPasses } from "../partition/layer_passes.ts";
-import { profileStageMemory, type StageMemory } from "../partition/stage_memory.ts";
+import type { Backend, MatmulConfig, Shape, Tensor } from "../tensor/mod.ts";
+import { createBackend } from "../tensor/create_backend.ts";
+import type { LayerSpec } from "../nn/layer.ts";
+import { layerFromSpec } from "../nn/layer_registry.ts";
+import { Sequential } from "../nn/sequential.ts";
+import { loadSafetensors } from "../nn/safetensors.ts";
+import type { OptimizerSpec } from "../nn/optimizer_spec.ts";
+import { type PassProfile, profileLayerPasses } from "../pipeline/partition/layer_passes.ts";
+import { profileStageMemory, type StageMemory } from "../pipeline/partition/stage_memory.ts";
 import type {
   CallHandlers,
   RankExecutor,
   RankExecutorInit,
   StageContext,
-} from "../runtime/rank_executor.ts";
-import type { PipelineLoss } from "./model_rank_executor.ts";
-import { describeValue } from "../../text/describe.ts";
+} from "../pipeline/runtime/rank_executor.ts";
+import type { PipelineLoss } from "../pipeline/model/model_rank_executor.ts";
+import { describeValue } from "../text/describe.ts";
 
 /** What every advisor rank gets. */
 export interface AdviseRankOptions {
