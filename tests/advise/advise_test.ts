@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { SCHEDULE_NAMES } from "../../src/pipeline/schedule/generate.ts";
 import { Linear } from "../../src/nn/linear.ts";
 import { ReLU } from "../../src/nn/relu.ts";
 import { Sequential } from "../../src/nn/sequential.ts";
@@ -43,7 +44,12 @@ Deno.test("adviseSchedule: predicted activation bytes per rank match what the ra
       optimizer: { kind: "adamw", lr: 1e-3, weightDecay: 0 },
       ...QUICK,
     });
-    assert.equal(advice.candidates.length, 9);
+    // Every schedule once, as a candidate or folded into one that makes the same run (zb-auto's
+    // search may find zb-h1's or zb-v's order, depending on the measured costs).
+    assert.deepEqual(
+      advice.candidates.flatMap((c) => [c.schedule, ...(c.sameRunAs ?? [])]).sort(),
+      [...SCHEDULE_NAMES].sort(),
+    );
     for (const c of advice.candidates) {
       // The same schedule and partition, trained in this thread: its first step's report.
       const pipe = await PipelineParallelModel.create({
