@@ -17,7 +17,11 @@
  *   imports nothing and may be imported from every group;
  * - a `_name.ts` file is imported only from its own folder (a folder owns
  *   its subfolders: `tensor/webgpu/` may use `tensor/_validate.ts`);
- * - no source file is over 600 lines, and the import graph has no cycle
+ * - a source file is one concept, and may be as long as that takes; no
+ *   file is over 1000 lines, the ceiling that catches one grown into
+ *   several (split it by meaning, never to pass a count: the 600-line
+ *   limit this replaced made fragments that exist only to shorten a file);
+ *   and the import graph has no cycle
  *   (but the tensor ↔ backend type reference);
  * - only `tensor/webgpu/_readback.ts` maps GPU buffers (`mapAsync`,
  *   `getMappedRange`, `mappedAtCreation`, MAP_READ usage): the one read
@@ -181,15 +185,18 @@ Deno.test("architecture: the import graph of src/ has no cycle", () => {
   assert.deepEqual(cycles.filter((c) => !ALLOWED_CYCLES.has(c)), []);
 });
 
-Deno.test("architecture: no source file is over 600 lines", async () => {
+// Above it a file has become several things; below it, length is no reason to split.
+const MAX_LINES = 1000;
+
+Deno.test("architecture: no source file is over 1000 lines (one concept per file, split by meaning)", async () => {
   const long: string[] = [];
   for await (const file of walk(SRC)) {
     const lines = (await Deno.readTextFile(file)).split("\n").length;
-    if (lines > 600) long.push(`${file.href.slice(SRC.href.length)}: ${lines} lines`);
+    if (lines > MAX_LINES) long.push(`${file.href.slice(SRC.href.length)}: ${lines} lines`);
   }
   for (const top of ["mod.ts", "cli.ts"]) {
     const lines = (await Deno.readTextFile(new URL(top, ROOT))).split("\n").length;
-    if (lines > 600) long.push(`${top}: ${lines} lines`);
+    if (lines > MAX_LINES) long.push(`${top}: ${lines} lines`);
   }
   assert.deepEqual(long, []);
 });
