@@ -26,7 +26,9 @@ import {
 
 const SCRIPT = new URL("./_fault_script.ts", import.meta.url).pathname;
 const schedule = generateSchedule("zb-h1", { ranks: 2, microBatches: 2 });
-const timeouts = { heartbeatMs: 600, stallTimeoutMs: 1500 };
+// Long enough that a loaded machine (a rank without CPU for half a second) is not taken for a
+// hang or a stall, short enough that the block and loop faults end soon.
+const timeouts = { heartbeatMs: 1000, stallTimeoutMs: 2500 };
 const executor = { module: SYNTHETIC_EXECUTOR_URL, options: { ms: 1 } };
 // Rank 1 holds stage 1: its F, I, W and its optimizer step.
 const PLACES = ["1F0", "1I1", "1W0", "step 1"] as const;
