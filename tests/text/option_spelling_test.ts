@@ -26,6 +26,16 @@ import { renderAscii } from "../../src/pipeline/render/render_ascii.ts";
 import { renderSvg } from "../../src/pipeline/render/render_svg.ts";
 import { simulate } from "../../src/pipeline/analysis/simulate.ts";
 import { summarizeTimeline } from "../../src/pipeline/analysis/timeline_summary.ts";
+import { LeakWatch } from "../../src/tensor/leak_watch.ts";
+import { WorkerRankGroup } from "../../src/pipeline/runtime/worker_rank_group.ts";
+import { InProcessRankGroup } from "../../src/pipeline/runtime/in_process_rank_group.ts";
+import { SubprocessRankGroup } from "../../src/pipeline/runtime/subprocess_rank_group.ts";
+import { MpiBackend } from "../../src/pipeline/comm/mpi_backend.ts";
+import { WebGPUBackend } from "../../src/tensor/webgpu/backend.ts";
+import { profileLayerPasses } from "../../src/pipeline/partition/layer_passes.ts";
+import { saveSafetensors } from "../../src/nn/safetensors.ts";
+import { loadTrainingCheckpoint } from "../../src/nn/training_checkpoint.ts";
+import { SYNTHETIC_EXECUTOR_URL } from "../../src/pipeline/testing/synthetic_executor.ts";
 import { summary } from "../../src/pipeline/partition/summary.ts";
 import { checkOutputPath } from "../../src/pipeline/model/output_path.ts";
 import { LoadBalancedPartition, UniformPartition } from "../../src/pipeline/partition/partition.ts";
@@ -186,6 +196,16 @@ const sync: [string, () => unknown, string, string][] = [
     "typeRegx",
     "typeRegex",
   ],
+  ["LeakWatch", () => new LeakWatch(be.memory, { patiance: 3 } as never), "patiance", "patience"],
+  [
+    "loadTrainingCheckpoint",
+    () =>
+      loadTrainingCheckpoint([], new SGD([], { lr: 1 }), new Uint8Array(8), {
+        allowNonFinit: true,
+      } as never),
+    "allowNonFinit",
+    "allowNonFinite",
+  ],
 ];
 
 for (const [what, call, typo, meant] of sync) {
@@ -197,6 +217,9 @@ for (const [what, call, typo, meant] of sync) {
     });
   });
 }
+
+const sched = generateSchedule("1f1b", { ranks: 2, microBatches: 2 });
+const executor = { module: SYNTHETIC_EXECUTOR_URL, options: { ms: 1 } };
 
 Deno.test("did-you-mean: the model's calls: train's validation, create's nested objects, saveCheckpoint, loadSafetensors, writeTrace, predict", async () => {
   await using m = await tiny();
@@ -236,6 +259,43 @@ Deno.test("did-you-mean: the model's calls: train's validation, create's nested 
       "allowNonFinite",
     ],
     ["chooseBackend", () => chooseBackend("cpu", { notise: false } as never), "notise", "notice"],
+    [
+      "WorkerRankGroup.create",
+      () => WorkerRankGroup.create({ schedule: sched, executor, startupTimeotMs: 1 } as never),
+      "startupTimeotMs",
+      "startupTimeoutMs",
+    ],
+    [
+      "SubprocessRankGroup.create",
+      () => SubprocessRankGroup.create({ schedule: sched, executor, polcy: {} } as never),
+      "polcy",
+      "policy",
+    ],
+    [
+      "InProcessRankGroup.create",
+      () => InProcessRankGroup.create({ schedule: sched, createExecutr: () => ({}) } as never),
+      "createExecutr",
+      "createExecutor",
+    ],
+    [
+      "MpiBackend.init",
+      () => MpiBackend.init({ peerTimeotMs: 1 } as never),
+      "peerTimeotMs",
+      "peerTimeoutMs",
+    ],
+    [
+      "WebGPUBackend.create",
+      () => WebGPUBackend.create({ readPth: "awaited" } as never),
+      "readPth",
+      "readPath",
+    ],
+    [
+      "profileLayerPasses",
+      () => profileLayerPasses([], be.zeros([1, 2]), { repats: 1 } as never),
+      "repats",
+      "repeats",
+    ],
+    ["saveSafetensors", () => saveSafetensors([], { metadta: {} } as never), "metadta", "metadata"],
     ["writeTrace", () => m.writeTrace("t.json", { stpe: 0 } as never), "stpe", "step"],
   ];
   for (const [what, call, typo, meant] of cases) {
