@@ -95,8 +95,8 @@ export type { StageMemory, StageMemoryOptions } from "./src/pipeline/partition/s
 export { profileStageMemory } from "./src/pipeline/partition/stage_memory.ts";
 export { CheckpointedStage } from "./src/pipeline/checkpoint/checkpointed_stage.ts";
 export { DEFAULT_EXPENSIVE_KINDS } from "./src/pipeline/checkpoint/checkpoint.ts";
-export type { LayerBytes, RankMemory } from "./src/pipeline/advise/rank_memory.ts";
-export { activationPeaks, rankMemory } from "./src/pipeline/advise/rank_memory.ts";
+export type { LayerBytes, RankMemory } from "./src/advise/rank_memory.ts";
+export { activationPeaks, rankMemory } from "./src/advise/rank_memory.ts";
 export type {
   CostFactors,
   LayerTimes,
@@ -106,14 +106,14 @@ export type {
   StageCostTable,
   StepPrediction,
   TogetherTimes,
-} from "./src/pipeline/advise/step_prediction.ts";
+} from "./src/advise/step_prediction.ts";
 export {
   layerLoads,
   planCandidate,
   predictStep,
   rankBalancedBoundaries,
   stageCosts,
-} from "./src/pipeline/advise/step_prediction.ts";
+} from "./src/advise/step_prediction.ts";
 export type {
   AdviceCalibration,
   CalibratedKind,
@@ -122,23 +122,26 @@ export type {
   CalibrationRun,
   KindFactor,
   StepCheckRun,
-} from "./src/pipeline/advise/calibration.ts";
-export { fitCalibration, fitStepOverhead } from "./src/pipeline/advise/calibration.ts";
-export type { AdviceCandidate, AdviceJson, AdviceRow } from "./src/pipeline/advise/advice_table.ts";
+} from "./src/advise/calibration.ts";
+export { fitCalibration, fitStepOverhead } from "./src/advise/calibration.ts";
+export type { AdviceCandidate, AdviceJson, AdviceRow } from "./src/advise/advice_table.ts";
 export {
   adviceJson,
+  distinctRuns,
   formatAdviceTable,
   formatBytes,
+  markTies,
+  pipelineVerdict,
   rankCandidates,
-} from "./src/pipeline/advise/advice_table.ts";
+} from "./src/advise/advice_table.ts";
 export type {
   Advice,
   AdviceProfile,
   AdviseModule,
   AdviseOptions,
   SkippedCandidate,
-} from "./src/pipeline/model/advise.ts";
-export { adviseSchedule } from "./src/pipeline/model/advise.ts";
+} from "./src/advise/advise.ts";
+export { adviseSchedule } from "./src/advise/advise.ts";
 // The other entry points' types that this one's API names.
 export type { AdamWOptions } from "./src/nn/adamw.ts";
 export type {

@@ -50,6 +50,7 @@ export type {
   StepContext,
   TrainBeginInfo,
   TrainCallback,
+  TrainWeights,
 } from "./src/pipeline/model/train_callback.ts";
 export type {
   EvaluateResult,

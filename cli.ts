@@ -34,9 +34,9 @@ export type { AdviceJson } from "./src/cli/advise.ts";
 // Types the commands' JSON contracts name, so that this entry point
 // documents them on its own.
 export type { NonFiniteReport } from "./src/pipeline/model/results.ts";
-export type { RankMemory } from "./src/pipeline/advise/rank_memory.ts";
-export type { AdviceRow } from "./src/pipeline/advise/advice_table.ts";
-export type { CostFactors } from "./src/pipeline/advise/step_prediction.ts";
+export type { RankMemory } from "./src/advise/rank_memory.ts";
+export type { AdviceRow } from "./src/advise/advice_table.ts";
+export type { CostFactors } from "./src/advise/step_prediction.ts";
 export { adviseCommand } from "./src/cli/advise.ts";
 
 /** The subcommands, in the order `--help` lists them. */

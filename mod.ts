@@ -168,6 +168,7 @@ export type {
   StepContext,
   TrainBeginInfo,
   TrainCallback,
+  TrainWeights,
   ValidationOptions,
 } from "./src/pipeline/model/train_callback.ts";
 

@@ -1,7 +1,7 @@
 // Real-compute pipelines for the benches: the tiny GPT on the CPU backend
 // (or WebGPU), a pipeline per schedule in workers, batches from the shipped
 // corpus, and the per-action costs measured in a run for the simulator.
-// Used by bench/pipeline_speedup.ts and bench/pipeline_steps_bench.ts.
+// Used by the benches that train the tiny GPT (pipeline_speedup, advise_accuracy, mpi_pipeline, …).
 
 import { CharTokenizer } from "../src/nn/char_tokenizer.ts";
 import { checkScheduleName } from "../src/pipeline/schedule/generate.ts";

@@ -66,13 +66,13 @@ import { createTinyGPT } from "../src/nn/gpt.ts";
 import { CpuBackend } from "../src/tensor/cpu/backend.ts";
 import { Rng } from "../src/tensor/random.ts";
 import { SCHEDULE_NAMES } from "../src/pipeline/schedule/generate.ts";
-import { type Advice, adviseSchedule } from "../src/pipeline/model/advise.ts";
+import { type Advice, adviseSchedule } from "../src/advise/advise.ts";
 import type { TrainingBatch } from "../src/pipeline/model/batch.ts";
 import { PipelineParallelModel } from "../src/pipeline/model/pipeline_parallel_model.ts";
 import { FixedPartition } from "../src/pipeline/partition/partition.ts";
 import { summarizeTimeline } from "../src/pipeline/analysis/timeline_summary.ts";
-import { type AdviceCandidate, formatBytes } from "../src/pipeline/advise/advice_table.ts";
-import { predictStep, stageCosts } from "../src/pipeline/advise/step_prediction.ts";
+import { type AdviceCandidate, formatBytes } from "../src/advise/advice_table.ts";
+import { predictStep, stageCosts } from "../src/advise/step_prediction.ts";
 import type { PassProfile } from "../src/pipeline/partition/layer_passes.ts";
 import { REAL_COMPUTE, realBatches } from "./_real_compute.ts";
 
@@ -420,7 +420,9 @@ export async function measureModel(
     const aloneProfile = together.profiles[0].profile;
     const togetherProfile = together.profiles[together.profiles.length - 1].profile;
     const rows = together.candidates.map((c, i): AccuracyRow => {
-      const a = alone.candidates.find((x) => x.schedule === c.schedule)!;
+      const a = alone.candidates.find((x) =>
+        x.schedule === c.schedule || (x.sameRunAs ?? []).includes(c.schedule)
+      )!; // same runs are folded (distinctRuns)
       const pred = c.memory.map((m) => m.activations);
       const meas = measured[i].activationBytes;
       const ms = median(measured[i].periods);

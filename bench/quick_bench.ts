@@ -30,11 +30,11 @@ import { CpuBackend } from "../src/tensor/cpu/backend.ts";
 import { Rng } from "../src/tensor/random.ts";
 import { SCHEDULE_NAMES } from "../src/pipeline/schedule/generate.ts";
 import { FixedPartition } from "../src/pipeline/partition/partition.ts";
-import { adviseSchedule } from "../src/pipeline/model/advise.ts";
+import { adviseSchedule } from "../src/advise/advise.ts";
 import { PipelineParallelModel } from "../src/pipeline/model/pipeline_parallel_model.ts";
 import type { TrainingBatch } from "../src/pipeline/model/batch.ts";
-import { planCandidate, predictStep } from "../src/pipeline/advise/step_prediction.ts";
-import type { AdviceCandidate } from "../src/pipeline/advise/advice_table.ts";
+import { planCandidate, predictStep } from "../src/advise/step_prediction.ts";
+import type { AdviceCandidate } from "../src/advise/advice_table.ts";
 import { summarizeTimeline } from "../src/pipeline/analysis/timeline_summary.ts";
 
 const STEPS_PER_CALL = 3;

@@ -18,7 +18,7 @@
  * `SCHEDULES_BENCH_ITERATIONS`, `SCHEDULES_BENCH_STEADY_FROM`, and
  * `SCHEDULES_BENCH_MEASURE=0` to skip the workers. Under `deno bench` this
  * file only times the simulator ("simulator speed" groups); the schedules'
- * own speed, real compute and fixed-time, is `bench/pipeline_steps_bench.ts`.
+ * speed on real compute is `bench/pipeline_speedup.ts` and `bench/quick_bench.ts`.
  *
  * The measured steady state is the median period from iteration
  * `--steady-from` (default 2) of one run of `--iterations` (default 8), as

@@ -3,19 +3,25 @@
  * import graph of `src/` (every relative import, type-only ones included):
  *
  * - floors: `src/tensor/` imports only itself; `src/nn/` only tensor;
- *   `src/pipeline/` only nn and tensor below it; `src/cli/` anything;
+ *   `src/pipeline/` only nn and tensor below it; `src/advise/` (the
+ *   advisor: it measures the user's model in pipelines and predicts every
+ *   candidate) the pipeline package, nn and tensor; `src/cli/` anything;
  * - pipeline groups: schedule/ imports nothing else in src; analysis/ only
  *   schedule/; render/ only schedule/ and analysis/; comm/ nothing;
  *   runtime/ only schedule/, analysis/ and comm/; partition/ and
- *   checkpoint/ only nn and tensor (and themselves); advise/ (the pure
- *   arithmetic of predictions: no tensors) only schedule/, analysis/ and
- *   partition/; only model/ joins runtime/ with nn and tensor; production
+ *   checkpoint/ only nn and tensor (and themselves); only model/ joins
+ *   runtime/ with nn and tensor, and nothing in the pipeline package
+ *   imports the advisor above it; production
  *   code never imports testing/; `src/text/` (plain string helpers: the
  *   nearest name for "did you mean", a value as error messages show it)
  *   imports nothing and may be imported from every group;
  * - a `_name.ts` file is imported only from its own folder (a folder owns
  *   its subfolders: `tensor/webgpu/` may use `tensor/_validate.ts`);
- * - no source file is over 600 lines, and the import graph has no cycle
+ * - a source file is one concept, and may be as long as that takes; no
+ *   file is over 1000 lines, the ceiling that catches one grown into
+ *   several (split it by meaning, never to pass a count: the 600-line
+ *   limit this replaced made fragments that exist only to shorten a file);
+ *   and the import graph has no cycle
  *   (but the tensor ↔ backend type reference);
  * - only `tensor/webgpu/_readback.ts` maps GPU buffers (`mapAsync`,
  *   `getMappedRange`, `mappedAtCreation`, MAP_READ usage): the one read
@@ -87,9 +93,7 @@ const ALLOWED: Record<string, readonly string[]> = {
   "pipeline/runtime": ["pipeline/schedule", "pipeline/analysis", "pipeline/comm"],
   "pipeline/partition": ["nn", "tensor"],
   "pipeline/checkpoint": ["nn", "tensor"],
-  "pipeline/advise": ["pipeline/schedule", "pipeline/analysis", "pipeline/partition"],
   "pipeline/model": [
-    "pipeline/advise",
     "pipeline/schedule",
     "pipeline/analysis",
     "pipeline/render",
@@ -105,6 +109,15 @@ const ALLOWED: Record<string, readonly string[]> = {
     "pipeline/analysis",
     "pipeline/comm",
     "pipeline/runtime",
+  ],
+  "advise": [
+    "pipeline/schedule",
+    "pipeline/analysis",
+    "pipeline/partition",
+    "pipeline/runtime",
+    "pipeline/model",
+    "nn",
+    "tensor",
   ],
   "cli": ["*"],
 };
@@ -172,15 +185,18 @@ Deno.test("architecture: the import graph of src/ has no cycle", () => {
   assert.deepEqual(cycles.filter((c) => !ALLOWED_CYCLES.has(c)), []);
 });
 
-Deno.test("architecture: no source file is over 600 lines", async () => {
+// Above it a file has become several things; below it, length is no reason to split.
+const MAX_LINES = 1000;
+
+Deno.test("architecture: no source file is over 1000 lines (one concept per file, split by meaning)", async () => {
   const long: string[] = [];
   for await (const file of walk(SRC)) {
     const lines = (await Deno.readTextFile(file)).split("\n").length;
-    if (lines > 600) long.push(`${file.href.slice(SRC.href.length)}: ${lines} lines`);
+    if (lines > MAX_LINES) long.push(`${file.href.slice(SRC.href.length)}: ${lines} lines`);
   }
   for (const top of ["mod.ts", "cli.ts"]) {
     const lines = (await Deno.readTextFile(new URL(top, ROOT))).split("\n").length;
-    if (lines > 600) long.push(`${top}: ${lines} lines`);
+    if (lines > MAX_LINES) long.push(`${top}: ${lines} lines`);
   }
   assert.deepEqual(long, []);
 });

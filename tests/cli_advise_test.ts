@@ -57,14 +57,23 @@ Deno.test("cli advise --json: one line per candidate, best first, with the contr
   assert.match(r.err, /advise: profiling/);
 });
 
-Deno.test("cli advise: a Markdown table that renders (header separator, same column count)", async () => {
+Deno.test("cli advise: a Markdown table that renders and lines up on a terminal; 1 and 2 ranks by default, with one line on whether pipelining pays and each prediction's spread", async () => {
   const r = await cli("advise", "--schedule", "1f1b,zb-h1", "--microbatches", "4", ...QUICK);
   assert.equal(r.code, 0, r.err);
   const table = r.out.split("\n").filter((l) => l.startsWith("|"));
-  assert.equal(table.length, 4);
+  assert.equal(table.length, 6); // 1f1b and zb-h1 at P = 1 and at P = 2
   assert.match(table[1], /^\|( :?-+:? \|)+$/);
   const cols = table[0].split("|").length;
   assert.ok(table.every((l) => l.split("|").length === cols));
+  // Aligned: every line as long (it was raw Markdown, ragged on a terminal).
+  assert.ok(table.every((l) => l.length === table[0].length), table.join("\n"));
+  const rows = table.slice(2).map((l) => l.split("|").map((c) => c.trim()));
+  assert.deepEqual(rows.map((c) => c[3]).sort(), ["1", "1", "2", "2"]);
+  for (const c of rows) assert.match(c[7], /^\d+\.\d ± \d+\.\d$/);
+  assert.match(
+    r.out,
+    /\npipelining (loses|wins|cannot be told from one rank) for this model.*: one rank takes [\d.]+ ms per step \((1f1b|zb-h1)\), the fastest pipeline [\d.]+ ms \((1f1b|zb-h1) at P = 2\)\n/,
+  );
   // The table is set off by a blank line from the text above it.
   const text = r.out.split("\n");
   assert.equal(text[text.indexOf(table[0]) - 1], "");
@@ -79,6 +88,8 @@ Deno.test("cli advise: a Markdown table that renders (header separator, same col
     "advise",
     "--schedule",
     "zb-h1",
+    "--ranks",
+    "2",
     "--microbatches",
     "4",
     "--summary",
@@ -90,7 +101,16 @@ Deno.test("cli advise: a Markdown table that renders (header separator, same col
 });
 
 Deno.test("cli advise --no-calibrate: the profile-only prediction, the contract's keys and no more", async () => {
-  const args = ["advise", "--schedule", "1f1b,zb-h1", "--microbatches", "4", ...QUICK];
+  const args = [
+    "advise",
+    "--schedule",
+    "1f1b,zb-h1",
+    "--ranks",
+    "2",
+    "--microbatches",
+    "4",
+    ...QUICK,
+  ];
   const r = await cli(...args, "--no-calibrate", "--json");
   assert.equal(r.code, 0, r.err);
   const rows = lines(r.out);
@@ -136,6 +156,8 @@ Deno.test("cli advise --verify 1: the first line carries measuredMs, the others 
     "advise",
     "--schedule",
     "1f1b,zb-h1",
+    "--ranks",
+    "2",
     "--microbatches",
     "4",
     "--verify",
@@ -160,6 +182,8 @@ Deno.test("cli advise --model: a user's module (an MLP with its own loss and opt
     path,
     "--schedule",
     "gpipe,zb-h1",
+    "--ranks",
+    "2",
     "--microbatches",
     "4",
     ...QUICK,

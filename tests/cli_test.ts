@@ -310,7 +310,8 @@ Deno.test("cli: absurd sizes are refused at once with status 2, naming the flags
     assert.equal(r.code, 2, r.err);
     assert.match(r.err, /ranks 100000 × microBatches 100000 .* over the limit of 3000000/);
     assert.match(r.err, /--ranks 100000 --microbatches 100000/);
-    assert.ok(performance.now() - t < 2000, `${command} took ${performance.now() - t} ms`);
+    // Liveness: refused, not 10^10 actions built (a loaded machine is slow to start a process).
+    assert.ok(performance.now() - t < 30_000, `${command} took ${performance.now() - t} ms`);
   }
   const sim = await cli(
     "simulate",

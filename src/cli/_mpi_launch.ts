@@ -37,12 +37,14 @@ export function readTrainComm(
   return { comm, values: rest };
 }
 
+// Permissions are asked before reading: on a terminal a read without one
+// stops at a prompt, which the README's commands must not meet.
 function env(name: string): string | undefined {
-  try {
-    return Deno.env.get(name);
-  } catch {
-    return undefined; // no --allow-env: MpiBackend reads what it needs through libc
+  // no --allow-env: MpiBackend reads what it needs through libc
+  if (Deno.permissions.querySync({ name: "env", variable: name }).state !== "granted") {
+    return undefined;
   }
+  return Deno.env.get(name);
 }
 
 function onPath(program: string): boolean {
@@ -115,9 +117,6 @@ export function launchRank(): number {
 
 /** This host's name, for the per-rank start line. */
 export function hostName(): string {
-  try {
-    return Deno.hostname();
-  } catch {
-    return "?";
-  }
+  const sys = Deno.permissions.querySync({ name: "sys", kind: "hostname" });
+  return sys.state === "granted" ? Deno.hostname() : "?";
 }

@@ -21,12 +21,12 @@ function gib(bytes: number): string {
     : `${(bytes / 2 ** 30).toFixed(1)} GiB`;
 }
 
+// Asked before reading: on a terminal a read without the permission stops
+// at a prompt, which the README's commands must not meet.
 function machineBytes(): number {
-  try {
-    return Deno.systemMemoryInfo().total;
-  } catch {
-    return 8 * 2 ** 30; // without --allow-sys: assume 8 GiB
-  }
+  const sys = Deno.permissions.querySync({ name: "sys", kind: "systemMemoryInfo" });
+  if (sys.state !== "granted") return 8 * 2 ** 30; // without --allow-sys: assume 8 GiB
+  return Deno.systemMemoryInfo().total;
 }
 
 /**

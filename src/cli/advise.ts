@@ -27,8 +27,8 @@ import { CpuBackend } from "../tensor/cpu/backend.ts";
 import type { Backend } from "../tensor/mod.ts";
 import { Rng } from "../tensor/random.ts";
 import { generateSchedule, SCHEDULE_NAMES } from "../pipeline/schedule/generate.ts";
-import { type Advice, type AdviseModule, adviseSchedule } from "../pipeline/model/advise.ts";
-import type { AdviceCalibration } from "../pipeline/advise/calibration.ts";
+import { type Advice, type AdviseModule, adviseSchedule } from "../advise/advise.ts";
+import type { AdviceCalibration } from "../advise/calibration.ts";
 import type { TrainingBatch } from "../pipeline/model/batch.ts";
 import type { PipelineLoss } from "../pipeline/model/model_rank_executor.ts";
 import {
@@ -36,7 +36,7 @@ import {
   adviceJson,
   formatAdviceTable,
   formatBytes,
-} from "../pipeline/advise/advice_table.ts";
+} from "../advise/advice_table.ts";
 import { summary } from "../pipeline/partition/summary.ts";
 import { passTiming } from "../pipeline/partition/layer_passes.ts";
 import { type CliCommand, type CliIo, UsageError } from "./command.ts";
@@ -44,7 +44,7 @@ import { checkTrainMemory } from "./_train_memory.ts";
 import { flagCommand, type FlagValues, HELP_LINE, integer, positiveInt } from "./_options.ts";
 import { GPT_FLAGS, readGptFlags } from "./_gpt_flags.ts";
 
-export type { AdviceJson } from "../pipeline/advise/advice_table.ts";
+export type { AdviceJson } from "../advise/advice_table.ts";
 
 const FLAGS = {
   schedule: { type: "string" },
@@ -78,7 +78,8 @@ tiny GPT of \`train\` (same flags, same defaults) or --model's.
 
 Options:
   --schedule NAME[,…]    schedules to consider (default all: ${SCHEDULE_NAMES.join(", ")})
-  --ranks P[,…]          rank counts to consider (default 2)
+  --ranks P[,…]          rank counts to consider (default 1,2: one rank shows whether
+                         pipelining pays for this model)
   --microbatches M[,…]   micro-batch counts to consider (default 8)
   --backend KIND         cpu | webgpu | auto (default cpu)
   --model PATH           a module whose default export (or createAdviseModel) takes
@@ -102,7 +103,10 @@ Options:
                          (layers, output shapes, parameters and bytes per stage)
   --json                 one JSON line per candidate, best first:
                          {"schedule","ranks","microBatches","stagesPerRank","boundaries",
-                         "predictedMs","bubble","peakBytes","memory","fits"} and with
+                         "predictedMs","bubble","peakBytes","memory","fits"}, "spreadMs"
+                         (± what the calibration runs varied), "tied" (true where it
+                         cannot be told from the first), "sameRunAs" (schedules making
+                         the same run, folded into it) and with
                          --verify "measuredMs","measuredBubble","measuredActivationBytes";
                          calibrated: "uncalibratedMs" and "calibration" {"factors",
                          "actionMs","handOverMs","stepMs"}
@@ -306,7 +310,7 @@ async function run(values: FlagValues, io: CliIo): Promise<number> {
       );
     }
   }
-  const ranks = intList(values, "ranks", [2]);
+  const ranks = intList(values, "ranks", [1, 2]);
   const ms = intList(values, "microbatches", [8]);
   const backend = values.backend ?? "cpu";
   if (backend !== "cpu" && backend !== "webgpu" && backend !== "auto") {
@@ -379,6 +383,13 @@ async function run(values: FlagValues, io: CliIo): Promise<number> {
   }
   io.out(header(advice, subject.title, backend) + "\n\n");
   io.out(formatAdviceTable(advice.candidates) + "\n");
+  if (advice.verdict !== undefined) io.out(`\n${advice.verdict}\n`);
+  if (advice.candidates.some((c) => c.tied === true)) {
+    io.out(
+      "\n≈: cannot be told apart from #1: the predictions differ by less than their spreads " +
+        "(±, how much the calibration runs' own steps varied)\n",
+    );
+  }
   if (memoryLimit !== undefined) {
     io.out(`\nmemory limit per rank: ${formatBytes(memoryLimit)}\n`);
   }
@@ -400,7 +411,7 @@ async function run(values: FlagValues, io: CliIo): Promise<number> {
  * let out = "";
  * const io = { out: (t: string) => void (out += t), err: () => {} };
  * const code = await adviseCommand.run(
- *   ["--schedule", "1f1b,zb-h1", "--microbatches", "2", "--repeats", "1", "--json"],
+ *   ["--schedule", "1f1b,zb-h1", "--ranks", "2", "--microbatches", "2", "--repeats", "1", "--json"],
  *   io,
  * );
  * assert.equal(code, 0);

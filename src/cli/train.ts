@@ -43,7 +43,6 @@ import {
 import type { NonFiniteReport } from "../pipeline/model/results.ts";
 import type { TrainCallback } from "../pipeline/model/train_callback.ts";
 import { readOutputs, readTraceStep } from "./_train_outputs.ts";
-import { listenForInterrupt } from "./_interrupt.ts";
 import { MetricsLogger } from "../pipeline/model/callbacks/metrics_logger.ts";
 import { CurveWriter } from "../pipeline/model/callbacks/curve_writer.ts";
 import { parseTrainingCheckpoint } from "../nn/training_checkpoint.ts";
@@ -74,6 +73,33 @@ import {
   shapeFlagsHelp,
 } from "./_options.ts";
 import { SCHEDULE_REGISTRY } from "../pipeline/schedule/generate.ts";
+
+// A Ctrl-C during training: the first aborts `signal` (train ends the window
+// running, and the command writes its outputs as at the end), a second ends
+// the process at once (exit 130).
+/** A Ctrl-C listener held until disposed (once; later disposals do nothing). */
+interface Interrupt extends Disposable {
+  /** Aborted by the first Ctrl-C. */
+  readonly signal: AbortSignal;
+}
+
+/**
+ * Listens for SIGINT while held, when `enabled` (not under MPI: every
+ * process gets the signal, and the ranks must stop at one step).
+ */
+function listenForInterrupt(enabled: boolean): Interrupt {
+  const stop = new AbortController();
+  const interrupt = () => stop.signal.aborted ? Deno.exit(130) : stop.abort();
+  let held = enabled;
+  if (held) Deno.addSignalListener("SIGINT", interrupt);
+  return {
+    signal: stop.signal,
+    [Symbol.dispose]: () => {
+      if (held) Deno.removeSignalListener("SIGINT", interrupt);
+      held = false;
+    },
+  };
+}
 
 const FLAGS = {
   ...SHAPE_FLAGS,

@@ -12,6 +12,7 @@ import type {
   StateKey,
 } from "./layer.ts";
 import { describeValue } from "../text/describe.ts";
+import { checkOptionSpelling } from "../text/nearest.ts";
 
 /** Formats a shape for error messages (long ones cut). */
 export const fmtShape: (shape: readonly unknown[]) => string = formatShape;
@@ -45,6 +46,18 @@ export function needInputGrad(where: string, opts: BackwardOptions | undefined):
 }
 
 /** Throws a RangeError unless `value` is a positive integer. */
+/**
+ * Checks a constructor's options object: an object when given (TypeError
+ * otherwise), and a misspelt key of `known` gets a did-you-mean.
+ */
+export function checkLayerOptions(where: string, opts: unknown, known: readonly string[]): void {
+  if (opts === undefined) return;
+  if (opts === null || typeof opts !== "object" || Array.isArray(opts)) {
+    throw new TypeError(`${where}: options must be an object, got ${describeValue(opts)}`);
+  }
+  checkOptionSpelling(opts, known, `${where}: `);
+}
+
 export function checkPositiveInt(where: string, what: string, value: number): void {
   if (typeof value !== "number" || !Number.isInteger(value) || value <= 0) {
     throw new RangeError(

@@ -4,6 +4,7 @@
  * @module
  */
 
+import { checkLayerOptions } from "./_util.ts";
 import type { Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
 import type { Parameter } from "./layer.ts";
@@ -70,6 +71,7 @@ export class AdamW extends OptimizerBase {
 
   /** Creates the optimizer; moments are allocated at the first step. */
   constructor(params: readonly Parameter[] | readonly ParamGroupSpec[], opts?: AdamWOptions) {
+    checkLayerOptions("AdamW", opts, ["lr", "beta1", "beta2", "eps", "weightDecay", "lrSchedule"]);
     const beta1 = opts?.beta1 ?? 0.9, beta2 = opts?.beta2 ?? 0.999, eps = opts?.eps ?? 1e-8;
     checkFraction("AdamW", "beta1", beta1);
     checkFraction("AdamW", "beta2", beta2);

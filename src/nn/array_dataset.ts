@@ -6,6 +6,7 @@
  * @module
  */
 
+import { checkOptionSpelling } from "../text/nearest.ts";
 import { Rng } from "../tensor/random.ts";
 import { describeValue } from "../text/describe.ts";
 
@@ -120,6 +121,16 @@ export class ArrayDataset implements Iterable<ArrayBatch> {
     if (options === null || typeof options !== "object") {
       throw new TypeError(`ArrayDataset: options must be an object, got ${describeValue(options)}`);
     }
+    checkOptionSpelling(options, [
+      "inputs",
+      "shape",
+      "targets",
+      "batchSize",
+      "shuffle",
+      "seed",
+      "epochs",
+      "dropLast",
+    ], "ArrayDataset: ");
     const { inputs, shape, targets } = options;
     if (!(inputs instanceof Float32Array)) {
       throw new TypeError(

@@ -6,7 +6,14 @@
 
 import type { Backend, Shape, Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
-import { checkPositiveInt, fmtShape, initRng, moveReshape, subOptions } from "./_util.ts";
+import {
+  checkLayerOptions,
+  checkPositiveInt,
+  fmtShape,
+  initRng,
+  moveReshape,
+  subOptions,
+} from "./_util.ts";
 import { LayerBase } from "./layer_base.ts";
 import type { ForwardContext, InitOptions, LayerCost, LayerSpec, StateKey } from "./layer.ts";
 import { Linear } from "./linear.ts";
@@ -64,6 +71,7 @@ export class CausalSelfAttention extends LayerBase<AttentionState> {
   /** Creates the layer; `heads` must divide `dim`. */
   constructor(backend: Backend, dim: number, heads: number, opts?: InitOptions) {
     super(backend);
+    checkLayerOptions("CausalSelfAttention", opts, ["seed", "rng"]);
     checkPositiveInt("CausalSelfAttention", "dim", dim);
     checkPositiveInt("CausalSelfAttention", "heads", heads);
     if (dim % heads !== 0) {

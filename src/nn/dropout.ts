@@ -4,6 +4,7 @@
  * @module
  */
 
+import { checkLayerOptions } from "./_util.ts";
 import type { Backend, Shape, Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
 import { LayerBase } from "./layer_base.ts";
@@ -73,6 +74,7 @@ export class Dropout extends LayerBase<DropoutState> {
   /** Creates the layer; `p` in [0, 1), `opts.seed` an integer in [0, 2^32). */
   constructor(backend: Backend, p: number, opts?: DropoutOptions) {
     super(backend);
+    checkLayerOptions("Dropout", opts, ["seed"]);
     if (typeof p !== "number" || !(p >= 0 && p < 1)) {
       throw new RangeError(`Dropout: p must be a number in [0, 1), got ${describeValue(p)}`);
     }

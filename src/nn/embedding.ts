@@ -7,7 +7,7 @@
 import type { Backend, Shape, Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
 import { randomTensor } from "../tensor/random.ts";
-import { checkPositive, checkPositiveInt, initRng, retain } from "./_util.ts";
+import { checkLayerOptions, checkPositive, checkPositiveInt, initRng, retain } from "./_util.ts";
 import { LayerBase } from "./layer_base.ts";
 import type { InitOptions, LayerCost, LayerSpec } from "./layer.ts";
 
@@ -56,6 +56,7 @@ export class Embedding extends LayerBase<EmbeddingState> {
   /** Creates the table with normal entries times `opts.initScale`. */
   constructor(backend: Backend, numEmbeddings: number, dim: number, opts?: EmbeddingOptions) {
     super(backend);
+    checkLayerOptions("Embedding", opts, ["seed", "rng", "initScale"]);
     checkPositiveInt("Embedding", "numEmbeddings", numEmbeddings);
     checkPositiveInt("Embedding", "dim", dim);
     const scale = opts?.initScale ?? 1;

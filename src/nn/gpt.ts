@@ -7,7 +7,7 @@
 
 import type { Backend } from "../tensor/mod.ts";
 import { Rng } from "../tensor/random.ts";
-import { checkPositiveInt } from "./_util.ts";
+import { checkLayerOptions, checkPositiveInt } from "./_util.ts";
 import type { Layer } from "./layer.ts";
 import { LayerNorm } from "./layer_norm.ts";
 import { Linear } from "./linear.ts";
@@ -64,6 +64,15 @@ export function createTinyGPT(config: TinyGPTConfig, backend: Backend): Sequenti
   if (config === null || typeof config !== "object") {
     throw new TypeError(`createTinyGPT: config must be an object, got ${describeValue(config)}`);
   }
+  checkLayerOptions("createTinyGPT", config, [
+    "vocabSize",
+    "seqLen",
+    "dim",
+    "heads",
+    "layers",
+    "seed",
+    "split",
+  ]);
   const { vocabSize, seqLen, dim, heads, layers } = config;
   checkPositiveInt("createTinyGPT", "vocabSize", vocabSize);
   checkPositiveInt("createTinyGPT", "seqLen", seqLen);

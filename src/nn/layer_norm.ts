@@ -6,7 +6,7 @@
 
 import type { Backend, Shape, Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
-import { checkPositive, checkPositiveInt, fmtShape, retain } from "./_util.ts";
+import { checkLayerOptions, checkPositive, checkPositiveInt, fmtShape, retain } from "./_util.ts";
 import { LayerBase } from "./layer_base.ts";
 import type { LayerCost, LayerSpec } from "./layer.ts";
 
@@ -57,6 +57,7 @@ export class LayerNorm extends LayerBase<LayerNormState> {
   /** Creates the layer with γ = 1 and β = 0. */
   constructor(backend: Backend, dim: number, opts?: LayerNormOptions) {
     super(backend);
+    checkLayerOptions("LayerNorm", opts, ["eps"]);
     checkPositiveInt("LayerNorm", "dim", dim);
     const eps = opts?.eps ?? 1e-5;
     checkPositive("LayerNorm", "eps", eps);

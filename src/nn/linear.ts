@@ -7,7 +7,14 @@
 import type { Backend, Shape, Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
 import { randomTensor } from "../tensor/random.ts";
-import { checkPositive, checkPositiveInt, fmtShape, initRng, rowsOf } from "./_util.ts";
+import {
+  checkLayerOptions,
+  checkPositive,
+  checkPositiveInt,
+  fmtShape,
+  initRng,
+  rowsOf,
+} from "./_util.ts";
 import { LayerBase } from "./layer_base.ts";
 import type { InitOptions, LayerCost, LayerSpec } from "./layer.ts";
 
@@ -59,6 +66,7 @@ export class Linear extends LayerBase<LinearState> {
   /** Creates the layer with weights drawn from `opts.rng` (or `opts.seed`). */
   constructor(backend: Backend, inFeatures: number, outFeatures: number, opts?: LinearOptions) {
     super(backend);
+    checkLayerOptions("Linear", opts, ["seed", "rng", "bias", "initScale"]);
     checkPositiveInt("Linear", "inFeatures", inFeatures);
     checkPositiveInt("Linear", "outFeatures", outFeatures);
     const scale = opts?.initScale ?? 1 / Math.sqrt(inFeatures);

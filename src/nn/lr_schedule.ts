@@ -1,3 +1,4 @@
+import { didYouMean } from "../text/nearest.ts";
 import { describeValue } from "../text/describe.ts";
 /**
  * Learning-rate schedules as plain data (`{ kind: "cosine", decaySteps: 1000 }`),
@@ -147,9 +148,9 @@ export function checkLrSchedule(spec: LrScheduleSpec, where = "lrSchedule"): LrS
   for (const k of Object.keys(spec)) {
     if (!keys.includes(k)) {
       throw new TypeError(
-        `unknown ${spec.kind} schedule option ${JSON.stringify(k)} in ${where}; known: ${
-          keys.slice(1).join(", ") || "none"
-        }`,
+        `unknown ${spec.kind} schedule option ${JSON.stringify(k)} in ${where}${
+          didYouMean(k, keys)
+        }; known: ${keys.slice(1).join(", ") || "none"}`,
       );
     }
   }

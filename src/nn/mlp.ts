@@ -5,7 +5,7 @@
  */
 
 import type { Backend, Shape, Tensor } from "../tensor/mod.ts";
-import { checkPositiveInt, fmtShape, initRng } from "./_util.ts";
+import { checkLayerOptions, checkPositiveInt, fmtShape, initRng } from "./_util.ts";
 import { Block } from "./_block.ts";
 import { GELU } from "./gelu.ts";
 import type { ForwardOptions, InitOptions, LayerCost, LayerSpec, StateKey } from "./layer.ts";
@@ -53,6 +53,7 @@ export class MLP extends Block {
   /** Creates the block with weights from `opts.rng` (or `opts.seed`). */
   constructor(backend: Backend, dim: number, opts?: MLPOptions) {
     super(backend);
+    checkLayerOptions("MLP", opts, ["seed", "rng", "hidden"]);
     checkPositiveInt("MLP", "dim", dim);
     const hidden = opts?.hidden ?? 4 * dim;
     checkPositiveInt("MLP", "hidden", hidden);

@@ -8,6 +8,7 @@
  * @module
  */
 
+import { didYouMean } from "../text/nearest.ts";
 import { AdamW, type AdamWOptions } from "./adamw.ts";
 import type { Parameter } from "./layer.ts";
 import type { OptimizerBase } from "./optimizer_base.ts";
@@ -60,7 +61,9 @@ export function checkOptimizerSpec(spec: OptimizerSpec): OptimizerSpec {
   for (const k of Object.keys(spec)) {
     if (!keys.includes(k)) {
       throw new TypeError(
-        `unknown ${spec.kind} option ${JSON.stringify(k)}; known: ${keys.slice(1).join(", ")}`,
+        `unknown ${spec.kind} option ${JSON.stringify(k)}${didYouMean(k, keys)}; known: ${
+          keys.slice(1).join(", ")
+        }`,
       );
     }
   }

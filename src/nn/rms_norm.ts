@@ -6,7 +6,7 @@
 
 import type { Backend, Shape, Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
-import { checkPositiveInt, fmtShape, retain } from "./_util.ts";
+import { checkLayerOptions, checkPositiveInt, fmtShape, retain } from "./_util.ts";
 import { LayerBase } from "./layer_base.ts";
 import type { LayerCost, LayerSpec } from "./layer.ts";
 import { describeValue } from "../text/describe.ts";
@@ -70,6 +70,7 @@ export class RMSNorm extends LayerBase<RMSNormState> {
   /** Creates the layer with `weight` = 1. */
   constructor(backend: Backend, dim: number, opts?: RMSNormOptions) {
     super(backend);
+    checkLayerOptions("RMSNorm", opts, ["eps"]);
     checkPositiveInt("RMSNorm", "dim", dim);
     const eps = opts?.eps ?? 2 ** -23;
     if (typeof eps !== "number" || !Number.isFinite(eps) || eps < 0) {

@@ -29,6 +29,7 @@
  * @module
  */
 
+import { checkOptionsObject } from "../text/nearest.ts";
 import type { Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
 import { fmtShape, sameShape } from "./_util.ts";
@@ -130,6 +131,7 @@ export async function saveSafetensors(
   source: Layer | readonly Parameter[],
   opts?: SaveSafetensorsOptions,
 ): Promise<Uint8Array> {
+  if (opts !== undefined) checkOptionsObject(opts, ["metadata"], "saveSafetensors: ");
   const params = paramsOf(source, "saveSafetensors");
   checkNames(params.map((p) => p.name), "saveSafetensors: parameter name");
   checkMetadata(opts?.metadata, "saveSafetensors");

@@ -5,6 +5,7 @@
  * @module
  */
 
+import { checkLayerOptions } from "./_util.ts";
 import type { Shape, Tensor } from "../tensor/mod.ts";
 import { checkKey, fmtKey, fmtShape, forwardContext, needInputGrad, subOptions } from "./_util.ts";
 import { inputGradResult, inputThenWeight } from "./_backward.ts";
@@ -71,6 +72,7 @@ export class Sequential implements Layer {
     if (layers.length === 0) {
       throw new RangeError("Sequential: needs at least one layer, got 0");
     }
+    checkLayerOptions("Sequential", opts, ["names", "inputShape"]);
     layers.forEach((l, i) => {
       if (
         l === null || typeof l !== "object" || typeof l.forward !== "function" ||

@@ -4,6 +4,7 @@
  * @module
  */
 
+import { checkLayerOptions } from "./_util.ts";
 import type { Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
 import type { Parameter } from "./layer.ts";
@@ -54,6 +55,7 @@ export class SGD extends OptimizerBase {
 
   /** Creates the optimizer; momentum buffers are allocated at the first step. */
   constructor(params: readonly Parameter[] | readonly ParamGroupSpec[], opts?: SGDOptions) {
+    checkLayerOptions("SGD", opts, ["lr", "momentum", "weightDecay", "lrSchedule"]);
     const momentum = opts?.momentum ?? 0;
     checkFraction("SGD", "momentum", momentum);
     super("SGD", params, {

@@ -9,7 +9,14 @@ import type { Backend, Shape, Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
 import { keep } from "../tensor/tidy.ts";
 import { randomTensor } from "../tensor/random.ts";
-import { checkPositive, checkPositiveInt, fmtShape, initRng, retain } from "./_util.ts";
+import {
+  checkLayerOptions,
+  checkPositive,
+  checkPositiveInt,
+  fmtShape,
+  initRng,
+  retain,
+} from "./_util.ts";
 import { LayerBase } from "./layer_base.ts";
 import type { InitOptions, LayerCost, LayerSpec } from "./layer.ts";
 
@@ -71,6 +78,7 @@ export class TokenPositionEmbedding extends LayerBase<TokenPositionEmbeddingStat
     opts?: TokenPositionEmbeddingOptions,
   ) {
     super(backend);
+    checkLayerOptions("TokenPositionEmbedding", opts, ["seed", "rng", "initScale"]);
     checkPositiveInt("TokenPositionEmbedding", "vocabSize", vocabSize);
     checkPositiveInt("TokenPositionEmbedding", "maxLen", maxLen);
     checkPositiveInt("TokenPositionEmbedding", "dim", dim);

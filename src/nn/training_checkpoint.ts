@@ -46,6 +46,7 @@
  * @module
  */
 
+import { checkOptionsObject } from "../text/nearest.ts";
 import type { Layer, Parameter } from "./layer.ts";
 import * as ops from "../tensor/ops.ts";
 import { fmtShape, sameShape } from "./_util.ts";
@@ -555,6 +556,9 @@ export function loadTrainingCheckpoint(
   bytes: Uint8Array,
   options?: LoadCheckpointOptions,
 ): TrainingCheckpointInfo {
+  if (options !== undefined) {
+    checkOptionsObject(options, ["allowNonFinite"], "loadTrainingCheckpoint: ");
+  }
   const params = paramsOf(model);
   checkOptimizerOf(optimizer, params);
   const { ck, verify } = decodeTrainingCheckpoint(bytes, options);

@@ -6,7 +6,7 @@
 
 import type { Backend, Shape, Tensor } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
-import { checkPositiveInt, fmtShape, initRng } from "./_util.ts";
+import { checkLayerOptions, checkPositiveInt, fmtShape, initRng } from "./_util.ts";
 import { Block } from "./_block.ts";
 import { CausalSelfAttention } from "./causal_self_attention.ts";
 import type { ForwardOptions, InitOptions, LayerCost, LayerSpec, StateKey } from "./layer.ts";
@@ -56,6 +56,7 @@ export class TransformerBlock extends Block {
   /** Creates the block; `heads` must divide `dim`. */
   constructor(backend: Backend, dim: number, heads: number, opts?: TransformerBlockOptions) {
     super(backend);
+    checkLayerOptions("TransformerBlock", opts, ["seed", "rng", "hidden"]);
     checkPositiveInt("TransformerBlock", "dim", dim);
     checkPositiveInt("TransformerBlock", "heads", heads);
     if (dim % heads !== 0) {

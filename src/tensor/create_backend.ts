@@ -5,6 +5,8 @@
  * @module
  */
 
+import { checkOptionsObject } from "../text/nearest.ts";
+import { describeValue } from "../text/describe.ts";
 import type { Backend } from "./backend.ts";
 import { CpuBackend, type CpuBackendOptions } from "./cpu/backend.ts";
 import { WebGPUBackend, type WebGPUBackendOptions } from "./webgpu/mod.ts";
@@ -61,6 +63,11 @@ export interface ChooseBackendOptions {
    * said once per process (per thread), at the first `"auto"` choice.
    */
   readonly notice?: boolean;
+  /**
+   * This process's rank where several processes choose (under MPI), named
+   * in the notice: `conveyor: rank 2: backend "auto" chose …`.
+   */
+  readonly rank?: number;
 }
 
 let noticed = false;
@@ -90,6 +97,15 @@ export async function chooseBackend(
       `backend kind must be "auto", "cpu" or "webgpu", got ${JSON.stringify(kind)}`,
     );
   }
+  checkOptionsObject(
+    options,
+    ["adapter", "powerPreference", "notice", "rank"],
+    "chooseBackend: ",
+  );
+  const rank = options.rank;
+  if (rank !== undefined && (!Number.isSafeInteger(rank) || rank < 0)) {
+    throw new RangeError(`chooseBackend: rank must be an integer >= 0, got ${describeValue(rank)}`);
+  }
   if (kind !== "auto") return { kind, reason: "asked for" };
   let choice: BackendChoice;
   const gpu = (globalThis.navigator as { gpu?: GPU } | undefined)?.gpu;
@@ -118,7 +134,8 @@ export async function chooseBackend(
   }
   if (options.notice !== false && !noticed) {
     noticed = true;
-    console.error(`conveyor: backend "auto" chose ${choice.kind}: ${choice.reason}`);
+    const who = rank === undefined ? "" : `rank ${rank}: `;
+    console.error(`conveyor: ${who}backend "auto" chose ${choice.kind}: ${choice.reason}`);
   }
   return choice;
 }

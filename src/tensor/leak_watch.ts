@@ -6,6 +6,7 @@
  * @module
  */
 
+import { checkOptionsObject } from "../text/nearest.ts";
 import type { MemoryStats } from "./backend.ts";
 
 /**
@@ -68,6 +69,7 @@ export class LeakWatch {
         }`,
       );
     }
+    checkOptionsObject(opts, ["patience", "warn"], "LeakWatch: ");
     const patience = opts.patience ?? 5;
     if (!Number.isInteger(patience) || patience < 1) {
       throw new RangeError(`LeakWatch: patience must be a positive integer, got ${patience}`);

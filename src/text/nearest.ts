@@ -6,6 +6,8 @@
  * @module
  */
 
+import { describeValue } from "./describe.ts";
+
 /**
  * The Levenshtein distance between two strings: the fewest insertions,
  * deletions and substitutions of one character that turn `a` into `b`.
@@ -92,4 +94,41 @@ export function checkOptionSpelling(
       throw new TypeError(`${where}unknown option ${key}: did you mean ${near}?`);
     }
   }
+}
+
+/**
+ * `"; did you mean <name>?"` for the name of `known` nearest to `word`, or
+ * `""` when none is near: the tail of an "unknown option" message.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { didYouMean } from "./nearest.ts";
+ * assert.equal(didYouMean("bta1", ["kind", "lr", "beta1"]), "; did you mean beta1?");
+ * assert.equal(didYouMean("colour", ["kind", "lr"]), "");
+ * ```
+ */
+export function didYouMean(word: string, known: readonly string[]): string {
+  const near = nearestName(word, known);
+  return near === undefined ? "" : `; did you mean ${near}?`;
+}
+
+/**
+ * {@linkcode checkOptionSpelling} for an options object that must be an
+ * object: a TypeError naming what was given otherwise.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { checkOptionsObject } from "./nearest.ts";
+ * checkOptionsObject({ width: 300 }, ["width"], "renderSvg: ");
+ * assert.throws(() => checkOptionsObject(3, ["width"], "renderSvg: "), /options must be an object, got 3/);
+ * assert.throws(() => checkOptionsObject({ widht: 1 }, ["width"]), /did you mean width\?/);
+ * ```
+ */
+export function checkOptionsObject(options: unknown, known: readonly string[], where = ""): void {
+  if (options === null || typeof options !== "object" || Array.isArray(options)) {
+    throw new TypeError(`${where}options must be an object, got ${describeValue(options)}`);
+  }
+  checkOptionSpelling(options, known, where);
 }

@@ -24,45 +24,51 @@ async function runBench(script: string, ...args: string[]) {
 }
 
 Deno.test("bench flags: --help lists each flag with its default and exits 0", async () => {
-  const r = await runBench("sgd_step.ts", "--help");
+  const r = await runBench("measured_vs_simulated.ts", "--help");
   assert.equal(r.code, 0, r.stderr);
-  assert.match(r.stdout, /^Usage: deno run -A bench\/sgd_step\.ts \[flags\]/);
-  assert.match(r.stdout, /--steps VALUE +default 20/);
+  assert.match(r.stdout, /^Usage: deno run -A bench\/measured_vs_simulated\.ts \[flags\]/);
+  assert.match(r.stdout, /--repeats VALUE +default 3/);
   assert.match(r.stdout, /--help +this text/);
 });
 
 Deno.test("bench flags: a mistyped flag, a missing value or a stray argument is one line and exit code 2", async () => {
-  const typo = await runBench("sgd_step.ts", "--stpes", "3");
+  const typo = await runBench("measured_vs_simulated.ts", "--repaets", "3");
   assert.equal(typo.code, 2);
   assert.equal(
     typo.stderr.trim(),
-    "bench/sgd_step.ts: unknown flag --stpes; did you mean --steps? (see --help)",
+    "bench/measured_vs_simulated.ts: unknown flag --repaets; did you mean --repeats? (see --help)",
   );
-  const bare = await runBench("sgd_step.ts", "--steps");
+  const bare = await runBench("measured_vs_simulated.ts", "--repeats");
   assert.equal(bare.code, 2);
-  assert.equal(bare.stderr.trim(), "bench/sgd_step.ts: --steps needs a value (see --help)");
-  const stray = await runBench("sgd_step.ts", "20");
+  assert.equal(
+    bare.stderr.trim(),
+    "bench/measured_vs_simulated.ts: --repeats needs a value (see --help)",
+  );
+  const stray = await runBench("measured_vs_simulated.ts", "20");
   assert.equal(stray.code, 2);
-  assert.equal(stray.stderr.trim(), 'bench/sgd_step.ts: unexpected argument "20" (see --help)');
+  assert.equal(
+    stray.stderr.trim(),
+    'bench/measured_vs_simulated.ts: unexpected argument "20" (see --help)',
+  );
 });
 
 Deno.test("bench flags: a count or a size out of its rule is one line naming flag, rule and value, and exit code 2", async () => {
   for (
     const [script, args, line] of [
       [
-        "sgd_step.ts",
-        ["--steps", "-1"],
-        'bench/sgd_step.ts: --steps must be an integer ≥ 1, got "-1" (see --help)',
+        "measured_vs_simulated.ts",
+        ["--repeats", "-1"],
+        'bench/measured_vs_simulated.ts: --repeats must be an integer ≥ 1, got "-1" (see --help)',
       ],
       [
-        "sgd_step.ts",
-        ["--steps=2.5"],
-        'bench/sgd_step.ts: --steps must be an integer ≥ 1, got "2.5" (see --help)',
+        "measured_vs_simulated.ts",
+        ["--repeats=2.5"],
+        'bench/measured_vs_simulated.ts: --repeats must be an integer ≥ 1, got "2.5" (see --help)',
       ],
       [
-        "file_integrity.ts",
-        ["--mb", "0"],
-        'bench/file_integrity.ts: --mb must be a finite number > 0, got "0" (see --help)',
+        "schedules_bench.ts",
+        ["--ms", "0"],
+        'bench/schedules_bench.ts: --ms must be a finite number > 0, got "0" (see --help)',
       ],
     ] as const
   ) {

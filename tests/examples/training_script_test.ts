@@ -99,19 +99,6 @@ Deno.test("README training script: runs as shown (a progress line every 10 steps
   }
 });
 
-Deno.test("README: the training script section shows examples/training_script.ts as it is (but the JSR import)", async () => {
-  const readme = await Deno.readTextFile(`${root}README.md`);
-  const at = readme.indexOf("## A training script");
-  assert.ok(at >= 0, "the section exists");
-  const start = readme.indexOf("```ts\n", at) + 6;
-  const shown = readme.slice(start, readme.indexOf("\n```\n", start));
-  const file = await Deno.readTextFile(script);
-  const code = file.slice(file.indexOf("import {")).trimEnd()
-    .replace('} from "../mod.ts";', '} from "jsr:@conveyor/core";')
-    .replace(/ from "\.\.\/(\w+)\.ts";/g, ' from "jsr:@conveyor/core/$1";');
-  assert.equal(shown, code);
-});
-
 Deno.test("README training script: a Ctrl-C (SIGINT) ends the window, saves the checkpoint and exits 0; the next run resumes there and the log equals the uninterrupted run's", async () => {
   const a = await Deno.makeTempDir(), b = await Deno.makeTempDir();
   try {

@@ -94,3 +94,21 @@ Deno.test("auto in a pipeline of worker ranks: decided once in the main thread, 
   assert.deepEqual(r.kinds, ["cpu", "cpu", "cpu", "cpu", "cpu", "cpu"]);
   assert.equal(r.notices.length, 1, JSON.stringify(r.notices));
 });
+
+Deno.test("chooseBackend's notice names the process's rank when given one (under MPI each process says its own choice), and nothing else changes", async () => {
+  const url = new URL("../../src/tensor/create_backend.ts", import.meta.url).href;
+  const code = `import { chooseBackend } from ${JSON.stringify(url)};
+const adapter = { info: { description: "llvmpipe (LLVM 15.0.6, 256 bits)" } };
+await chooseBackend("auto", { adapter, rank: 3 });`;
+  const r = await new Deno.Command(Deno.execPath(), {
+    args: ["eval", "--quiet", code],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assert.equal(r.code, 0);
+  assert.match(
+    new TextDecoder().decode(r.stderr),
+    /^conveyor: rank 3: backend "auto" chose cpu: the WebGPU adapter "llvmpipe/,
+  );
+  await assert.rejects(() => chooseBackend("cpu", { rank: -1 }), /rank must be an integer >= 0/);
+});

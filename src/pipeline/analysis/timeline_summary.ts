@@ -13,6 +13,7 @@
  * @module
  */
 
+import { checkOptionSpelling } from "../../text/nearest.ts";
 import type { TimedEvent } from "../schedule/schedule.ts";
 import { describeValue } from "../../text/describe.ts";
 
@@ -89,6 +90,7 @@ export function summarizeTimeline(
   if (options === null || typeof options !== "object") {
     throw new TypeError(`options must be an object { steadyFrom }, got ${describeValue(options)}`);
   }
+  checkOptionSpelling(options, ["steadyFrom"], "summarizeTimeline: ");
   const from = options.steadyFrom;
   if (from !== undefined && (!Number.isInteger(from) || from < 1)) {
     throw new RangeError(

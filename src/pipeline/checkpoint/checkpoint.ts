@@ -8,6 +8,7 @@
  * @module
  */
 
+import { didYouMean } from "../../text/nearest.ts";
 import { describeValue } from "../../text/describe.ts";
 
 /**
@@ -155,9 +156,9 @@ export class ActivationCheckpointConfig {
     for (const key of Object.keys(options)) {
       if (!KNOWN_OPTIONS.has(key)) {
         throw new TypeError(
-          `unknown checkpoint option ${JSON.stringify(key)}; known: ${
-            [...KNOWN_OPTIONS].join(", ")
-          }`,
+          `unknown checkpoint option ${JSON.stringify(key)}${
+            didYouMean(key, [...KNOWN_OPTIONS])
+          }; known: ${[...KNOWN_OPTIONS].join(", ")}`,
         );
       }
     }

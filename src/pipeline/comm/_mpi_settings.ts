@@ -1,3 +1,4 @@
+import { checkOptionSpelling } from "../../text/nearest.ts";
 import { describeValue } from "../../text/describe.ts";
 // The options of MpiBackend.init and their checked, defaulted form. Used by
 // the MPI backend's files only; `MpiBackendOptions` is re-exported by
@@ -96,6 +97,18 @@ export function readSettings(options: MpiBackendOptions): Settings {
   if (options === null || typeof options !== "object") {
     throw new TypeError(`options must be an object, got ${describeValue(options)}`);
   }
+  checkOptionSpelling(options, [
+    "libraryPath",
+    "heartbeatIntervalMs",
+    "peerTimeoutMs",
+    "heartbeatTimeoutMs",
+    "pollMaxUs",
+    "pollSpinUs",
+    "idlePollMs",
+    "connectTimeoutMs",
+    "closeTimeoutMs",
+    "handleSigterm",
+  ], "MpiBackend.init: ");
   const peerTimeoutMs = optionMs(options, "peerTimeoutMs", 15_000, 1);
   return {
     heartbeatIntervalMs: optionMs(options, "heartbeatIntervalMs", 1000, 0),

@@ -9,6 +9,7 @@
  * @module
  */
 
+import { checkOptionsObject } from "../../text/nearest.ts";
 import type { CommBackend } from "./backend.ts";
 import { checkPeer } from "./_checks.ts";
 import { describeValue } from "../../text/describe.ts";
@@ -141,6 +142,7 @@ export async function measureLink(
   options: MeasureLinkOptions = {},
 ): Promise<LinkModel> {
   checkPeer(peer, comm.size);
+  checkOptionsObject(options, ["sizes", "rounds"], "measureLink: ");
   if (peer === comm.rank) throw new RangeError(`peer must be another rank than ${peer}`);
   const sizes = options.sizes ?? [4, 64 << 10, 1 << 20, 16 << 20];
   if (!Array.isArray(sizes) || sizes.length < 2) {

@@ -7,6 +7,7 @@
  * @module
  */
 
+import { checkOptionSpelling } from "../../text/nearest.ts";
 import type { TimedEvent } from "../schedule/schedule.ts";
 import { summarizeTimeline } from "../analysis/timeline_summary.ts";
 import { toChromeTrace } from "../render/chrome_trace.ts";
@@ -47,6 +48,7 @@ export function pickTrace(
       `writeTrace: options must be an object { step }, got ${describeValue(options)}`,
     );
   }
+  if (options !== undefined) checkOptionSpelling(options, ["step"], "writeTrace: ");
   const step = options?.step;
   if (step !== undefined && step !== "all" && !Number.isSafeInteger(step)) {
     throw new TypeError(

@@ -69,6 +69,69 @@ export function checkFinite(data: Float32Array, what: string): void {
   }
 }
 
+/**
+ * The vocabulary of the model's first layer when it looks its inputs up by
+ * integer id (an `Embedding`'s `numEmbeddings`, a `TokenPositionEmbedding`'s
+ * `vocabSize`), with the layer's kind; else undefined.
+ */
+function idVocabulary(model: Sequential): { size: number; kind: string } | undefined {
+  const first = model.layers[0] as unknown as {
+    kind: string;
+    numEmbeddings?: unknown;
+    vocabSize?: unknown;
+    layers?: unknown;
+  } | undefined;
+  if (first === undefined) return undefined;
+  if (first.kind === "Sequential" && Array.isArray(first.layers)) {
+    return idVocabulary(first as unknown as Sequential);
+  }
+  const size = first.kind === "Embedding"
+    ? first.numEmbeddings
+    : first.kind === "TokenPositionEmbedding"
+    ? first.vocabSize
+    : undefined;
+  return typeof size === "number" ? { size, kind: first.kind } : undefined;
+}
+
+/**
+ * Throws a RangeError naming the first input that is not a token id of the
+ * model's first layer (an integer in `[0, vocabulary)`), by its batch row
+ * (`firstRow` added: the row of the whole batch) and position in the row.
+ * No-op when the first layer takes no ids.
+ */
+export function checkInputIds(
+  model: Sequential,
+  data: Float32Array,
+  shape: readonly number[],
+  what: string,
+  firstRow = 0,
+): void {
+  const vocab = idVocabulary(model);
+  if (vocab === undefined) return;
+  const V = vocab.size;
+  for (let i = 0; i < data.length; i++) {
+    const v = data[i];
+    if (Number.isInteger(v) && v >= 0 && v < V) continue;
+    const tail = shape.slice(1);
+    const perRow = prod(tail);
+    const row = Math.floor(i / perRow) + firstRow;
+    const at = i + firstRow * perRow; // the index in the whole batch
+    const index: number[] = [];
+    let rest = i % perRow;
+    for (let d = tail.length - 1; d >= 0; d--) {
+      index.unshift(rest % tail[d]);
+      rest = Math.floor(rest / tail[d]);
+    }
+    const position = index.length === 0
+      ? ""
+      : `, position ${index.length === 1 ? index[0] : `[${index.join(", ")}]`}`;
+    throw new RangeError(
+      `${what}[${at}] (row ${row}${position}) is ${describeValue(v)}: a token id of the first ` +
+        `layer (${vocab.kind}) must be an integer in [0, ${V})`,
+    );
+  }
+}
+
 /** Where a batch sits in a larger one (a data-parallel shard): see {@linkcode splitBatch}. */
 export interface ShardPlace {
   /** The batch's first row in the whole batch (default 0). */
@@ -109,6 +172,7 @@ export function splitBatch(
     );
   }
   checkFinite(b.inputs, `${where}.inputs`);
+  checkInputIds(layout.model, b.inputs, shape, `${where}.inputs`, place?.firstRow ?? 0);
   if (B < m) {
     throw new RangeError(
       `${where} has ${B} rows (dim 0), fewer than the ${m} micro-batches: each micro-batch ` +
@@ -240,6 +304,7 @@ export function checkPredictInput(
     );
   }
   checkFinite(input.inputs, "predict: inputs");
+  checkInputIds(layout.model, input.inputs, shape, "predict: inputs");
   return { shape, shapes, outShape: shapes[shapes.length - 1] };
 }
 

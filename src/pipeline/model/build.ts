@@ -21,7 +21,7 @@ import {
   type ModelStageOptions,
 } from "./model_rank_executor.ts";
 import type { ModelStageCalls } from "./stage_calls.ts";
-import { tuneMatmulForRanks } from "./_matmul_tuning.ts";
+import { tuneMatmulForRanks } from "./matmul_tuning.ts";
 import { chooseBackend } from "../../tensor/create_backend.ts";
 import { callEveryRank } from "./_every_rank.ts";
 import { threadsPerRank } from "../../tensor/cpu/backend_options.ts";
@@ -63,8 +63,11 @@ export async function buildRanks(
   plan: ModelPlan,
   resume?: Uint8Array,
 ): Promise<RankGroup<ModelStageCalls>> {
+  // Under MPI every process runs this: each says its choice with its rank.
+  const comm = o.rankGroup === "mpi" ? o.comm ?? await processMpiComm() : undefined;
   // "auto" is decided here, once, and said once (every rank gets the same kind).
-  const backend = (await chooseBackend(o.backend)).kind;
+  const backend = (await chooseBackend(o.backend, comm === undefined ? {} : { rank: comm.rank }))
+    .kind;
   if (backend === "cpu") checkCpuMemory(o, plan);
   // Tuned once here rather than in every worker at once (they have no cache).
   const tunedMatmul = await tuneMatmulForRanks(backend);
@@ -84,7 +87,7 @@ export async function buildRanks(
   if (o.rankGroup === "mpi") {
     group = await SpmdRankGroup.create<ModelStageCalls>({
       schedule: plan.schedule,
-      comm: o.comm ?? await processMpiComm(),
+      comm: comm ?? await processMpiComm(),
       createExecutor: createModelRankExecutor,
       executorOptions: stageOptions,
       // Every process must plan the same model: same stages, weights, training.

@@ -10,6 +10,7 @@
  * @module
  */
 
+import { checkOptionsObject, checkOptionSpelling } from "../../text/nearest.ts";
 import { checkFiniteTensor } from "../../nn/safetensors.ts";
 import { parseSafetensors } from "../../nn/safetensors.ts";
 import { createOptimizer, type OptimizerSpec } from "../../nn/optimizer_spec.ts";
@@ -200,12 +201,21 @@ export function checkWeightsFile(
   }
 }
 
+/**
+ * Checks the options of `loadSafetensors` or `loadCheckpoint` (`call`): an
+ * object when given, a misspelt key named with the one meant.
+ */
+export function checkLoadOptions(options: unknown, known: readonly string[], call: string): void {
+  if (options !== undefined) checkOptionsObject(options, known, `${call}: `);
+}
+
 /** Checks `options` of `saveCheckpoint` (TypeError naming the value). */
 export function checkSaveOptions(options: SaveCheckpointOptions | undefined): void {
   if (options === undefined) return;
   if (options === null || typeof options !== "object") {
     throw new TypeError(`options must be an object { data }, got ${describeValue(options)}`);
   }
+  checkOptionSpelling(options, ["data"], "checkpoint options: ");
   const d = options.data;
   if (d === undefined) return;
   if (d === null || typeof d !== "object" || Array.isArray(d)) {

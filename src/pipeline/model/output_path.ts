@@ -7,6 +7,7 @@
  * @module
  */
 
+import { checkOptionsObject } from "../../text/nearest.ts";
 import { filePath } from "./_file_path.ts";
 import { describeValue } from "../../text/describe.ts";
 
@@ -64,6 +65,7 @@ export function checkOutputPath(
   options: OutputPathOptions = {},
 ): string {
   const file = filePath(path, where);
+  checkOptionsObject(options, ["write"], "checkOutputPath: ");
   const mode = options.write ?? "replace";
   if (mode !== "replace" && mode !== "direct") {
     throw new TypeError(`write must be "replace" or "direct", got ${describeValue(mode)}`);

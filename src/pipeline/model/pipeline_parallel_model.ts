@@ -46,6 +46,7 @@ import type {
 } from "../../nn/training_checkpoint.ts";
 import { type BatchSource, runTrainLoop, type TrainOptions } from "./train_loop.ts";
 import {
+  checkLoadOptions,
   checkSaveOptions,
   checkWeightsFile,
   gatherCheckpoint,
@@ -301,6 +302,7 @@ export class PipelineParallelModel {
           },
           firstStep: base,
           localRank: this.#ranks.localRank ?? null,
+          weights: { save: () => this.saveSafetensors(), load: (b) => this.loadSafetensors(b) },
           run: async (plans) => {
             const run = averageReplicaLosses(
               await this.#lock.exclusive(
@@ -441,6 +443,7 @@ export class PipelineParallelModel {
    */
   async loadSafetensors(bytes: Uint8Array, options?: LoadSafetensorsOptions): Promise<void> {
     this.#guard.notTraining("loadSafetensors", true);
+    checkLoadOptions(options, ["allowExtra", "allowNonFinite"], "loadSafetensors");
     this.#guard.standsAt("loadSafetensors", this.#nextStep);
     this.#lock.check();
     checkWeightsFile(bytes, this.#params, options?.allowNonFinite ?? false);
@@ -546,6 +549,7 @@ export class PipelineParallelModel {
     options?: LoadCheckpointOptions,
   ): Promise<TrainingCheckpointInfo> {
     this.#guard.notTraining("loadCheckpoint", false);
+    checkLoadOptions(options, ["allowNonFinite"], "loadCheckpoint");
     this.#lock.check();
     const { bytes, info } = await readModelCheckpoint(
       source,

@@ -20,6 +20,17 @@
 import type { TrainingBatch } from "./batch.ts";
 import type { EvaluateResult, StepResult, TrainResult } from "./results.ts";
 
+/**
+ * The model's weights as a callback may keep and put back (`EarlyStopping`'s
+ * `restoreBest`): the model's own `saveSafetensors` and `loadSafetensors`.
+ */
+export interface TrainWeights {
+  /** All stages' weights as one safetensors file (the model must stand exactly after a step). */
+  save(): Promise<Uint8Array>;
+  /** Loads weights that `save` gave into every stage (from a hook or `onTrainEnd`). */
+  load(bytes: Uint8Array): Promise<void>;
+}
+
 /** What {@linkcode TrainCallback.onTrainBegin} is told, before any batch is pulled. */
 export interface TrainBeginInfo {
   /** The model's step count at the call's start: the index of the call's first step. */
@@ -33,6 +44,8 @@ export interface TrainBeginInfo {
   readonly localRank: number | null;
   /** `train`'s `validation.every`, when a validation batch is given. */
   readonly validationEvery?: number;
+  /** The model's weights, to keep and put back (given by the model's `train`). */
+  readonly weights?: TrainWeights;
 }
 
 /** What a step's hooks are told beside the step's result. */

@@ -38,6 +38,7 @@ import type {
   StepContext,
   TrainBeginInfo,
   TrainCallback,
+  TrainWeights,
   ValidationOptions,
 } from "./train_callback.ts";
 import { checkOptionSpelling } from "../../text/nearest.ts";
@@ -133,6 +134,8 @@ export interface TrainLoopHost {
   hook<T>(step: number, fn: () => T | Promise<T>): Promise<T>;
   /** The call's steps so far (for `writeTrace` from a hook). */
   record(steps: readonly StepResult[]): void;
+  /** The model's weights, for callbacks that keep and restore them. */
+  readonly weights?: TrainWeights;
 }
 
 const TRAIN_OPTIONS: readonly (keyof TrainOptions)[] = [
@@ -203,6 +206,7 @@ function checkValidation(
   if (v === null || typeof v !== "object") {
     throw new TypeError(`validation must be an object { batch, every }, got ${describe(v)}`);
   }
+  checkOptionSpelling(v, ["batch", "every"], "train: validation: ");
   checkEvery(v.every, "validation.every");
   if (v.every === undefined) {
     throw new RangeError("validation.every must be a positive integer, got undefined");
@@ -262,6 +266,7 @@ export async function runTrainLoop(
     ...(isArray ? { steps: batches.length } : {}),
     localRank: host.localRank,
     ...(validation === undefined ? {} : { validationEvery: validation.every }),
+    ...(host.weights === undefined ? {} : { weights: host.weights }),
   };
   for (const c of callbacks) {
     if (c.onTrainBegin !== undefined) await host.hook(base - 1, () => c.onTrainBegin!(begin));

@@ -9,6 +9,7 @@
  * @module
  */
 
+import { checkOptionSpelling } from "../../text/nearest.ts";
 import type { Layer } from "../../nn/layer.ts";
 import { Sequential } from "../../nn/sequential.ts";
 import { crossEntropyLoss, mseLoss } from "../../nn/losses.ts";
@@ -204,6 +205,16 @@ export async function profileLayerPasses(
   if (options === null || typeof options !== "object") {
     throw new TypeError(`options must be an object, got ${describeValue(options)}`);
   }
+  checkOptionSpelling(options, [
+    "repeats",
+    "warmup",
+    "minTimeMs",
+    "targets",
+    "loss",
+    "totalRows",
+    "optimizer",
+    "stepCheck",
+  ], "profileLayerPasses: ");
   const repeats = count("repeats", options.repeats, 5, 1);
   const warmup = count("warmup", options.warmup, 1, 0);
   const minTimeMs = options.minTimeMs ?? 0;

@@ -13,6 +13,7 @@
  * @module
  */
 
+import { checkOptionsObject } from "../../text/nearest.ts";
 import { minMaxPartition, segmentCost } from "./_min_max_partition.ts";
 import {
   checkNumStages,
@@ -287,6 +288,11 @@ export class UniformPartition implements PartitionStrategy {
 
   /** Validates the options; throws a RangeError naming a bad offset. */
   constructor(options: UniformPartitionOptions = {}) {
+    checkOptionsObject(
+      options,
+      ["typeRegex", "firstStageOffset", "lastStageOffset"],
+      "UniformPartition: ",
+    );
     this.firstStageOffset = checkOffset("firstStageOffset", options.firstStageOffset);
     this.lastStageOffset = checkOffset("lastStageOffset", options.lastStageOffset);
     this.#typeRegex = options.typeRegex === undefined
@@ -343,6 +349,7 @@ export class LoadBalancedPartition implements PartitionStrategy {
 
   /** Validates the options (a bad `typeRegex` is a TypeError). */
   constructor(options: PartitionOptions = {}) {
+    checkOptionsObject(options, ["typeRegex"], "LoadBalancedPartition: ");
     this.#typeRegex = options.typeRegex === undefined
       ? undefined
       : compileTypeRegex(options.typeRegex);

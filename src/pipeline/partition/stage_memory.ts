@@ -8,6 +8,7 @@
  * @module
  */
 
+import { checkOptionSpelling } from "../../text/nearest.ts";
 import type { Layer } from "../../nn/layer.ts";
 import { crossEntropyLoss, mseLoss } from "../../nn/losses.ts";
 import type { Tensor } from "../../tensor/mod.ts";
@@ -83,6 +84,7 @@ export async function profileStageMemory(
   if (options === null || typeof options !== "object") {
     throw new TypeError(`options must be an object, got ${describeValue(options)}`);
   }
+  checkOptionSpelling(options, ["first", "targets", "loss", "totalRows"], "profileStageMemory: ");
   const loss = options.loss ?? "cross-entropy";
   if (loss !== "cross-entropy" && loss !== "mse") {
     throw new TypeError(`loss must be "cross-entropy" or "mse", got ${quote(loss)}`);

@@ -7,6 +7,7 @@
  * @module
  */
 
+import { checkOptionSpelling } from "../../text/nearest.ts";
 import type { Sequential } from "../../nn/sequential.ts";
 import { Sequential as SequentialClass } from "../../nn/sequential.ts";
 import {
@@ -129,6 +130,11 @@ export function summary(model: Sequential, options: SummaryOptions): ModelSummar
       `options must be an object { inputShape, ... }, got ${describeValue(options)}`,
     );
   }
+  checkOptionSpelling(
+    options,
+    ["inputShape", "boundaries", "stageToRank", "optimizer"],
+    "summary: ",
+  );
   const L = model.layers.length;
   const boundaries = options.boundaries ?? [0, L];
   validatePartition(boundaries, L);

@@ -6,6 +6,7 @@
  * @module
  */
 
+import { checkOptionsObject } from "../../text/nearest.ts";
 import { formatAction } from "../schedule/action.ts";
 import type { TimedEvent } from "../schedule/schedule.ts";
 import { checkEvents, timeSpan } from "./_timeline.ts";
@@ -79,6 +80,7 @@ export function toChromeTrace(
   events: readonly TimedEvent[],
   options: ChromeTraceOptions = {},
 ): ChromeTrace {
+  checkOptionsObject(options, ["microsecondsPerUnit", "ranks"], "toChromeTrace: ");
   const usPerUnit = options.microsecondsPerUnit ?? 1000;
   if (!Number.isFinite(usPerUnit) || usPerUnit <= 0) {
     throw new RangeError(

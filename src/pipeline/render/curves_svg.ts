@@ -45,6 +45,29 @@ function fmt(v: number): string {
   return Number(v.toFixed(1)).toString();
 }
 
+/**
+ * The log-scale loss axis: `lo`, `hi` as powers of ten and the values
+ * labelled. Losses spanning a decade or more get whole decades; a narrower
+ * span (4.17 → 2.97) fills the plot, labelled at round values (multiples of
+ * 1, 2 or 5 × 10^k), where a whole decade drew it nearly flat.
+ */
+function lossAxis(min: number, max: number): { lo: number; hi: number; ticks: number[] } {
+  const lmin = Math.log10(min), lmax = Math.log10(max);
+  if (lmax - lmin >= 1) {
+    const lo = Math.floor(lmin), hi = Math.max(Math.ceil(lmax), lo + 1);
+    return { lo, hi, ticks: Array.from({ length: hi - lo + 1 }, (_, i) => 10 ** (lo + i)) };
+  }
+  const pad = Math.max(lmax - lmin, 0.02) * 0.1;
+  const lo = lmin - pad, hi = lmax + pad;
+  const vlo = 10 ** lo, vhi = 10 ** hi;
+  const raw = (vhi - vlo) / 5;
+  const p = 10 ** Math.floor(Math.log10(raw));
+  const step = [1, 2, 5, 10].map((k) => k * p).find((s) => s >= raw) ?? 10 * p;
+  const ticks: number[] = [];
+  for (let k = Math.ceil(vlo / step); k * step <= vhi; k++) ticks.push(k * step);
+  return { lo, hi, ticks };
+}
+
 /** Round step ticks: about 6 of them, multiples of 1, 2 or 5 × 10^k. */
 function stepTicks(max: number): number[] {
   const raw = max / 6;
@@ -118,8 +141,7 @@ export function curvesSvg(input: CurvesInput): string {
   const points = [...loss, ...validation, ...accuracy];
   const maxStep = Math.max(1, ...points.map(([s]) => s));
   const losses = [...loss, ...validation].map(([, v]) => v);
-  const lo = Math.floor(Math.log10(Math.min(...losses)));
-  const hi = Math.max(Math.ceil(Math.log10(Math.max(...losses))), lo + 1);
+  const { lo, hi, ticks } = lossAxis(Math.min(...losses), Math.max(...losses));
   const pw = W - PAD.left - PAD.right, ph = H - PAD.top - PAD.bottom;
   const x = (s: number) => PAD.left + (s / maxStep) * pw;
   const yLoss = (v: number) => PAD.top + (1 - (Math.log10(v) - lo) / (hi - lo)) * ph;
@@ -148,9 +170,8 @@ export function curvesSvg(input: CurvesInput): string {
       );
     }
   }
-  for (let d = lo; d <= hi; d++) {
-    const v = 10 ** d;
-    const label = d >= 0 ? String(v) : v.toFixed(-d);
+  for (const v of ticks) {
+    const label = String(Number(v.toPrecision(6)));
     out.push(
       `<text x="${PAD.left - 6}" y="${
         fmt(yLoss(v))

@@ -7,6 +7,7 @@
  * @module
  */
 
+import { checkOptionsObject } from "../../text/nearest.ts";
 import { formatAction } from "../schedule/action.ts";
 import type { TimedEvent } from "../schedule/schedule.ts";
 import type { AllReduceSpan } from "../analysis/all_reduce.ts";
@@ -38,6 +39,15 @@ export interface AsciiOptions {
   readonly allReduce?: readonly AllReduceSpan[];
 }
 
+const ASCII_OPTIONS: readonly (keyof AsciiOptions)[] = [
+  "mode",
+  "unit",
+  "maxColumns",
+  "ranks",
+  "labels",
+  "allReduce",
+];
+
 /** One cell's content placed in time on a line of the grid. */
 interface Item extends Timed {
   readonly text: string;
@@ -66,6 +76,7 @@ interface Item extends Timed {
  * ```
  */
 export function renderAscii(events: readonly TimedEvent[], options: AsciiOptions = {}): string {
+  checkOptionsObject(options, ASCII_OPTIONS, "renderAscii: ");
   const mode = options.mode ?? "time";
   if (mode !== "time" && mode !== "slot") {
     throw new RangeError(`mode must be "time" or "slot", got ${JSON.stringify(mode)}`);

@@ -10,6 +10,7 @@
  * @module
  */
 
+import { checkOptionsObject } from "../../text/nearest.ts";
 import { type ActionKind, formatAction } from "../schedule/action.ts";
 import type { TimedEvent } from "../schedule/schedule.ts";
 import type { AllReduceSpan } from "../analysis/all_reduce.ts";
@@ -41,6 +42,18 @@ export interface SvgOptions {
    */
   readonly allReduce?: readonly AllReduceSpan[];
 }
+
+const SVG_OPTIONS: readonly (keyof SvgOptions)[] = [
+  "title",
+  "bubbleFraction",
+  "timeUnit",
+  "ranks",
+  "width",
+  "rowHeight",
+  "legend",
+  "laneLabels",
+  "allReduce",
+];
 
 const AR_STYLE: KindStyle = {
   fill: "#f4a259",
@@ -85,6 +98,7 @@ const FONT = 'font-family="Helvetica, Arial, sans-serif"';
  * ```
  */
 export function renderSvg(events: readonly TimedEvent[], options: SvgOptions = {}): string {
+  checkOptionsObject(options, SVG_OPTIONS, "renderSvg: ");
   const width = options.width ?? 960;
   const rowHeight = options.rowHeight ?? 26;
   if (!Number.isFinite(width) || width < 200) {

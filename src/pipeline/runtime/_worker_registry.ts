@@ -77,12 +77,24 @@ function readRefused(e: Deno.errors.NotCapable, target: URL): Error {
   );
 }
 
+// node:worker_threads copies the whole of process.env into a worker unless
+// told otherwise, and reading it all asks for env access: on a terminal a
+// script run without --allow-env stopped at a prompt as its ranks started.
+// Without that permission a worker gets an empty process.env (Deno.env
+// still answers under the script's own permissions); with it, the copy.
+function workerEnv(): { env?: Record<string, string> } {
+  return Deno.permissions.querySync({ name: "env" }).state === "granted" ? {} : { env: {} };
+}
+
 /** Starts a module worker from `url` and registers it. */
 export function startWorker(url: string, name: string): TrackedWorker {
   const target = new URL(url);
   let node: NodeWorker;
   try {
-    node = new NodeWorker(target.protocol === "file:" ? target : bootstrap(target.href), { name });
+    node = new NodeWorker(target.protocol === "file:" ? target : bootstrap(target.href), {
+      name,
+      ...workerEnv(),
+    });
   } catch (e) {
     if (e instanceof Deno.errors.NotCapable) throw readRefused(e, target);
     throw e;

@@ -7,6 +7,7 @@
  * @module
  */
 
+import { checkOptionSpelling } from "../../text/nearest.ts";
 import type { Schedule } from "../schedule/schedule.ts";
 import { checkSchedule } from "./checked_schedule.ts";
 import { InProcessBackend } from "../comm/in_process.ts";
@@ -85,6 +86,13 @@ export class InProcessRankGroup<C extends CallMap = NoCalls> extends RankGroupBa
         `options must be an object { schedule, createExecutor }, got ${describeValue(options)}`,
       );
     }
+    checkOptionSpelling(options, [
+      "schedule",
+      "createExecutor",
+      "executorOptions",
+      "policy",
+      "dataParallel",
+    ], "InProcessRankGroup: ");
     const schedule = checkSchedule(options.schedule);
     const policy = checkRunPolicy(options.policy);
     if (typeof options.createExecutor !== "function") {

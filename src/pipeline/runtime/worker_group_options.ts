@@ -5,6 +5,7 @@
  * @module
  */
 
+import { checkOptionSpelling } from "../../text/nearest.ts";
 import type { Schedule } from "../schedule/schedule.ts";
 import { checkSchedule } from "./checked_schedule.ts";
 import { checkReplicas } from "./gradient_sync.ts";
@@ -99,6 +100,14 @@ export function checkWorkerGroupOptions(options: WorkerRankGroupOptions): Checke
       `options must be an object { schedule, executor, ... }, got ${describeValue(options)}`,
     );
   }
+  checkOptionSpelling(options, [
+    "schedule",
+    "executor",
+    "heartbeatIntervalMs",
+    "startupTimeoutMs",
+    "policy",
+    "dataParallel",
+  ], "rank group: ");
   const ex = options.executor;
   if (ex === null || typeof ex !== "object" || ex.module === undefined) {
     throw new TypeError(

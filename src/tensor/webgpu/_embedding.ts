@@ -12,7 +12,7 @@
  *   llvmpipe), every distance is its own dispatch (log²(N) / 2 of them);
  * - scan (`embedding_backward_scan.wgsl`): every table entry scans all ids,
  *   O(V · C · N) in one dispatch; faster only for tiny V · N.
- * `bench/embedding_backward.ts` compares them.
+ * The since-removed `bench/embedding_backward.ts` compared them (`git log`).
  *
  * @module
  */

@@ -6,8 +6,8 @@
  * - Ids that came from host data (`fromData`, and copies, row slices or
  *   concatenations of such tensors) are checked on the host, synchronously,
  *   before any work is queued, from the record `_host_values.ts` keeps:
- *   O(1) per call when all are valid. Cost measured by
- *   `deno run -A bench/id_check.ts` (llvmpipe on a shared 2-core machine,
+ *   O(1) per call when all are valid. Cost measured by the since-removed
+ *   `bench/id_check.ts` (`git log`; llvmpipe on a shared 2-core machine,
  *   noisy): the check 10–35 ns per call; the record is one scan of the
  *   data in `fromData`, about 0.22 ms for 65,536 ids (1.2 ms for 262,144),
  *   and stops at the first non-integer for float data such as weights

@@ -21,6 +21,7 @@
  * @module
  */
 
+import { checkOptionsObject } from "../../text/nearest.ts";
 import type * as B from "../backend.ts";
 import { checkFromData, checkZeros } from "../_validate.ts";
 import type { Tensor } from "../tensor.ts";
@@ -150,6 +151,17 @@ export class WebGPUBackend implements B.Backend {
    * Throws an Error naming the cause when there is no WebGPU or no adapter.
    */
   static async create(opts: WebGPUBackendOptions = {}): Promise<WebGPUBackend> {
+    checkOptionsObject(opts, [
+      "adapter",
+      "powerPreference",
+      "matmul",
+      "tunedMatmul",
+      "rowWorkgroupSize",
+      "maxDispatchesPerSubmit",
+      "embeddingBackward",
+      "readPath",
+      "sortInWorkgroupMemory",
+    ], "WebGPUBackend.create: ");
     let adapter = opts.adapter ?? null;
     if (adapter === null) {
       const gpu = (globalThis.navigator as { gpu?: GPU } | undefined)?.gpu;

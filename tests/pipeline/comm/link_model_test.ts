@@ -96,9 +96,10 @@ Deno.test("measureLink: both ranks get the same model, close to the link's true 
       measureLink(b, 0, { sizes, rounds: 3 }),
     ]);
     assert.deepEqual(la, lb);
-    // Timers add up to a few ms of lateness per hop.
-    assert.ok(la.latencyMs >= 4.5 && la.latencyMs < 15, `latency ${la.latencyMs}`);
-    assert.ok(la.bytesPerMs > 0.7e5 && la.bytesPerMs < 1.4e5, `bandwidth ${la.bytesPerMs}`);
+    // Timers add a few ms of lateness per hop on an idle machine, tens on a loaded one: the
+    // bounds tell the fit's α and β apart (a swapped or unit-wrong fit is far outside them).
+    assert.ok(la.latencyMs >= 4.5 && la.latencyMs < 60, `latency ${la.latencyMs}`);
+    assert.ok(la.bytesPerMs > 0.4e5 && la.bytesPerMs < 1.6e5, `bandwidth ${la.bytesPerMs}`);
   } finally {
     a.close();
     b.close();

@@ -304,9 +304,10 @@ for (
         );
         assert.match(job.stdout, new RegExp(`FAILED ${rank} communication aborted: rank 1 lost: `));
         const ms = failedAt.get(rank)! - silentAt;
-        // The bound, plus a heartbeat period to see it, plus a loaded machine's delays.
+        // Liveness: the message says which detection fired; the ceiling leaves room for a
+        // loaded machine and stays under the 30 s a spinning rank would take to end by itself.
         assert.ok(
-          ms < bound + 1500,
+          ms < bound + 15_000,
           `rank ${rank} failed ${ms.toFixed(0)} ms after rank 1 went silent`,
         );
         console.log(

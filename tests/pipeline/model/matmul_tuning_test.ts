@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { tuneMatmulForRanks } from "../../../src/pipeline/model/_matmul_tuning.ts";
+import { tuneMatmulForRanks } from "../../../src/pipeline/model/matmul_tuning.ts";
 import { WebGPUBackend } from "../../../src/tensor/webgpu/mod.ts";
 import type { MatmulConfig } from "../../../src/tensor/mod.ts";
 

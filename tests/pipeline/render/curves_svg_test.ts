@@ -55,3 +55,21 @@ Deno.test("curvesSvg: bad values refused naming the curve and the step", () => {
   assert.throws(() => curvesSvg({ title: "", loss: [] }), /loss curve is empty/);
   assert.throws(() => curvesSvg({ title: "", loss: [[1]] as never }), TypeError);
 });
+
+Deno.test("curvesSvg: a loss that falls within a decade (4.17 → 2.97, the demo's) fills the plot's height, labelled at round values (was: a 1–10 axis on which it looked flat)", () => {
+  const loss: [number, number][] = [[0, 4.17], [10, 3.6], [20, 2.97]];
+  const els = allElements(parseXml(curvesSvg({ title: "", loss })));
+  const frame = els.find((e) => e.name === "rect" && e.attrs.fill === "none")!;
+  const h = Number(frame.attrs.height);
+  const line = els.find((e) => e.name === "polyline")!;
+  const ys = line.attrs.points.split(" ").map((p) => Number(p.split(",")[1]));
+  const drop = ys[2] - ys[0];
+  assert.ok(drop > 0.7 * h, `the curve spans ${drop.toFixed(0)} of ${h} px`);
+  const labels = els.filter((e) => e.name === "text" && e.attrs.fill === "#d9480f")
+    .map((e) => Number(e.text));
+  assert.ok(labels.length >= 3, `${labels}`);
+  for (const v of labels) {
+    assert.ok(v > 2.9 && v < 4.3, `label ${v} inside the data's range`);
+    assert.equal(Number((v * 10).toFixed(6)) % 1, 0, `round label ${v}`);
+  }
+});

@@ -17,7 +17,9 @@ import {
 const [kind, fault, at] = Deno.args;
 const schedule = generateSchedule("zb-h1", { ranks: 2, microBatches: 2 });
 const spec = { at, fault: fault as FaultKind };
-const timeouts = { heartbeatMs: 600, stallTimeoutMs: 1500 };
+// Long enough that a loaded machine (a rank without CPU for half a second) is not taken for a
+// hang or a stall, short enough that the block and loop faults end soon.
+const timeouts = { heartbeatMs: 1000, stallTimeoutMs: 2500 };
 const executor = { module: SYNTHETIC_EXECUTOR_URL, options: { ms: 1 } };
 let group: RankGroup;
 if (kind === "in-process") {

@@ -52,7 +52,7 @@ async function killDuringRun(kill: (script: number, host: number) => void) {
   kill(child.pid, host);
   const status = await child.status;
   await reading;
-  const hostGoneMs = await until("the host ended", () => !alive(host), 5000);
+  const hostGoneMs = await until("the host ended", () => !alive(host), 30_000);
   const left = await Array.fromAsync(Deno.readDir(tmp));
   await Deno.remove(tmp, { recursive: true });
   return { status, out, err, hostGoneMs, left: left.map((e) => e.name) };
@@ -61,7 +61,8 @@ async function killDuringRun(kill: (script: number, host: number) => void) {
 Deno.test("a script killed during a subprocess group's run: its host ends, nothing is left, nothing is printed", async () => {
   const r = await killDuringRun((script) => Deno.kill(script, "SIGKILL"));
   assert.equal(r.status.signal, "SIGKILL");
-  assert.ok(r.hostGoneMs < 2000, `the host outlived its script by ${r.hostGoneMs} ms`);
+  // Liveness (the host ends on its own), with room for a loaded machine.
+  assert.ok(r.hostGoneMs < 20_000, `the host outlived its script by ${r.hostGoneMs} ms`);
   assert.deepEqual(r.left, [], "nothing left in TMPDIR");
   assert.doesNotMatch(r.err, /Uncaught|ConnectionReset|BrokenPipe|error/i, r.err);
 });

@@ -4,8 +4,13 @@
  * @module
  */
 
-import type { StepResult } from "../results.ts";
-import type { StepContext, TrainBeginInfo, TrainCallback } from "../train_callback.ts";
+import type { StepResult, TrainResult } from "../results.ts";
+import type {
+  StepContext,
+  TrainBeginInfo,
+  TrainCallback,
+  TrainWeights,
+} from "../train_callback.ts";
 import { checkOptionSpelling } from "../../../text/nearest.ts";
 import { describeValue } from "../../../text/describe.ts";
 
@@ -14,6 +19,7 @@ const EARLY_STOPPING_OPTIONS: readonly (keyof EarlyStoppingOptions)[] = [
   "mode",
   "patience",
   "minDelta",
+  "restoreBest",
 ];
 
 /** Options of {@linkcode EarlyStopping}. */
@@ -26,6 +32,13 @@ export interface EarlyStoppingOptions {
   readonly patience?: number;
   /** The least change that counts as an improvement (default 0). */
   readonly minDelta?: number;
+  /**
+   * Keep a copy of the weights at the best evaluation and put them back when
+   * `train` ends, stopped or not, if a later step changed them (Keras's
+   * `restore_best_weights`). Only the weights: the optimizer state and the
+   * step count stay where training ended. Default false.
+   */
+  readonly restoreBest?: boolean;
 }
 
 /**
@@ -35,6 +48,8 @@ export interface EarlyStoppingOptions {
  * no step runs after the evaluation that decides it, and `train` resolves
  * with `stopped` saying why. The state restarts with every `train` call (as
  * Keras's). `update(value, step)` is the same rule by hand (true: stop).
+ * With `restoreBest: true` the model ends `train` with the weights of its
+ * best evaluation (`restoredStep` says which step's), not the last step's.
  *
  * @example
  * ```ts
@@ -56,9 +71,14 @@ export class EarlyStopping implements TrainCallback {
   readonly patience: number;
   /** The least improvement. */
   readonly minDelta: number;
+  /** Whether `train` ends with the best evaluation's weights. */
+  readonly restoreBest: boolean;
   #best = NaN;
   #bestStep = -1;
   #wait = 0;
+  #weights: TrainWeights | undefined;
+  #bestWeights: Uint8Array | undefined;
+  #restored = -1;
 
   /** Checks the options (a RangeError or TypeError naming the option). */
   constructor(options: EarlyStoppingOptions = {}) {
@@ -90,10 +110,26 @@ export class EarlyStopping implements TrainCallback {
         `EarlyStopping: minDelta must be a finite number >= 0, got ${describeValue(minDelta)}`,
       );
     }
+    const restoreBest = options.restoreBest ?? false;
+    if (typeof restoreBest !== "boolean") {
+      throw new TypeError(
+        `EarlyStopping: restoreBest must be a boolean, got ${describeValue(restoreBest)}`,
+      );
+    }
     this.metric = metric;
     this.mode = mode;
     this.patience = patience;
     this.minDelta = minDelta;
+    this.restoreBest = restoreBest;
+  }
+
+  /**
+   * With `restoreBest`: the step (`StepResult.step`) whose weights the last
+   * `train` call put back at its end; -1 when it put none back (the last
+   * step was the best, or no evaluation ran).
+   */
+  get restoredStep(): number {
+    return this.#restored;
   }
 
   /** The best value so far (NaN before the first). */
@@ -130,13 +166,26 @@ export class EarlyStopping implements TrainCallback {
           ": give train a validation option { batch, every }",
       );
     }
+    if (this.restoreBest && info.weights === undefined) {
+      throw new TypeError(
+        "EarlyStopping: restoreBest needs the model's weights, which this train call does not " +
+          "give its callbacks",
+      );
+    }
     this.#best = NaN;
     this.#bestStep = -1;
     this.#wait = 0;
+    this.#weights = this.restoreBest ? info.weights : undefined;
+    this.#bestWeights = undefined;
+    this.#restored = -1;
   }
 
-  /** At validation steps: records the metric and stops `train` when patience runs out. */
-  onStepEnd(step: StepResult, context: StepContext): void {
+  /**
+   * At validation steps: records the metric (with `restoreBest`, a copy of
+   * the weights when it is the best so far) and stops `train` when patience
+   * runs out.
+   */
+  async onStepEnd(step: StepResult, context: StepContext): Promise<void> {
     const v = context.validation;
     if (v === undefined) return;
     const value = this.metric === "loss" ? v.loss : v.accuracy;
@@ -145,11 +194,25 @@ export class EarlyStopping implements TrainCallback {
         "EarlyStopping: the validation has no accuracy (a cross-entropy loss reports it)",
       );
     }
-    if (this.update(value, step.step)) {
+    const stop = this.update(value, step.step);
+    if (this.#weights !== undefined && this.#bestStep === step.step) {
+      this.#bestWeights = await this.#weights.save();
+    }
+    if (stop) {
       context.stop(
         `early stopping: the validation ${this.metric} did not improve for ${this.patience} ` +
           `evaluations (best ${this.#best} after step ${this.#bestStep + 1})`,
       );
     }
+  }
+
+  /** With `restoreBest`: puts back the best evaluation's weights if a later step changed them. */
+  async onTrainEnd(result: TrainResult): Promise<void> {
+    const last = result.steps.length > 0 ? result.steps[result.steps.length - 1].step : -1;
+    if (this.#weights !== undefined && this.#bestWeights !== undefined && this.#bestStep < last) {
+      await this.#weights.load(this.#bestWeights);
+      this.#restored = this.#bestStep;
+    }
+    this.#bestWeights = undefined; // not held after the call
   }
 }

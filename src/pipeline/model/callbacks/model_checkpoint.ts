@@ -9,7 +9,7 @@ import { filePath } from "../_file_path.ts";
 import type { SaveCheckpointOptions } from "../checkpoint_file.ts";
 import type { StepResult } from "../results.ts";
 import type { TrainBeginInfo, TrainCallback } from "../train_callback.ts";
-import { checkOptionSpelling } from "../../../text/nearest.ts";
+import { checkOptionSpelling, didYouMean } from "../../../text/nearest.ts";
 import { describeValue } from "../../../text/describe.ts";
 
 const MODEL_CHECKPOINT_OPTIONS: readonly (keyof ModelCheckpointOptions)[] = [
@@ -28,7 +28,9 @@ export interface CheckpointSource {
 export interface ModelCheckpointOptions {
   /**
    * Where to write: a path or a `file:` URL; `{step}` in it becomes the step
-   * count (`ckpt-{step}.safetensors` keeps one file per save).
+   * count (`ckpt-{step}.safetensors` keeps one file per save). `{step}` is
+   * the only placeholder: any other `{name}` (`{epoch}`: the model counts
+   * steps, not epochs) is a TypeError, not a file named with it.
    */
   readonly path: string | URL;
   /** A positive integer: save after every step whose count is a multiple of it. */
@@ -80,6 +82,15 @@ export class ModelCheckpoint implements TrainCallback {
     }
     checkOptionSpelling(options, MODEL_CHECKPOINT_OPTIONS, "ModelCheckpoint: ");
     this.#path = filePath(options.path, "ModelCheckpoint: path");
+    for (const [whole, name] of this.#path.matchAll(/\{(\w*)\}/g)) {
+      if (name === "step") continue;
+      throw new TypeError(
+        `ModelCheckpoint: path ${JSON.stringify(this.#path)} holds the placeholder ${whole}, ` +
+          `which it does not know: {step} (the step count) is the only one${
+            name === "epoch" ? " (the model counts steps, not epochs)" : didYouMean(name, ["step"])
+          }`,
+      );
+    }
     if (!Number.isSafeInteger(options.every) || options.every < 1) {
       throw new RangeError(
         `ModelCheckpoint: every must be a positive integer, got ${describeValue(options.every)}`,

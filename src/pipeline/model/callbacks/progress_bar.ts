@@ -56,6 +56,15 @@ function positiveInt(v: unknown, what: string, zero: boolean): void {
   }
 }
 
+/**
+ * A loss to 4 significant digits ("3.359", "0.001610"), so a small loss
+ * (a regression's) keeps its digits where a fixed 3 decimals showed 0.002.
+ */
+function lossText(x: number): string {
+  if (!Number.isFinite(x)) return String(x);
+  return Math.abs(x) >= 1e4 ? x.toFixed(0) : x.toPrecision(4);
+}
+
 /** "850 ms", "12 s", "4.5 min", "1.2 h". */
 function duration(ms: number): string {
   if (!Number.isFinite(ms)) return "?";
@@ -174,12 +183,12 @@ export class ProgressBar implements TrainCallback {
     const total = this.#total ?? this.#callTotal;
     const v = context.validation;
     if (v !== undefined) {
-      this.#validation = `  validation ${v.loss.toFixed(3)}${
+      this.#validation = `  validation ${lossText(v.loss)}${
         v.accuracy === undefined ? "" : ` (${(100 * v.accuracy).toFixed(1)}%)`
       }`;
     }
     const parts = [
-      `loss ${step.loss.toFixed(3)}`,
+      `loss ${lossText(step.loss)}`,
       ...(step.skipped === true ? [`skipped (non-finite ${step.nonFinite?.what ?? "value"})`] : []),
       `${msPerStep.toFixed(0)} ms/step`,
       ...(total === undefined

@@ -63,3 +63,52 @@ Deno.test("EarlyStopping: an improving accuracy (mode max) or loss keeps trainin
   );
   assert.throws(() => new EarlyStopping({ minDelta: -1 }), /minDelta must be a finite number >= 0/);
 });
+
+Deno.test("EarlyStopping restoreBest: train ends with the weights of the best evaluation, not the last step's (they differ), whether stopped or not; without it the last weights stay", async () => {
+  // SGD at lr 4 diverges after the first evaluation: its validation loss is the best.
+  const validation = tokenBatches(1, 8, 99)[0];
+  for (const [restoreBest, patience] of [[true, 2], [true, 10], [false, 2]] as const) {
+    await using m = await cpuModel({
+      schedule: "1f1b",
+      microBatches: 4,
+      optimizer: { kind: "sgd", lr: 4 },
+    });
+    const seen: { step: number; loss: number; weights: Uint8Array }[] = [];
+    const early = new EarlyStopping({ patience, restoreBest });
+    const r = await m.train(batches, {
+      validation: { batch: validation, every: 2 },
+      // After EarlyStopping saw the evaluation: the model stands at that step.
+      callbacks: [early, {
+        async onStepEnd(s, c) {
+          if (c.validation === undefined) return;
+          seen.push({ step: s.step, loss: c.validation.loss, weights: await m.saveSafetensors() });
+        },
+      }],
+    });
+    const what = `restoreBest ${restoreBest}, patience ${patience}`;
+    assert.equal(r.stopped !== undefined, patience === 2, what);
+    const best = seen.reduce((a, b) => (b.loss < a.loss ? b : a));
+    const last = r.steps[r.steps.length - 1].step;
+    assert.ok(best.step < last, `${what}: the test needs a best before the end: ${best.step}`);
+    assert.equal(early.bestStep, best.step, what);
+    const end = await m.saveSafetensors();
+    if (restoreBest) {
+      assert.equal(early.restoredStep, best.step, what);
+      assert.deepEqual(end, best.weights, `${what}: the best evaluation's weights, bit for bit`);
+      assert.equal((await m.evaluate(validation)).loss, best.loss, what);
+    } else {
+      assert.equal(early.restoredStep, -1);
+      assert.deepEqual(end, seen[seen.length - 1].weights, what);
+      assert.notDeepEqual(end, best.weights, what);
+    }
+    assert.equal(m.stepCount, last + 1, `${what}: the step count stays where training ended`);
+  }
+  assert.throws(
+    () => new EarlyStopping({ restoreBest: "yes" as never }),
+    /restoreBest must be a boolean, got "yes"/,
+  );
+  assert.throws(
+    () => new EarlyStopping({ restoreBets: true } as never),
+    /unknown option restoreBets: did you mean restoreBest\?/,
+  );
+});

@@ -87,3 +87,25 @@ Deno.test("ModelCheckpoint: the path checked before the first step; bad options 
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("ModelCheckpoint: a placeholder other than {step} is refused when built, naming it ({epoch}: the model counts steps; {stpe}: did you mean step?), not written as a file of that name", () => {
+  const model = { saveCheckpoint: async () => {} };
+  assert.throws(
+    () => new ModelCheckpoint(model, { path: "ck-{epoch}.safetensors", every: 1 }),
+    (e: Error) =>
+      e instanceof TypeError &&
+      e.message ===
+        'ModelCheckpoint: path "ck-{epoch}.safetensors" holds the placeholder {epoch}, which it ' +
+          "does not know: {step} (the step count) is the only one (the model counts steps, not epochs)",
+  );
+  assert.throws(
+    () => new ModelCheckpoint(model, { path: "out/{stpe}.safetensors", every: 1 }),
+    /placeholder \{stpe\}, which it does not know: \{step\} \(the step count\) is the only one; did you mean step\?/,
+  );
+  assert.throws(
+    () => new ModelCheckpoint(model, { path: "{step}-{rank}.safetensors", every: 1 }),
+    /placeholder \{rank\}/,
+  );
+  const ok = new ModelCheckpoint(model, { path: "a{b/ck-{step}.safetensors", every: 2 });
+  assert.equal(ok.pathAt(4), "a{b/ck-4.safetensors");
+});

@@ -97,3 +97,16 @@ Deno.test("ProgressBar: bad options refused naming them", () => {
     /^TypeError: ProgressBar: unknown option totl: did you mean total\?/,
   );
 });
+
+Deno.test("ProgressBar: losses to 4 significant digits, so a regression's small loss keeps its digits (was 0.002 for 0.00161)", () => {
+  let out = "";
+  const bar = new ProgressBar({ tty: false, every: 1, write: (t) => void (out += t) });
+  bar.onTrainBegin({ firstStep: 0, localRank: null, steps: 3 });
+  bar.onStepEnd(step(0, 0.0016123), { ...ctx, validation: { loss: 0.0011712, rows: 8 } });
+  bar.onStepEnd(step(1, 3.3594), ctx);
+  bar.onStepEnd(step(2, 123456.7), ctx);
+  const lines = out.trimEnd().split("\n");
+  assert.match(lines[0], /^step 1\/3 {2}loss 0\.001612 .* {2}validation 0\.001171$/);
+  assert.match(lines[1], /loss 3\.359 /);
+  assert.match(lines[2], /loss 123457 /);
+});
