@@ -4,6 +4,7 @@
 // undefined`). One misspelling per entry point, each a TypeError naming the
 // key and the option meant.
 
+// webgpu_test: no WebGPU tests here (WebGPUBackend.create refuses a misspelt option first)
 import assert from "node:assert/strict";
 import { ActivationCheckpointConfig } from "../../src/pipeline/checkpoint/checkpoint.ts";
 import { AdamW } from "../../src/nn/adamw.ts";

@@ -12,6 +12,8 @@ import {
   type PipelineParallelModelOptions,
 } from "../../../src/pipeline/model/pipeline_parallel_model.ts";
 import { cpu, GPT, gpt, referenceTraining, tokenBatches } from "./_reference_training.ts";
+import { CpuBackend } from "../../../src/tensor/cpu/backend.ts";
+import { threadsPerRank } from "../../../src/tensor/cpu/backend_options.ts";
 import { SPMD_SGD, spmdModels } from "./_spmd_models.ts";
 import { maxRelative, paramError, tensorsOf } from "./_compare.ts";
 
@@ -43,7 +45,10 @@ for (const name of ["zb-h1", "interleaved-1f1b"] as const) {
       const infos = await Promise.all(models.map((m) => m.rankInfo()));
       for (const info of infos) {
         assert.deepEqual(info.map((i) => i.rank), [0, 1]);
-        assert.deepEqual(info.map((i) => i.device), [cpu.description, cpu.description]);
+        // Two ranks share the cores: each rank's CPU backend gets half of them.
+        const rankCpu = new CpuBackend({ threads: threadsPerRank(2) });
+        assert.deepEqual(info.map((i) => i.device), [rankCpu.description, rankCpu.description]);
+        rankCpu.close();
         assert.ok(info.every((i) => i.heldKeys.length === 0));
       }
     } finally {
