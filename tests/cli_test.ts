@@ -330,7 +330,10 @@ Deno.test("cli: absurd sizes are refused at once with status 2, naming the flags
   );
   const mem = await cli("simulate", "--schedule", "gpipe", ...P4M8, "--memory-limit", "2");
   assert.equal(mem.code, 2);
-  assert.match(mem.err, /--memory-limit applies to zb-auto's search only/);
+  assert.match(
+    mem.err,
+    /--memory-limit applies only to the schedules that search with it \(zb-auto, v-half, v-min\); gpipe's memory is fixed/,
+  );
 });
 
 Deno.test("cli: a flag without a value names the flag, last or before another flag", async () => {
@@ -376,7 +379,7 @@ Deno.test("cli train: --comm is where the ranks run, --comm-delay zb-auto's dela
     help.out,
     /--comm KIND {12}where the ranks run: workers \(default\), in-process, or mpi/,
   );
-  assert.match(help.out, /--comm-delay T {9}zb-auto: /);
+  assert.match(help.out, /--comm-delay T {9}zb-auto, v-half, v-min: /);
   for (const command of ["schedule", "simulate"]) {
     const h = await cli(command, "--help");
     for (

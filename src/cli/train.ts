@@ -145,10 +145,10 @@ Weights come from --seed S, batches from Rng(S + 1); AdamW, weight decay 0.
 
 Options:
 ${shapeFlagsHelp()}
-  --comm-delay T         zb-auto: the delay its search assumes when a result crosses
-                         ranks (default 0; the --comm T of schedule and simulate)
-  --memory-limit N       zb-auto: in-flight activations per rank its search allows
-                         (default P)
+  --comm-delay T         zb-auto, v-half, v-min: the delay their search assumes when a
+                         result crosses ranks (default 0; the --comm T of schedule, simulate)
+  --memory-limit N       zb-auto, v-half, v-min: in-flight activations per rank their search
+                         allows (default P; v-half ⌊(P+2)/2⌋, v-min ⌊(P+4)/3⌋)
   --steps K              training steps (default 3)
   --seed S               seed of the weights and the batches (integer, default 1)
   --backend KIND         cpu | webgpu | auto (default auto)

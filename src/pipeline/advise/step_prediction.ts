@@ -10,7 +10,7 @@
 
 import type { Schedule } from "../schedule/schedule.ts";
 import type { ActionCosts } from "../schedule/costs.ts";
-import { generateSchedule, type ScheduleName } from "../schedule/generate.ts";
+import { generateSchedule, SCHEDULE_REGISTRY, type ScheduleName } from "../schedule/generate.ts";
 import { simulate } from "../analysis/simulate.ts";
 import { summarizeTimeline } from "../analysis/timeline_summary.ts";
 import { simulateContention } from "./_contention.ts";
@@ -232,9 +232,9 @@ export interface TogetherTimes {
  * into its stages by the exact min-max partition of {@linkcode layerLoads}
  * (with several stages per rank, or by {@linkcode rankBalancedBoundaries}
  * when that predicts a shorter step) and costs each stage
- * ({@linkcode stageCosts}). `zb-auto` searches with
- * the model's costs per full stage (a rank's share) and the hand-over
- * delay. With `together` (the layers timed while every rank computed at
+ * ({@linkcode stageCosts}). The cost-aware schedules (`zb-auto`, `v-half`,
+ * `v-min`) build their orders with the model's costs per full stage (a
+ * rank's share) and the hand-over delay. With `together` (the layers timed while every rank computed at
  * once) the loads and zb-auto's search take those times, the candidate
  * carries their stage costs too, and the step is predicted with contention
  * ({@linkcode PredictOptions}). With `factors` (a calibration against a
@@ -287,8 +287,8 @@ export function planCandidate(
   checkMs("overheads.actionMs", overheads?.actionMs);
   checkMs("overheads.handOverMs", overheads?.handOverMs);
   let schedule: Schedule;
-  if (name === "zb-auto") {
-    // Per full stage: the model's total per kind over the ranks.
+  if (SCHEDULE_REGISTRY.definition(name).costAware) {
+    // zb-auto, v-half, v-min build their orders from the costs. Per full stage: the model's total per kind over the ranks.
     const total = (k: "F" | "I" | "W") =>
       busyLayers.reduce((a, l) => a + l[k].median, 0) / ranks + overheads.actionMs;
     schedule = generateSchedule(name, {
