@@ -40,7 +40,7 @@ import {
   type StepResult,
   type TrainingBatch,
 } from "../pipeline/model/pipeline_parallel_model.ts";
-import type { NonFiniteReport } from "../pipeline/model/results.ts";
+import type { TrainParamsJson, TrainStepJson } from "./_train_json.ts";
 import type { TrainCallback } from "../pipeline/model/train_callback.ts";
 import { readOutputs, readTraceStep } from "./_train_outputs.ts";
 import { listenForInterrupt } from "./_interrupt.ts";
@@ -85,6 +85,7 @@ const FLAGS = {
   json: { type: "boolean" },
   ...GPT_FLAGS,
   "data-parallel": { type: "string" },
+  "shard-optimizer": { type: "boolean" },
   lr: { type: "string" },
   "in-process": { type: "boolean" },
   trace: { type: "string" },
@@ -103,35 +104,7 @@ const FLAGS = {
 /** The `data` key of a `train` checkpoint holding the batch Rng's state (JSON). */
 const BATCH_RNG = "batch_rng";
 
-/** One line of `train --json` per step. */
-export interface TrainStepJson {
-  /** Step number, from 1. */
-  readonly step: number;
-  /** Full-batch cross-entropy loss of the step. */
-  readonly loss: number;
-  /** Measured bubble fraction of the step. */
-  readonly bubble: number;
-  /** Measured makespan of the step, ms. */
-  readonly makespanMs: number;
-  /** The step's learning rate (per `--lr-schedule`). */
-  readonly lr: number;
-  /**
-   * Present (true) only when the step was skipped: its loss or a gradient
-   * was not finite, so it changed no parameter and no optimizer state (it
-   * still counts: the next line is the next step).
-   */
-  readonly skipped?: true;
-  /** For a skipped step: where the non-finite value appeared. */
-  readonly nonFinite?: NonFiniteReport;
-}
-
-/** The last line of `train --json`. */
-export interface TrainParamsJson {
-  /** Σ of all parameters (f64, in the model's parameter order). */
-  readonly paramSum: number;
-  /** Σ of their squares. */
-  readonly paramSumSq: number;
-}
+export type { TrainParamsJson, TrainStepJson } from "./_train_json.ts";
 
 const USAGE = `Usage: cli.ts train --schedule NAME --ranks P --microbatches M [options]
        mpirun -n D·P deno run -A cli.ts train --comm mpi --ranks P [--data-parallel D] [options]
@@ -155,6 +128,8 @@ ${shapeFlagsHelp()}
   --batch N              sequences per step (default max(8, M·D))
   --data-parallel D      D replicas of the pipeline (D·P ranks), each step's batch cut
                          into D equal shards, gradients averaged (default 1)
+  --shard-optimizer      ZeRO-1: each replica keeps and steps 1/D of the AdamW state;
+                         gradients reduce-scattered, parameters all-gathered
   --seq-len N            characters per sequence (default 16)
   --dim N                model width (default 16)
   --heads N              attention heads, dividing --dim (default 2)
@@ -397,6 +372,7 @@ async function train(
       backend,
       rankGroup: comm,
       ...(replicas === 1 ? {} : { dataParallel: replicas }),
+      ...(values["shard-optimizer"] === true ? { shardOptimizer: true } : {}),
       ...(resumeBytes === undefined ? {} : { resume: resumeBytes }),
       // Under MPI every process checks these against rank 0's (besides the model's own).
       ...(comm === "mpi"
