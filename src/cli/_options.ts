@@ -345,3 +345,37 @@ export function buildSchedule(
     throw err;
   }
 }
+
+/**
+ * Bytes from flag `--<name>`: a number with an optional unit (B, KiB, MiB,
+ * GiB, TiB, KB, MB, GB, TB); undefined when absent. `zero` allows 0.
+ */
+export function readBytesFlag(
+  values: FlagValues,
+  name: string,
+  zero = false,
+): number | undefined {
+  const v = values[name];
+  if (v === undefined) return undefined;
+  const m = /^\s*(\d+(?:\.\d+)?)\s*(b|kib|mib|gib|tib|kb|mb|gb|tb)?\s*$/i.exec(String(v));
+  const unit: Record<string, number> = {
+    b: 1,
+    kib: 2 ** 10,
+    mib: 2 ** 20,
+    gib: 2 ** 30,
+    tib: 2 ** 40,
+    kb: 1e3,
+    mb: 1e6,
+    gb: 1e9,
+    tb: 1e12,
+  };
+  const bytes = m === null ? NaN : Number(m[1]) * unit[(m[2] ?? "b").toLowerCase()];
+  if (!(bytes > 0 || (zero && bytes === 0)) || !Number.isFinite(bytes)) {
+    throw new UsageError(
+      `--${name} must be a ${
+        zero ? "non-negative" : "positive"
+      } number of bytes with an optional unit (512MiB, 2GiB), got ${JSON.stringify(v)}`,
+    );
+  }
+  return bytes;
+}

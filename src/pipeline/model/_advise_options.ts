@@ -31,6 +31,13 @@ export interface AdviseOptions {
   readonly backend?: BackendKind;
   /** Bytes one rank may hold; candidates over it rank after those within (default none). */
   readonly memoryLimit?: number;
+  /**
+   * ZeRO-1: the D data-parallel replicas that will share each rank's
+   * optimizer state (`shardOptimizer` with `dataParallel` D): the byte
+   * table counts 1/D of it per rank, with the share's working copies
+   * (default 1: whole).
+   */
+  readonly shardOptimizer?: number;
   /** Timed sweeps per profile (integer ≥ 1, default 5). */
   readonly repeats?: number;
   /** Untimed sweeps first (integer ≥ 0, default 1). */
@@ -116,6 +123,7 @@ export interface CheckedAdvise {
   readonly microBatches: number[];
   readonly backend: BackendKind;
   readonly memoryLimit: number;
+  readonly shardOptimizer: number;
   readonly repeats: number;
   readonly warmup: number;
   readonly profileMs: number;
@@ -250,6 +258,7 @@ export function checkAdvise(
     microBatches,
     backend,
     memoryLimit,
+    shardOptimizer: int("shardOptimizer", o.shardOptimizer, 1, 1),
     repeats: int("repeats", o.repeats, 5, 1),
     warmup: int("warmup", o.warmup, 1, 0),
     profileMs: checkProfileMs(o.profileMs),

@@ -250,6 +250,7 @@ export async function adviseSchedule(
           }
           const memory = rankMemory(plan.schedule, b, profile.layers, stages, {
             stepCheck: o.nonFinite !== "off",
+            shardOptimizer: o.shardOptimizer,
           });
           const step = predictStep(
             plan.schedule,
