@@ -1,8 +1,8 @@
 // ZeRO-1 on a model rank: each stage's parameters, read as one flat vector
 // in parameter order, are cut into D contiguous shares (`shardRange`), and
 // this replica's optimizer holds and steps share k only. The share is a
-// list of 1-D working tensors (one per parameter it touches: its values
-// and its averaged gradient); the optimizer updates them elementwise, as
+// list of 1-D working tensors (one per parameter it touches: its values,
+// and its averaged gradient during the step); the optimizer updates them elementwise, as
 // the unsharded optimizer updates those values, and the runtime all-gathers
 // every replica's updated share into the whole stage
 // (`setStageParameters`). Checkpoints: a rank writes the whole weights and
@@ -32,6 +32,29 @@ export interface ShardPlace {
   readonly replicas: number;
 }
 
+// A share's working parameter: its values live from build to dispose (the
+// optimizer's state is keyed by them); its gradient only from the
+// reduce-scatter to the end of the step (allocated when first read).
+class WorkParameter implements Parameter {
+  readonly name: string;
+  readonly value: Tensor;
+  #grad: Tensor | null = null;
+  constructor(name: string, value: Tensor) {
+    this.name = name;
+    this.value = value;
+  }
+  get grad(): Tensor {
+    return this.#grad ??= keep(this.value.backend.zeros(this.value.shape));
+  }
+  get gradBytes(): number {
+    return this.#grad?.bytes ?? 0;
+  }
+  dropGrad(): void {
+    this.#grad?.dispose();
+    this.#grad = null;
+  }
+}
+
 // The part [start, end) of parameter `param`'s flat values that the share holds.
 interface Piece {
   readonly param: number;
@@ -42,7 +65,7 @@ interface Piece {
 interface StageShard {
   readonly params: readonly Parameter[];
   readonly pieces: readonly Piece[];
-  readonly work: readonly Parameter[];
+  readonly work: readonly WorkParameter[];
   readonly optimizer: OptimizerBase;
   // The whole stage's values before its step, while a rollback may need them.
   snapshot: Tensor[] | null;
@@ -68,12 +91,10 @@ export class ShardedStages {
         });
         const work = pieces.map(({ param, start, end }) => {
           const p = params[param];
-          const be = p.value.backend;
-          return {
-            name: `${p.name}[${start}:${end}]`,
-            value: keep(be.zeros([end - start])),
-            grad: keep(be.zeros([end - start])),
-          };
+          return new WorkParameter(
+            `${p.name}[${start}:${end}]`,
+            keep(p.value.backend.zeros([end - start])),
+          );
         });
         this.#stages.set(s, {
           params,
@@ -141,6 +162,11 @@ export class ShardedStages {
     const st = this.#get(stage);
     for (const t of st.snapshot ?? []) t.dispose();
     st.snapshot = null;
+  }
+
+  /** The step is done: the share's gradients go (a redo copies them back). */
+  dropGrads(stage: number): void {
+    for (const w of this.#get(stage).work) w.dropGrad();
   }
 
   /** The share's values after the step, flat in parameter order. */
@@ -277,7 +303,7 @@ export class ShardedStages {
   get bytes(): number {
     let n = 0;
     for (const st of this.#stages.values()) {
-      for (const w of st.work) n += w.value.bytes + w.grad.bytes;
+      for (const w of st.work) n += w.value.bytes + w.gradBytes;
       for (const t of st.snapshot ?? []) n += t.bytes;
     }
     return n;
@@ -288,7 +314,7 @@ export class ShardedStages {
     for (const st of this.#stages.values()) {
       for (const w of st.work) {
         w.value.dispose();
-        w.grad.dispose();
+        w.dropGrad();
       }
       for (const t of st.snapshot ?? []) t.dispose();
       st.snapshot = null;

@@ -278,6 +278,7 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
     );
     if (check !== undefined) this.#shards?.snapshot(stage);
     opt.step();
+    this.#shards?.dropGrads(stage);
     this.#lr = opt.groups[0]?.lr;
     this.#stageLayer(stage).zeroGrad();
     return check === undefined ? undefined : { check };
@@ -302,6 +303,7 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
       const params = this.#shards?.work(stage) ?? layer.parameters();
       this.#guard?.redo(stage, this.#optimizers.get(stage)!, params, scale);
       this.#shards?.drop(stage);
+      this.#shards?.dropGrads(stage);
       layer.zeroGrad();
     });
   }
