@@ -266,3 +266,29 @@ Deno.test("shardOptimizer is checked with the other options", async () => {
     /shardOptimzer.*did you mean shardOptimizer/,
   );
 });
+
+Deno.test("shardOptimizer: weights loaded with loadSafetensors reach every share (training then equals the unsharded model's)", async () => {
+  const start = await withModel({ schedule: "1f1b", ranks: 2 }, async (m) => {
+    await m.train(batches.slice(0, 1));
+    return await m.saveSafetensors();
+  });
+  const after = async (shardOptimizer: boolean) =>
+    await withModel({ schedule: "1f1b", ranks: 2, dataParallel: 2, shardOptimizer }, async (m) => {
+      await m.loadSafetensors(start);
+      await m.train(batches.slice(1));
+      return tensorsOf(await m.saveSafetensors());
+    });
+  const whole = await after(false);
+  const sharded = await after(true);
+  const err = paramError(sharded, whole);
+  assert.ok(err.worst <= TOL, `${err.worstName}: ${err.worst}`);
+  // Not the run from the initial weights: the loaded ones were used.
+  const fresh = await withModel(
+    { schedule: "1f1b", ranks: 2, dataParallel: 2, shardOptimizer: true },
+    async (m) => {
+      await m.train(batches.slice(1));
+      return tensorsOf(await m.saveSafetensors());
+    },
+  );
+  assert.ok(paramError(fresh, whole).worst > 1e-3);
+});
