@@ -60,13 +60,13 @@ export interface WorkerRankGroupOptions {
    * `gradients` and `setGradients`). Payloads,
    * reports, events and calls then use these global ranks.
    */
-  readonly dataParallel?: number; /**
+  readonly dataParallel?: number;
+  /**
    * ZeRO-1 with `dataParallel` D > 1: each replica keeps and steps 1/D of
    * each stage's optimizer state; gradients are reduce-scattered and the
    * updated shares all-gathered (the executors need `ownedParameters` and
    * `setStageParameters` too, and must step only their share). Default false.
    */
-
   readonly shardOptimizer?: boolean;
 }
 
