@@ -205,9 +205,11 @@ const STRETCH_STEP = 0.01;
 /**
  * The memory-capped V order of least simulated makespan: for each block
  * setting, the shortest repeat interval (from the busiest rank's work for
- * one micro-batch up, in 1% steps) whose order holds at most `limitHalves`
- * stage-micro-batches per rank; ties go to the lower peak, then the earlier
- * setting. Falls back to one micro-batch at a time when no block fits.
+ * one micro-batch up to 3 times it, in 1% steps; found by galloping and
+ * bisection, as a longer interval holds less) whose order holds at most
+ * `limitHalves` stage-micro-batches per rank; every order tried that fits
+ * competes, ties going to the lower peak, then the earlier try. Falls back
+ * to one micro-batch at a time when no block fits.
  */
 export function vCappedOrder(
   ranks: number,
@@ -257,14 +259,31 @@ export function vCappedOrder(
   };
   for (const { w, slack } of POLICIES) {
     const steps = Math.round((MAX_STRETCH - 1) / STRETCH_STEP);
-    for (let k = 0; k <= steps; k++) {
+    const tryAt = (k: number): boolean => {
       const period = T0 > 0 ? T0 * (1 + k * STRETCH_STEP) : 1;
       const actions = vBlockOrder(p, microBatches, stageToRank, costs, comm, {
         period,
         w,
         slack: slack * T0,
       });
-      if (actions !== null && consider(actions)) break;
+      return actions !== null && consider(actions);
+    };
+    // The shortest interval that fits: a longer one holds less (lifespan /
+    // interval), so gallop up from the shortest, then halve the last gap.
+    if (tryAt(0)) continue;
+    let bad = 0, good = -1;
+    for (let k = 1; k <= steps; k = Math.min(steps, 2 * k)) {
+      if (tryAt(k)) {
+        good = k;
+        break;
+      }
+      bad = k;
+      if (k === steps) break;
+    }
+    while (good - bad > 1) {
+      const mid = (bad + good) >> 1;
+      if (tryAt(mid)) good = mid;
+      else bad = mid;
     }
   }
   for (const actions of extra) consider(actions);
