@@ -61,6 +61,7 @@ const FLAGS = {
   backend: { type: "string" },
   ...GPT_FLAGS,
   "rank-memory": { type: "string" },
+  "shard-optimizer": { type: "string" },
   repeats: { type: "string" },
   warmup: { type: "string" },
   alone: { type: "boolean" },
@@ -97,6 +98,7 @@ Options:
   --layers N             tiny GPT: blocks (default max(2, stages − 3), as train)
   --seed S               tiny GPT: seed of the weights and the batch (default 1)
   --rank-memory BYTES    memory one rank may hold (e.g. 512MiB, 2GiB); over it ranks last
+  --shard-optimizer D    ZeRO-1: count 1/D of the optimizer state per rank (D replicas share it)
   --repeats N            timed profiling sweeps (default 5)
   --warmup N             untimed sweeps first (default 1)
   --alone                profile one copy alone instead of P at once
@@ -329,6 +331,7 @@ async function run(values: FlagValues, io: CliIo): Promise<number> {
       microBatches: ms,
       backend,
       ...(memoryLimit === undefined ? {} : { memoryLimit }),
+      shardOptimizer: positiveInt(values, "shard-optimizer", false) ?? 1,
       repeats,
       warmup,
       concurrent: values.alone !== true,
