@@ -9,7 +9,8 @@
  * the AdamW state bytes per rank (`rankInfo().optimizerBytes`).
  *
  * ```sh
- * deno run -A bench/optimizer_sharding.ts [--ranks 1] [--rounds 15] [--warmup 3] [--json]
+ * deno run -A bench/optimizer_sharding.ts [--ranks 1] [--rounds 15] [--warmup 3]
+ *   [--dim 128] [--seq-len 64] [--batch 16 (per replica)] [--json]
  * ```
  *
  * Measure on a quiet machine: the numbers of a loaded one say little.
@@ -29,13 +30,23 @@ const values = benchArgs("bench/optimizer_sharding.ts", {
   ranks: { type: "string", default: "1" },
   rounds: { type: "string", default: "15" },
   warmup: { type: "string", default: "3" },
+  dim: { type: "string", default: String(REAL_COMPUTE.dim) },
+  "seq-len": { type: "string", default: String(REAL_COMPUTE.seqLen) },
+  batch: { type: "string", default: String(REAL_COMPUTE.batch) },
   json: { type: "boolean", default: false },
 });
 const P = Number(values.ranks);
 const ROUNDS = Number(values.rounds);
 const WARMUP = Number(values.warmup);
 const D = 2;
-const CFG = { ...REAL_COMPUTE, batch: D * REAL_COMPUTE.batch };
+// `--batch` rows per replica; a wide model with a short batch makes the
+// optimizer step and the exchange the larger part of the step.
+const CFG = {
+  ...REAL_COMPUTE,
+  dim: Number(values.dim),
+  seqLen: Number(values["seq-len"]),
+  batch: D * Number(values.batch),
+};
 const tok = CharTokenizer.fromText(TINY_CORPUS);
 
 async function build(shardOptimizer: boolean): Promise<PipelineParallelModel> {
