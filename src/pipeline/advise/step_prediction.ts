@@ -234,8 +234,8 @@ export interface TogetherTimes {
  * when that predicts a shorter step) and costs each stage
  * ({@linkcode stageCosts}). The cost-aware schedules (`zb-auto`, `v-half`,
  * `v-min`) build their orders with the model's costs per full stage (a
- * rank's share) and the hand-over delay. With `together` (the layers timed while every rank computed at
- * once) the loads and zb-auto's search take those times, the candidate
+ * rank's share) and the hand-over delay. With `together` (the layers
+ * timed while every rank computed at once) the loads and zb-auto's search take those times, the candidate
  * carries their stage costs too, and the step is predicted with contention
  * ({@linkcode PredictOptions}). With `factors` (a calibration against a
  * real run, `fitCalibration`) every layer's F (and the loss), I and W are
@@ -288,7 +288,8 @@ export function planCandidate(
   checkMs("overheads.handOverMs", overheads?.handOverMs);
   let schedule: Schedule;
   if (SCHEDULE_REGISTRY.definition(name).costAware) {
-    // zb-auto, v-half, v-min build their orders from the costs. Per full stage: the model's total per kind over the ranks.
+    // zb-auto, v-half, v-min build their orders from the costs, per full
+    // stage: the model's total per kind over the ranks.
     const total = (k: "F" | "I" | "W") =>
       busyLayers.reduce((a, l) => a + l[k].median, 0) / ranks + overheads.actionMs;
     schedule = generateSchedule(name, {
