@@ -43,6 +43,11 @@ export {
 export { formatAction, parseAction } from "./src/pipeline/schedule/action.ts";
 export { scheduleFromCsv, scheduleToCsv } from "./src/pipeline/schedule/schedule_csv.ts";
 export { estimateBubbleFraction } from "./src/pipeline/analysis/bubble_estimate.ts";
+export {
+  type RankBytes,
+  rankBytes,
+  type RankBytesOptions,
+} from "./src/pipeline/analysis/rank_bytes.ts";
 export type {
   SummarizeTimelineOptions,
   TimelineSummary,

@@ -134,6 +134,16 @@ export {
   ReplicaComm,
 } from "./src/pipeline/runtime/gradient_sync.ts";
 export type {
+  ReplicaPeers,
+  ShardedExecutor,
+  ShardRange,
+} from "./src/pipeline/runtime/optimizer_sharding.ts";
+export {
+  reduceScatterAverage,
+  ShardedSteps,
+  shardRange,
+} from "./src/pipeline/runtime/optimizer_sharding.ts";
+export type {
   RankGroup,
   RankGroupKind,
   RankGroupRunOptions,

@@ -26,10 +26,11 @@ import {
 
 const [schedule, warmupText, stepsText, ...overrides] = Deno.args;
 const cfg: RealComputeConfig = { ...REAL_COMPUTE };
-let d = 1, grid = false;
+let d = 1, grid = false, shardOptimizer = false;
 for (const o of overrides) {
   const [k, v] = o.split("=");
   if (k === "dataParallel") [d, grid] = [Number(v), true];
+  else if (k === "shardOptimizer") shardOptimizer = v === "1";
   else {(cfg as unknown as Record<string, unknown>)[k] = k === "backend" || k === "split"
       ? v
       : Number(v);}
@@ -66,6 +67,7 @@ const model = await PipelineParallelModel.create({
   schedule: checkScheduleName(schedule),
   ranks: p,
   dataParallel: d,
+  shardOptimizer,
   microBatches: cfg.microBatches,
   optimizer: { kind: "adamw", lr: 1e-3, weightDecay: 0 },
   loss: "cross-entropy",

@@ -58,6 +58,11 @@ export function formulaPeak(name: ScheduleName, p: number, m: number, v: number)
       return 2 * p - 1;
     case "zb-v":
       return 2 * p;
+    // Controllable Memory's limits, in full stages: ⌊(p+2)/2⌋ and ⌊(p+4)/3⌋.
+    case "v-half":
+      return 2 * Math.floor((p + 2) / 2);
+    case "v-min":
+      return 2 * Math.floor((p + 4) / 3);
     default:
       return NaN;
   }

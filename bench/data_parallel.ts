@@ -57,8 +57,12 @@
  * the network between hosts.
  *
  * ```sh
- * deno run -A bench/data_parallel.ts [--steps 4] [--repeats 5] [--warmup 3] [--mpi-warmup 3] [--dim 128] [--no-mpi] [--json]
+ * deno run -A bench/data_parallel.ts [--steps 4] [--repeats 5] [--warmup 3] [--mpi-warmup 3] [--dim 128] [--no-mpi] [--shard-optimizer] [--json]
  * ```
+ *
+ * `--shard-optimizer`: every point with D > 1 runs ZeRO-1 (`shardOptimizer`:
+ * each replica steps 1/D of the AdamW state; gradients reduce-scattered,
+ * parameters all-gathered); compare its (2, 1) row with a run without it.
  *
  * `--json` prints one line per grid point and rank group (`rankGroup`:
  * `"workers"` or `"mpi"`; `cpu`: the accounting above, or null; MPI
@@ -106,6 +110,7 @@ const values = benchArgs("bench/data_parallel.ts", {
   "link-latency-ms": { type: "string" },
   "link-bytes-per-ms": { type: "string" },
   "no-mpi": { type: "boolean", default: false },
+  "shard-optimizer": { type: "boolean", default: false },
   json: { type: "boolean", default: false },
 });
 function positiveInt(name: keyof typeof values): number {
@@ -184,6 +189,7 @@ async function build(d: number, p: number): Promise<Point> {
       ranks: p,
       microBatches: CFG.microBatches,
       dataParallel: d,
+      shardOptimizer: values["shard-optimizer"] && d > 1,
       optimizer: { kind: "adamw", lr: 1e-3, weightDecay: 0 },
       loss: "cross-entropy",
       backend: "cpu",
@@ -285,6 +291,7 @@ async function mpiSkipped(): Promise<string | null> {
 async function mpiRound(pt: MpiPoint): Promise<void> {
   const config = Object.entries(CFG).map(([k, v]) => `${k}=${v}`);
   const args = [schedule, String(mpiWarmup), String(steps), ...config, `dataParallel=${pt.d}`];
+  if (values["shard-optimizer"] && pt.d > 1) args.push("shardOptimizer=1");
   const out = await mpirunRows(pt.d * pt.p, "vader,self", MPI_RANK, args);
   if (!out.success || out.rows.length === 0) {
     throw new Error(

@@ -287,7 +287,7 @@ if (import.meta.main) {
     ? one
     : await measureRealSchedule({ ...cfg, threads: 1 }, "1f1b", 1, warmup, steps);
   // I and W at P = 1, for the cost table only (the speedup's baseline is 1f1b's step).
-  const split = names.some((n) => n.startsWith("zb") || n === "dualpipe-v")
+  const split = names.some((n) => n.startsWith("zb") || n.startsWith("v-") || n === "dualpipe-v")
     ? (await measureRealSchedule(cfg, "zb-h1", 1, warmup, Math.min(steps, 4))).costs
     : {};
   const single: KindCosts = { ...one.costs, I: split.I, W: split.W };

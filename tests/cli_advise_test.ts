@@ -151,6 +151,31 @@ Deno.test("cli advise --rank-memory: candidates over the limit are marked and ra
   assert.ok(lines(roomy.out).every((x) => x.fits === true));
 });
 
+Deno.test("cli advise --shard-optimizer 2: half the optimizer state per rank in the byte table", async () => {
+  const run = async (...extra: string[]) => {
+    const r = await cli(
+      "advise",
+      "--schedule",
+      "1f1b",
+      "--microbatches",
+      "4",
+      "--no-calibrate",
+      ...extra,
+      ...QUICK,
+      "--json",
+    );
+    assert.equal(r.code, 0, r.err);
+    return (lines(r.out)[0].memory as Record<string, number>[]).map((m) => m.optimizerState);
+  };
+  const whole = await run();
+  const half = await run("--shard-optimizer", "2");
+  assert.ok(whole.every((b) => b > 0));
+  assert.deepEqual(half, whole.map((b) => b / 2));
+  const bad = await cli("advise", "--shard-optimizer", "0", ...QUICK);
+  assert.equal(bad.code, 2);
+  assert.match(bad.err, /--shard-optimizer must be a positive integer, got "0"/);
+});
+
 Deno.test("cli advise --verify 1: the first line carries measuredMs, the others do not", async () => {
   const r = await cli(
     "advise",

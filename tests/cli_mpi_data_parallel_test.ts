@@ -208,3 +208,32 @@ mpiTest("mpirun -n 3 with --data-parallel 2 --ranks 2: one clear line, exit 2", 
   );
   assert.equal(job.stderr.match(/^error: /gm)?.length, 1, `one line, from rank 0:\n${job.stderr}`);
 });
+
+mpiTest(
+  "ZeRO-1 under mpirun -n 4: cli.ts train --comm mpi --data-parallel 2 --ranks 2 --shard-optimizer gives the unsharded run's bits (1f1b, v-half)",
+  async () => {
+    for (const schedule of ["1f1b", "v-half"]) {
+      const flags = [
+        "--data-parallel",
+        "2",
+        "--ranks",
+        "2",
+        "--batch",
+        "8",
+        "--schedule",
+        schedule,
+      ];
+      const job = await mpirunJob(
+        4,
+        deno(CLI, "train", "--comm", "mpi", ...flags, "--shard-optimizer", ...TRAIN),
+        { timeoutMs: 120_000 },
+      );
+      assert.equal(job.code, 0, job.stderr);
+      const got = jsonLines(job.stdout);
+      assert.equal(got.length, 4, `${schedule}: three steps and the parameter sums, printed once`);
+      const same = await inProcess(...flags);
+      assert.deepEqual(got.map((l) => l.loss), same.map((l) => l.loss), schedule);
+      assert.deepEqual(got[3], same[3], `${schedule}: the unsharded in-process weights' sums`);
+    }
+  },
+);

@@ -331,7 +331,10 @@ Deno.test("cli: absurd sizes are refused at once with status 2, naming the flags
   );
   const mem = await cli("simulate", "--schedule", "gpipe", ...P4M8, "--memory-limit", "2");
   assert.equal(mem.code, 2);
-  assert.match(mem.err, /--memory-limit applies to zb-auto's search only/);
+  assert.match(
+    mem.err,
+    /--memory-limit applies only to the schedules that search with it \(zb-auto, v-half, v-min\); gpipe's memory is fixed/,
+  );
 });
 
 Deno.test("cli: a flag without a value names the flag, last or before another flag", async () => {
@@ -377,7 +380,7 @@ Deno.test("cli train: --comm is where the ranks run, --comm-delay zb-auto's dela
     help.out,
     /--comm KIND {12}where the ranks run: workers \(default\), in-process, or mpi/,
   );
-  assert.match(help.out, /--comm-delay T {9}zb-auto: /);
+  assert.match(help.out, /--comm-delay T {9}zb-auto, v-half, v-min: /);
   for (const command of ["schedule", "simulate"]) {
     const h = await cli(command, "--help");
     for (
@@ -412,4 +415,48 @@ Deno.test("cli train: --comm is where the ranks run, --comm-delay zb-auto's dela
   );
   assert.equal(ok.code, 0, ok.err);
   assert.equal(ok.out.trim().split("\n").length, 2);
+});
+
+Deno.test("cli simulate --activation-bytes --optimizer-bytes --shard-optimizer: bytes per rank in the table and the JSON", async () => {
+  const flags = ["--ranks", "8", "--microbatches", "32", "--activation-bytes", "1MiB"];
+  const one = await cli("simulate", "--schedule", "1f1b", ...flags, "--json");
+  assert.equal(one.code, 0, one.err);
+  assert.deepEqual(
+    JSON.parse(one.out).activationBytes,
+    [8, 7, 6, 5, 4, 3, 2, 1].map((k) => k << 20),
+  );
+  const v = await cli(
+    "simulate",
+    "--schedule",
+    "v-min",
+    ...flags,
+    "--optimizer-bytes",
+    "64MiB",
+    "--shard-optimizer",
+    "2",
+    "--json",
+  );
+  assert.equal(v.code, 0, v.err);
+  const j = JSON.parse(v.out);
+  assert.ok(Math.max(...j.activationBytes) <= 4 << 20, "v-min: at most 4 full stages' worth");
+  assert.deepEqual(j.optimizerBytes, new Array(8).fill(4 << 20), "64 MiB / 8 ranks / 2 replicas");
+  const text = await cli("simulate", "--schedule", "v-min", ...flags, "--optimizer-bytes", "8MiB");
+  assert.match(
+    text.out,
+    /rank {2}busy {8}idle {8}peak activations {2}activation bytes {2}optimizer bytes/,
+  );
+  assert.match(text.out, /\n0 +\d+ +[\d.]+ +\d+ +[\d.]+ MiB +1\.00 MiB\n/);
+  const bad = await cli("simulate", "--schedule", "1f1b", ...P4M8, "--shard-optimizer", "2");
+  assert.equal(bad.code, 2);
+  assert.match(bad.err, /--shard-optimizer 2 needs --optimizer-bytes/);
+  const unit = await cli(
+    "simulate",
+    "--schedule",
+    "1f1b",
+    ...P4M8,
+    "--activation-bytes",
+    "3 parsecs",
+  );
+  assert.equal(unit.code, 2);
+  assert.match(unit.err, /--activation-bytes must be a non-negative number of bytes/);
 });

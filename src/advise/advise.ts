@@ -55,6 +55,7 @@ const ADVISE_OPTIONS: readonly (keyof AdviseOptions)[] = [
   "microBatches",
   "backend",
   "memoryLimit",
+  "shardOptimizer",
   "repeats",
   "warmup",
   "profileMs",
@@ -85,6 +86,13 @@ export interface AdviseOptions {
   readonly backend?: BackendKind;
   /** Bytes one rank may hold; candidates over it rank after those within (default none). */
   readonly memoryLimit?: number;
+  /**
+   * ZeRO-1: the D data-parallel replicas that will share each rank's
+   * optimizer state (`shardOptimizer` with `dataParallel` D): the byte
+   * table counts 1/D of it per rank, with the share's working copies
+   * (default 1: whole).
+   */
+  readonly shardOptimizer?: number;
   /** Timed sweeps per profile (integer ≥ 1, default 5). */
   readonly repeats?: number;
   /** Untimed sweeps first (integer ≥ 0, default 1). */
@@ -170,6 +178,7 @@ interface CheckedAdvise {
   readonly microBatches: number[];
   readonly backend: BackendKind;
   readonly memoryLimit: number;
+  readonly shardOptimizer: number;
   readonly repeats: number;
   readonly warmup: number;
   readonly profileMs: number;
@@ -305,6 +314,7 @@ function checkAdvise(
     microBatches,
     backend,
     memoryLimit,
+    shardOptimizer: int("shardOptimizer", o.shardOptimizer, 1, 1),
     repeats: int("repeats", o.repeats, 5, 1),
     warmup: int("warmup", o.warmup, 1, 0),
     profileMs: checkProfileMs(o.profileMs),
@@ -548,6 +558,7 @@ export async function adviseSchedule(
           }
           const memory = rankMemory(plan.schedule, b, profile.layers, stages, {
             stepCheck: o.nonFinite !== "off",
+            shardOptimizer: o.shardOptimizer,
           });
           const step = predictStep(
             plan.schedule,

@@ -125,7 +125,11 @@ export function activationPeaks(schedule: Schedule, stages: readonly StageMemory
  * for the layers of the stages it holds (stage s is layers
  * `[boundaries[s], boundaries[s + 1])`, on rank `stageToRank[s]`) their
  * parameters, as many bytes of gradients, their optimizer state, and with
- * `stepCheck` the step-check copies.
+ * `stepCheck` the step-check copies. With `shardOptimizer` D (ZeRO-1: the D
+ * replicas of each rank share the optimizer state) a rank holds 1/D of the
+ * optimizer state, plus the working copy of its share (1/D of the
+ * parameters, counted with them, and of the gradients), and its step-check
+ * copies are its share's (1/D) plus the whole stage's parameters.
  *
  * @example
  * ```ts
@@ -147,8 +151,16 @@ export function rankMemory(
   boundaries: readonly number[],
   layers: readonly LayerBytes[],
   stages: readonly StageMemory[],
-  options: { readonly stepCheck?: boolean } = {},
+  options: { readonly stepCheck?: boolean; readonly shardOptimizer?: number } = {},
 ): RankMemory[] {
+  const d = options.shardOptimizer ?? 1;
+  if (!Number.isInteger(d) || d < 1) {
+    throw new RangeError(
+      `shardOptimizer must be the replicas D sharing the optimizer (a positive integer), got ${
+        describeValue(options.shardOptimizer)
+      }`,
+    );
+  }
   const S = schedule.stageToRank.length;
   if (!Array.isArray(boundaries) || boundaries.length !== S + 1) {
     throw new RangeError(
@@ -181,10 +193,14 @@ export function rankMemory(
     const r = out[schedule.stageToRank[s]];
     for (let i = boundaries[s]; i < boundaries[s + 1]; i++) {
       const l = layers[i];
-      r.parameters += l.paramBytes;
-      r.gradients += l.paramBytes;
-      r.optimizerState += l.optimizerStateBytes ?? 0;
-      if (options.stepCheck === true) r.stepCopies += l.stepCopyBytes ?? 0;
+      // Sharded (d > 1): the share's working values and gradients besides the whole stage's.
+      const share = d === 1 ? 0 : l.paramBytes / d;
+      r.parameters += l.paramBytes + share;
+      r.gradients += l.paramBytes + share;
+      r.optimizerState += (l.optimizerStateBytes ?? 0) / d;
+      if (options.stepCheck === true) {
+        r.stepCopies += (l.stepCopyBytes ?? 0) / d + (d === 1 ? 0 : l.paramBytes);
+      }
     }
   }
   return out.map((r) => ({

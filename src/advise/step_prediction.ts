@@ -10,7 +10,11 @@
 
 import type { Schedule } from "../pipeline/schedule/schedule.ts";
 import type { ActionCosts } from "../pipeline/schedule/costs.ts";
-import { generateSchedule, type ScheduleName } from "../pipeline/schedule/generate.ts";
+import {
+  generateSchedule,
+  SCHEDULE_REGISTRY,
+  type ScheduleName,
+} from "../pipeline/schedule/generate.ts";
 import { simulate } from "../pipeline/analysis/simulate.ts";
 import { summarizeTimeline } from "../pipeline/analysis/timeline_summary.ts";
 import { simulateContention } from "./_contention.ts";
@@ -232,10 +236,10 @@ export interface TogetherTimes {
  * into its stages by the exact min-max partition of {@linkcode layerLoads}
  * (with several stages per rank, or by {@linkcode rankBalancedBoundaries}
  * when that predicts a shorter step) and costs each stage
- * ({@linkcode stageCosts}). `zb-auto` searches with
- * the model's costs per full stage (a rank's share) and the hand-over
- * delay. With `together` (the layers timed while every rank computed at
- * once) the loads and zb-auto's search take those times, the candidate
+ * ({@linkcode stageCosts}). The cost-aware schedules (`zb-auto`, `v-half`,
+ * `v-min`) build their orders with the model's costs per full stage (a
+ * rank's share) and the hand-over delay. With `together` (the layers
+ * timed while every rank computed at once) the loads and zb-auto's search take those times, the candidate
  * carries their stage costs too, and the step is predicted with contention
  * ({@linkcode PredictOptions}). With `factors` (a calibration against a
  * real run, `fitCalibration`) every layer's F (and the loss), I and W are
@@ -287,8 +291,9 @@ export function planCandidate(
   checkMs("overheads.actionMs", overheads?.actionMs);
   checkMs("overheads.handOverMs", overheads?.handOverMs);
   let schedule: Schedule;
-  if (name === "zb-auto") {
-    // Per full stage: the model's total per kind over the ranks.
+  if (SCHEDULE_REGISTRY.definition(name).costAware) {
+    // zb-auto, v-half, v-min build their orders from the costs, per full
+    // stage: the model's total per kind over the ranks.
     const total = (k: "F" | "I" | "W") =>
       busyLayers.reduce((a, l) => a + l[k].median, 0) / ranks + overheads.actionMs;
     schedule = generateSchedule(name, {

@@ -56,7 +56,8 @@ export function costFlagsHelp(registry: ScheduleRegistry = SCHEDULE_REGISTRY): s
     "  --cost-w T             W: weight-gradient time (default 1)",
     "  --cost-b T             B: full backward time, I + W in one pass (default I + W)",
     "  --comm T               delay when a result crosses ranks (default 0)",
-    `  --memory-limit N       in-flight activations per rank, for ${search} (default P);`,
+    `  --memory-limit N       in-flight activations per rank, for ${search} (default P;`,
+    "                         v-half ⌊(P+2)/2⌋, v-min ⌊(P+4)/3⌋);",
     `                         ${search} reads costs and memory per full stage (a rank's`,
     "                         share of the model); a 2-stage V result runs at half",
   ].join("\n");
@@ -275,7 +276,9 @@ export function readScheduleSpec(
   const memoryLimit = positiveInt(values, "memory-limit", false);
   if (memoryLimit !== undefined && !costAware) {
     throw new UsageError(
-      `--memory-limit applies to ${costAwareNames(registry)}'s search only; ${
+      `--memory-limit applies only to the schedules that search with it (${
+        costAwareNames(registry)
+      }); ${
         String(name)
       }'s memory is fixed by its construction (got --memory-limit ${memoryLimit} with ` +
         `--schedule ${String(name)})`,
@@ -304,7 +307,7 @@ export function readScheduleSpec(
 
 /**
  * Costs to simulate `schedule` with: the flags as given, except that a
- * cost-aware schedule (zb-auto) takes them per full stage and runs a
+ * cost-aware schedule (zb-auto, v-half, v-min) takes them per full stage and runs a
  * V-placement result's stages at 1/V of them (its search's convention).
  */
 export function simulationCosts(spec: ScheduleSpec, schedule: Schedule): CliCosts {
@@ -341,4 +344,38 @@ export function buildSchedule(
     }
     throw err;
   }
+}
+
+/**
+ * Bytes from flag `--<name>`: a number with an optional unit (B, KiB, MiB,
+ * GiB, TiB, KB, MB, GB, TB); undefined when absent. `zero` allows 0.
+ */
+export function readBytesFlag(
+  values: FlagValues,
+  name: string,
+  zero = false,
+): number | undefined {
+  const v = values[name];
+  if (v === undefined) return undefined;
+  const m = /^\s*(\d+(?:\.\d+)?)\s*(b|kib|mib|gib|tib|kb|mb|gb|tb)?\s*$/i.exec(String(v));
+  const unit: Record<string, number> = {
+    b: 1,
+    kib: 2 ** 10,
+    mib: 2 ** 20,
+    gib: 2 ** 30,
+    tib: 2 ** 40,
+    kb: 1e3,
+    mb: 1e6,
+    gb: 1e9,
+    tb: 1e12,
+  };
+  const bytes = m === null ? NaN : Number(m[1]) * unit[(m[2] ?? "b").toLowerCase()];
+  if (!(bytes > 0 || (zero && bytes === 0)) || !Number.isFinite(bytes)) {
+    throw new UsageError(
+      `--${name} must be a ${
+        zero ? "non-negative" : "positive"
+      } number of bytes with an optional unit (512MiB, 2GiB), got ${JSON.stringify(v)}`,
+    );
+  }
+  return bytes;
 }

@@ -41,7 +41,14 @@ import { summary } from "../pipeline/partition/summary.ts";
 import { passTiming } from "../pipeline/partition/layer_passes.ts";
 import { type CliCommand, type CliIo, UsageError } from "./command.ts";
 import { checkTrainMemory } from "./_train_memory.ts";
-import { flagCommand, type FlagValues, HELP_LINE, integer, positiveInt } from "./_options.ts";
+import {
+  flagCommand,
+  type FlagValues,
+  HELP_LINE,
+  integer,
+  positiveInt,
+  readBytesFlag,
+} from "./_options.ts";
 import { GPT_FLAGS, readGptFlags } from "./_gpt_flags.ts";
 
 export type { AdviceJson } from "../advise/advice_table.ts";
@@ -54,6 +61,7 @@ const FLAGS = {
   backend: { type: "string" },
   ...GPT_FLAGS,
   "rank-memory": { type: "string" },
+  "shard-optimizer": { type: "string" },
   repeats: { type: "string" },
   warmup: { type: "string" },
   alone: { type: "boolean" },
@@ -91,6 +99,7 @@ Options:
   --layers N             tiny GPT: blocks (default max(2, stages − 3), as train)
   --seed S               tiny GPT: seed of the weights and the batch (default 1)
   --rank-memory BYTES    memory one rank may hold (e.g. 512MiB, 2GiB); over it ranks last
+  --shard-optimizer D    ZeRO-1: count 1/D of the optimizer state per rank (D replicas share it)
   --repeats N            timed profiling sweeps (default 5)
   --warmup N             untimed sweeps first (default 1)
   --alone                profile one copy alone instead of P at once
@@ -133,29 +142,7 @@ function intList(values: FlagValues, flag: string, fallback: number[]): number[]
 
 /** Bytes from `--rank-memory`: a number with an optional unit (B, KiB, MiB, GiB, KB, MB, GB). */
 function readBytes(values: FlagValues): number | undefined {
-  const v = values["rank-memory"];
-  if (v === undefined) return undefined;
-  const m = /^\s*(\d+(?:\.\d+)?)\s*(b|kib|mib|gib|tib|kb|mb|gb|tb)?\s*$/i.exec(String(v));
-  const unit: Record<string, number> = {
-    b: 1,
-    kib: 2 ** 10,
-    mib: 2 ** 20,
-    gib: 2 ** 30,
-    tib: 2 ** 40,
-    kb: 1e3,
-    mb: 1e6,
-    gb: 1e9,
-    tb: 1e12,
-  };
-  const bytes = m === null ? NaN : Number(m[1]) * unit[(m[2] ?? "b").toLowerCase()];
-  if (!(bytes > 0) || !Number.isFinite(bytes)) {
-    throw new UsageError(
-      `--rank-memory must be a positive number of bytes with an optional unit (512MiB, 2GiB), got ${
-        JSON.stringify(v)
-      }`,
-    );
-  }
-  return bytes;
+  return readBytesFlag(values, "rank-memory");
 }
 
 interface Subject {
@@ -348,6 +335,7 @@ async function run(values: FlagValues, io: CliIo): Promise<number> {
       microBatches: ms,
       backend,
       ...(memoryLimit === undefined ? {} : { memoryLimit }),
+      shardOptimizer: positiveInt(values, "shard-optimizer", false) ?? 1,
       repeats,
       warmup,
       concurrent: values.alone !== true,

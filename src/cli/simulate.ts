@@ -9,6 +9,8 @@
 
 import { renderAscii } from "../pipeline/render/render_ascii.ts";
 import { simulate } from "../pipeline/analysis/simulate.ts";
+import { rankBytes } from "../pipeline/analysis/rank_bytes.ts";
+import { formatBytes } from "../advise/advice_table.ts";
 import { type CliCommand, type CliIo, UsageError } from "./command.ts";
 import {
   buildSchedule,
@@ -16,6 +18,7 @@ import {
   type FlagValues,
   HELP_LINE,
   positiveInt,
+  readBytesFlag,
   readScheduleSpec,
   SCHEDULE_FLAGS,
   scheduleFlagsHelp,
@@ -27,6 +30,9 @@ const FLAGS = {
   iterations: { type: "string" },
   json: { type: "boolean" },
   grid: { type: "boolean" },
+  "activation-bytes": { type: "string" },
+  "optimizer-bytes": { type: "string" },
+  "shard-optimizer": { type: "string" },
 } as const;
 
 /** The JSON that `simulate --json` prints. Times are in the unit of the costs. */
@@ -64,6 +70,10 @@ export interface SimulateJson {
   readonly period: number | null;
   /** Peak in-flight activations per rank, in stage-micro-batches. */
   readonly peakActivations: readonly number[];
+  /** With `--activation-bytes`: peak activation bytes per rank (see `rankBytes`). */
+  readonly activationBytes?: readonly number[];
+  /** With `--optimizer-bytes`: optimizer-state bytes per rank, 1/D each with `--shard-optimizer D`. */
+  readonly optimizerBytes?: readonly number[];
 }
 
 const USAGE = `Usage: cli.ts simulate --schedule NAME --ranks P --microbatches M [options]
@@ -77,6 +87,13 @@ ${scheduleFlagsHelp()}
   --iterations K         iterations back to back, no global barrier (default 1)
   --json                 print one JSON object instead of the table
   --grid                 also print the ASCII grid of the run
+  --activation-bytes B   activations one micro-batch leaves on a full stage (a rank's
+                         share of the model; a stage of V per rank holds 1/V): prints
+                         peak activation bytes per rank (units: 512KiB, 3MB, …)
+  --optimizer-bytes B    the whole model's optimizer state (AdamW: 8 bytes a parameter):
+                         prints optimizer bytes per rank, its stages' share
+  --shard-optimizer D    ZeRO-1: D data-parallel replicas share each rank's optimizer
+                         state (1/D of it per rank; needs --optimizer-bytes)
 ${HELP_LINE}
 `;
 
@@ -110,6 +127,17 @@ function run(values: FlagValues, io: CliIo): number {
     throw err;
   }
   const c = spec.costs;
+  const actBytes = readBytesFlag(values, "activation-bytes", true);
+  const optBytes = readBytesFlag(values, "optimizer-bytes", true);
+  const shard = positiveInt(values, "shard-optimizer", false);
+  if (shard !== undefined && optBytes === undefined) {
+    throw new UsageError(`--shard-optimizer ${shard} needs --optimizer-bytes (what it shares)`);
+  }
+  const bytes = rankBytes(schedule, sim.peakActivations, {
+    activationBytes: actBytes ?? 0,
+    optimizerBytes: optBytes ?? 0,
+    shardOptimizer: shard ?? 1,
+  });
 
   if (values.json) {
     const out: SimulateJson = {
@@ -127,6 +155,8 @@ function run(values: FlagValues, io: CliIo): number {
       steadyStateBubble: sim.steadyStateBubble ?? null,
       period: sim.period ?? null,
       peakActivations: sim.peakActivations,
+      ...(actBytes === undefined ? {} : { activationBytes: bytes.activations }),
+      ...(optBytes === undefined ? {} : { optimizerBytes: bytes.optimizer }),
     };
     io.out(JSON.stringify(out) + "\n");
   } else {
@@ -143,11 +173,15 @@ function run(values: FlagValues, io: CliIo): number {
         ? `steady-state bubble  - (needs --iterations 2 or more)`
         : `steady-state bubble  ${pct(sim.steadyStateBubble)}  (period ${num(sim.period ?? 0)})`,
       "",
-      "rank  busy        idle        peak activations",
+      "rank  busy        idle        peak activations" +
+      (actBytes === undefined ? "" : "  activation bytes") +
+      (optBytes === undefined ? "" : "  optimizer bytes"),
       ...sim.busy.map((b, r) =>
         `${String(r).padEnd(6)}${num(b).padEnd(12)}${num(sim.idle[r]).padEnd(12)}${
-          sim.peakActivations[r]
-        }`
+          String(sim.peakActivations[r]).padEnd(18)
+        }${actBytes === undefined ? "" : formatBytes(bytes.activations[r]).padEnd(18)}${
+          optBytes === undefined ? "" : formatBytes(bytes.optimizer[r])
+        }`.trimEnd()
       ),
     ];
     io.out(lines.join("\n") + "\n");

@@ -40,7 +40,7 @@ import {
   type StepResult,
   type TrainingBatch,
 } from "../pipeline/model/pipeline_parallel_model.ts";
-import type { NonFiniteReport } from "../pipeline/model/results.ts";
+import type { TrainParamsJson, TrainStepJson } from "./_train_json.ts";
 import type { TrainCallback } from "../pipeline/model/train_callback.ts";
 import { readOutputs, readTraceStep } from "./_train_outputs.ts";
 import { MetricsLogger } from "../pipeline/model/callbacks/metrics_logger.ts";
@@ -111,6 +111,7 @@ const FLAGS = {
   json: { type: "boolean" },
   ...GPT_FLAGS,
   "data-parallel": { type: "string" },
+  "shard-optimizer": { type: "boolean" },
   lr: { type: "string" },
   "in-process": { type: "boolean" },
   trace: { type: "string" },
@@ -129,35 +130,7 @@ const FLAGS = {
 /** The `data` key of a `train` checkpoint holding the batch Rng's state (JSON). */
 const BATCH_RNG = "batch_rng";
 
-/** One line of `train --json` per step. */
-export interface TrainStepJson {
-  /** Step number, from 1. */
-  readonly step: number;
-  /** Full-batch cross-entropy loss of the step. */
-  readonly loss: number;
-  /** Measured bubble fraction of the step. */
-  readonly bubble: number;
-  /** Measured makespan of the step, ms. */
-  readonly makespanMs: number;
-  /** The step's learning rate (per `--lr-schedule`). */
-  readonly lr: number;
-  /**
-   * Present (true) only when the step was skipped: its loss or a gradient
-   * was not finite, so it changed no parameter and no optimizer state (it
-   * still counts: the next line is the next step).
-   */
-  readonly skipped?: true;
-  /** For a skipped step: where the non-finite value appeared. */
-  readonly nonFinite?: NonFiniteReport;
-}
-
-/** The last line of `train --json`. */
-export interface TrainParamsJson {
-  /** Σ of all parameters (f64, in the model's parameter order). */
-  readonly paramSum: number;
-  /** Σ of their squares. */
-  readonly paramSumSq: number;
-}
+export type { TrainParamsJson, TrainStepJson } from "./_train_json.ts";
 
 const USAGE = `Usage: cli.ts train --schedule NAME --ranks P --microbatches M [options]
        mpirun -n D·P deno run -A cli.ts train --comm mpi --ranks P [--data-parallel D] [options]
@@ -171,16 +144,18 @@ Weights come from --seed S, batches from Rng(S + 1); AdamW, weight decay 0.
 
 Options:
 ${shapeFlagsHelp()}
-  --comm-delay T         zb-auto: the delay its search assumes when a result crosses
-                         ranks (default 0; the --comm T of schedule and simulate)
-  --memory-limit N       zb-auto: in-flight activations per rank its search allows
-                         (default P)
+  --comm-delay T         zb-auto, v-half, v-min: the delay their search assumes when a
+                         result crosses ranks (default 0; the --comm T of schedule, simulate)
+  --memory-limit N       zb-auto, v-half, v-min: in-flight activations per rank their search
+                         allows (default P; v-half ⌊(P+2)/2⌋, v-min ⌊(P+4)/3⌋)
   --steps K              training steps (default 3)
   --seed S               seed of the weights and the batches (integer, default 1)
   --backend KIND         cpu | webgpu | auto (default auto)
   --batch N              sequences per step (default max(8, M·D))
   --data-parallel D      D replicas of the pipeline (D·P ranks), each step's batch cut
                          into D equal shards, gradients averaged (default 1)
+  --shard-optimizer      ZeRO-1: each replica keeps and steps 1/D of the AdamW state;
+                         gradients reduce-scattered, parameters all-gathered
   --seq-len N            characters per sequence (default 16)
   --dim N                model width (default 16)
   --heads N              attention heads, dividing --dim (default 2)
@@ -423,6 +398,7 @@ async function train(
       backend,
       rankGroup: comm,
       ...(replicas === 1 ? {} : { dataParallel: replicas }),
+      ...(values["shard-optimizer"] === true ? { shardOptimizer: true } : {}),
       ...(resumeBytes === undefined ? {} : { resume: resumeBytes }),
       // Under MPI every process checks these against rank 0's (besides the model's own).
       ...(comm === "mpi"

@@ -135,7 +135,13 @@ Deno.test("distinctRuns: each distinct run once; at P = 1 gpipe and 1f1b are one
   const one = distinctRuns(all(1));
   assert.deepEqual(
     one.map((c) => [c.schedule, ...(c.sameRunAs ?? [])].join("=")),
-    ["gpipe=1f1b", "interleaved-1f1b=looped-bfs", "zb-h1=zb-h2=zb-auto", "zb-v", "dualpipe-v"],
+    [
+      "gpipe=1f1b",
+      "interleaved-1f1b=looped-bfs",
+      "zb-h1=zb-h2=zb-auto",
+      "zb-v=v-half=v-min",
+      "dualpipe-v",
+    ],
   );
   const two = distinctRuns(all(2));
   assert.ok(two.some((c) => c.schedule === "gpipe") && two.some((c) => c.schedule === "1f1b"));

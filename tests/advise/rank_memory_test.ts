@@ -123,3 +123,30 @@ Deno.test("rankMemory: parameters, gradients, optimizer state and copies summed 
   assert.equal(q0.stepCopies, 0);
   assert.equal(q0.total, 2 * (1088 + 1088 + 2176));
 });
+
+Deno.test("rankMemory with shardOptimizer D: 1/D of the optimizer state and of the step-check copies per rank, plus the share's working copy and the whole stage's parameter copy", () => {
+  const s = generateSchedule("1f1b", { ranks: 2, microBatches: 4 });
+  const layers = [100, 200, 300].map((b) => ({
+    paramBytes: b,
+    optimizerStateBytes: 2 * b,
+    stepCopyBytes: 3 * b,
+  }));
+  const none = stage(0, 0, 0, 0, 0, 0);
+  const whole = rankMemory(s, [0, 2, 3], layers, [none, none], { stepCheck: true });
+  const half = rankMemory(s, [0, 2, 3], layers, [none, none], {
+    stepCheck: true,
+    shardOptimizer: 2,
+  });
+  // Rank 0 holds layers 0 and 1: 300 bytes of parameters.
+  assert.equal(whole[0].optimizerState, 600);
+  assert.equal(half[0].optimizerState, 300);
+  assert.equal(half[0].parameters, 300 + 150);
+  assert.equal(half[0].gradients, 300 + 150);
+  assert.equal(half[0].stepCopies, 900 / 2 + 300);
+  assert.equal(half[0].total, 450 + 450 + 300 + 750);
+  assert.ok(half[0].total < whole[0].total);
+  assert.throws(
+    () => rankMemory(s, [0, 2, 3], layers, [none, none], { shardOptimizer: 0 }),
+    /shardOptimizer must be the replicas D sharing the optimizer \(a positive integer\), got 0/,
+  );
+});

@@ -20,7 +20,7 @@ import { SCHEDULE_REGISTRY, type ScheduleName } from "../schedule/generate.ts";
  * - zb-h1: idle (p−1)(f+i−w) against busy m(f+i+w); exact for m ≥ p.
  * - zb-h2, zb-v: idle max(0, (p−1)(f+i−2w)): the paper's figure, reached in the steady
  *   state of back-to-back iterations (0 when f = i = w).
- * - zb-auto, dualpipe-v: no closed form: `NaN` (simulate the generated schedule instead).
+ * - zb-auto, dualpipe-v, v-half, v-min: no closed form: `NaN` (simulate the generated schedule instead).
  *
  * Each formula is its schedule's `bubble` in the schedule table. Checks its
  * arguments as {@linkcode generateSchedule} does.

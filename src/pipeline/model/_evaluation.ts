@@ -62,3 +62,25 @@ export function evaluateMicroBatch(
   );
   return { loss: lossValue, correct };
 }
+
+/**
+ * The training loss of prediction `y` (taken over: disposed) against
+ * `targets` (shape `targetShape`) with `totalRows` rows in the whole batch:
+ * the loss and its gradient, kept for the backward.
+ */
+export function trainingLoss(
+  backend: Backend,
+  loss: "cross-entropy" | "mse",
+  y: Tensor,
+  targets: Float32Array,
+  targetShape: number[],
+  totalRows: number,
+): LossResult {
+  const t = backend.fromData(targets, targetShape);
+  try {
+    return loss === "mse" ? mseLoss(y, t, { totalRows }) : crossEntropyLoss(y, t, { totalRows });
+  } finally {
+    t.dispose();
+    y.dispose();
+  }
+}

@@ -26,7 +26,19 @@ export async function callReplicasAgreeing(
   group: RankGroup<ModelStageCalls>,
   method: "save" | "saveState",
 ): Promise<Uint8Array[]> {
-  const all = await callEveryRank(group, method, null);
+  return replicasAgreeing(group, method, await callEveryRank(group, method, null));
+}
+
+/**
+ * Pipeline ranks 0 … P−1's files of `all` (every rank's answer to
+ * `method`), after checking that every replica's rank p gave the same bytes
+ * as replica 0's (see {@linkcode callReplicasAgreeing}).
+ */
+export function replicasAgreeing(
+  group: RankGroup<ModelStageCalls>,
+  method: "save" | "saveState",
+  all: readonly Uint8Array[],
+): Uint8Array[] {
   const P = group.ranks / (group.replicas ?? 1);
   for (let g = P; g < all.length; g++) {
     const a = all[g], b = all[g % P];

@@ -83,13 +83,22 @@ export async function buildRanks(
     modules: o.modules,
     policy: o.policy,
   };
+  // ZeRO-1: each global rank k·P + p learns its replica k (its optimizer's share).
+  const P = plan.schedule.ranks;
+  const executorOptions = o.shardOptimizer
+    ? (g: number): ModelStageOptions => ({
+      ...stageOptions,
+      shard: { replica: Math.floor(g / P), replicas: o.dataParallel },
+    })
+    : stageOptions;
+  const shard = o.shardOptimizer ? { shardOptimizer: true } : {};
   let group: RankGroup<ModelStageCalls>;
   if (o.rankGroup === "mpi") {
     group = await SpmdRankGroup.create<ModelStageCalls>({
       schedule: plan.schedule,
       comm: comm ?? await processMpiComm(),
       createExecutor: createModelRankExecutor,
-      executorOptions: stageOptions,
+      executorOptions,
       // Every process must plan the same model: same stages, weights, training.
       settings: {
         layers: plan.stageSpecs,
@@ -100,10 +109,12 @@ export async function buildRanks(
         // The policy fields that change the numbers (timeouts and faults may differ).
         clipGradNorm: o.policy.clipGradNorm ?? null,
         nonFinite: o.policy.nonFinite,
+        shardOptimizer: o.shardOptimizer,
         ...o.sameOnEveryRank,
       },
       policy: o.policy,
       ...(o.dataParallel === 1 ? {} : { dataParallel: o.dataParallel }),
+      ...shard,
     });
   } else if (o.rankGroup !== "in-process") {
     if (o.dataParallel > 1 && o.rankGroup === "subprocess") {
@@ -116,22 +127,23 @@ export async function buildRanks(
       : WorkerRankGroup.create<ModelStageCalls>;
     group = await create({
       schedule: plan.schedule,
-      executor: { module: MODEL_RANK_EXECUTOR_URL, options: stageOptions },
+      executor: { module: MODEL_RANK_EXECUTOR_URL, options: executorOptions },
       policy: o.policy,
       ...(o.dataParallel === 1 ? {} : { dataParallel: o.dataParallel }),
+      ...shard,
     });
   } else {
     group = await InProcessRankGroup.create<ModelStageCalls>({
       schedule: plan.schedule,
       createExecutor: createModelRankExecutor,
-      executorOptions: stageOptions,
+      executorOptions,
       policy: o.policy,
       ...(o.dataParallel === 1 ? {} : { dataParallel: o.dataParallel }),
+      ...shard,
     });
   }
   try {
     // Every replica's rank p loads pipeline rank p's weights.
-    const P = plan.weights.length;
     await Promise.all(
       Array.from(
         { length: group.ranks },

@@ -23,7 +23,8 @@ import {
 } from "../../nn/training_checkpoint.ts";
 import type { RankGroup } from "../runtime/rank_group.ts";
 import type { ModelStageCalls } from "./stage_calls.ts";
-import { callReplicasAgreeing } from "./_every_rank.ts";
+import { callEveryRank, replicasAgreeing } from "./_every_rank.ts";
+import { mergeShardedStates } from "./_optimizer_shard.ts";
 import { filePath } from "./_file_path.ts";
 import { describeValue } from "../../text/describe.ts";
 
@@ -117,7 +118,9 @@ export function checkModelCheckpoint(
  * parameter order (the single-device writer's order, so the same state
  * gives the same bytes), metadata from `optimizer` (its full description)
  * and `options.data`. `step` is the model's training steps (skipped ones
- * included); the ranks' optimizers tell the steps they applied.
+ * included); the ranks' optimizers tell the steps they applied. With a
+ * sharded optimizer (ZeRO-1) each slot is taken from the replica that owns
+ * each range: the file is the unsharded one.
  */
 export async function gatherCheckpoint(
   ranks: RankGroup<ModelStageCalls>,
@@ -126,7 +129,11 @@ export async function gatherCheckpoint(
   options: SaveCheckpointOptions | undefined,
   step: number,
 ): Promise<Uint8Array> {
-  const parts = await callReplicasAgreeing(ranks, "saveState");
+  const all = await callEveryRank(ranks, "saveState", null);
+  // ZeRO-1: each replica wrote its share of the optimizer state; join them.
+  const parts = all.length > 0 && parseSafetensors(all[0]).metadata.shards !== undefined
+    ? mergeShardedStates(all, ranks.replicas ?? 1)
+    : replicasAgreeing(ranks, "saveState", all);
   const tensors = new Map<string, Float32Array>();
   let applied: number | undefined, override: string | undefined;
   parts.forEach((bytes, r) => {

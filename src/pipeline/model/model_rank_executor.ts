@@ -12,19 +12,14 @@
  * share of the full-batch mean (see the losses' micro-batch rule) and the
  * accumulated gradients equal the full batch's, for any micro-batch sizes.
  *
- * Global-norm clipping (`clipGradNorm`) adds no barrier: it is built by
- * post-validation, as the non-finite check (the Zero Bubble paper,
- * section 4). Each stage steps right after its last backward, unclipped,
- * after copying its parameters, optimizer state and gradients; its step's
- * check carries its sum of squared gradients, which the runtime sends to
- * every rank with the stage's flag (`RankRunOptions.policy`). Once every
- * flag of the iteration is in, every rank adds the sums in stage order
- * (identical bits everywhere); when the norm exceeds `maxNorm` (and is
- * finite), every stage restores its copy, scales the saved gradients by
- * `maxNorm / (norm + 1e-6)` (as `clipGradNorm`) and steps again
- * (`redoStep`), and the next iteration, begun on the unclipped weights,
- * runs again; else the copies go (`commitStep`). A step that is not clipped
- * costs no wait.
+ * Global-norm clipping (`clipGradNorm`) is post-validation, as the
+ * non-finite check (the Zero Bubble paper, section 4): each stage steps
+ * unclipped after copying its parameters, optimizer state and gradients;
+ * its check carries its sum of squared gradients (`RankRunOptions.policy`);
+ * above `maxNorm` every stage restores its copy and steps again on the
+ * gradients times `maxNorm / (norm + 1e-6)` (`redoStep`), else the copies
+ * go (`commitStep`). With `shard` (ZeRO-1) a stage's optimizer holds and
+ * steps this replica's share only (`_optimizer_shard.ts`).
  *
  * @module
  */
@@ -33,14 +28,11 @@ import type { Backend, Shape, Tensor } from "../../tensor/mod.ts";
 import { createBackend } from "../../tensor/create_backend.ts";
 import { LeakWatch } from "../../tensor/leak_watch.ts";
 import type { Layer, Parameter } from "../../nn/layer.ts";
-import { layerFromSpec } from "../../nn/layer_registry.ts";
-import { Sequential } from "../../nn/sequential.ts";
-import { crossEntropyLoss, type LossResult, mseLoss } from "../../nn/losses.ts";
+import type { Sequential } from "../../nn/sequential.ts";
 import type { OptimizerBase } from "../../nn/optimizer_base.ts";
 import { loadSafetensors, saveSafetensors } from "../../nn/safetensors.ts";
 import { formatAction } from "../schedule/action.ts";
 import { CheckpointedStage } from "../checkpoint/checkpointed_stage.ts";
-import { createOptimizer } from "../../nn/optimizer_spec.ts";
 import type {
   CallHandlers,
   DeviceSpan,
@@ -68,10 +60,12 @@ export type {
 } from "./stage_options.ts";
 import { StepGuard } from "./_step_guard.ts";
 import { loadStageState, saveStageState, type StageState } from "./_stage_state.ts";
-import { evaluateMicroBatch } from "./_evaluation.ts";
+import { evaluateMicroBatch, trainingLoss } from "./_evaluation.ts";
 import { ActionSpan } from "./_action_span.ts";
 import { ActivationPeak } from "./_activation_peak.ts";
 import { readGradients, writeGradients } from "./_stage_gradients.ts";
+import type { ShardedStages } from "./_optimizer_shard.ts";
+import { buildStages } from "./_stage_build.ts";
 import { describeValue } from "../../text/describe.ts";
 
 /** The model's executor of one rank (exported for in-process pipelines; workers use the factory). */
@@ -81,8 +75,8 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
   readonly #init: RankExecutorInit;
   readonly #o: ModelStageOptions;
   readonly #stages: readonly number[];
-  readonly #stageLayers = new Map<number, Layer>();
-  readonly #optimizers = new Map<number, OptimizerBase>();
+  readonly #stageLayers: Map<number, Layer>;
+  readonly #optimizers: Map<number, OptimizerBase>;
   readonly #lossGrad = new Map<string, Tensor>();
   readonly #outShape = new Map<string, Shape>();
   #losses: Promise<number>[] = [];
@@ -93,6 +87,8 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
   #outputs: { mb: number; shape: number[]; data: Promise<Float32Array> }[] = [];
   #plan: ModelStagePayload | null = null;
   readonly #guard: StepGuard | null;
+  // ZeRO-1: this replica's share of each stage's optimizer (null: whole).
+  readonly #shards: ShardedStages | null;
   readonly #actPeak: ActivationPeak;
   readonly #leaks: LeakWatch;
   readonly #span: ActionSpan;
@@ -104,26 +100,10 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
     this.#guard = checksSteps(this.#o) ? new StepGuard() : null;
     this.backend = backend;
     this.#span = new ActionSpan(backend);
-    try {
-      for (const s of this.#stages) {
-        const built = layerFromSpec(this.#o.stageSpecs[s], backend);
-        if (!(built instanceof Sequential)) {
-          built.dispose();
-          throw new TypeError(
-            `spec of stage ${s} must be a Sequential, got ${this.#o.stageSpecs[s].kind}`,
-          );
-        }
-        const layer = this.#o.checkpoint === undefined
-          ? built
-          : new CheckpointedStage(built, this.#o.checkpoint);
-        this.#stageLayers.set(s, layer);
-        this.#optimizers.set(s, createOptimizer(this.#o.optimizer, layer.parameters()));
-      }
-    } catch (e) {
-      for (const c of this.#stageLayers.values()) c.dispose();
-      for (const opt of this.#optimizers.values()) opt.dispose();
-      throw e;
-    }
+    const built = buildStages(this.#o, this.#stages, backend);
+    this.#stageLayers = built.layers;
+    this.#optimizers = built.optimizers;
+    this.#shards = built.shards;
     this.#actPeak = new ActivationPeak(backend.memory, () => this.#stateBytes());
     // Between iterations a rank holds no activation: growth there is a leak.
     this.#leaks = new LeakWatch(backend.memory, {
@@ -225,15 +205,8 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
       y.dispose();
       throw new TypeError(`${formatAction(ctx.action)}: no targets for micro-batch ${mb}`);
     }
-    const t = this.backend.fromData(tData, [rows, ...plan.targetTail]);
-    let r: LossResult;
-    try {
-      const opts = { totalRows: plan.totalRows };
-      r = this.#o.loss === "mse" ? mseLoss(y, t, opts) : crossEntropyLoss(y, t, opts);
-    } finally {
-      t.dispose();
-      y.dispose();
-    }
+    const tail = [rows, ...plan.targetTail];
+    const r = trainingLoss(this.backend, this.#o.loss, y, tData, tail, plan.totalRows);
     this.#lossGrad.set(`${key}/${s}`, r.grad);
     // Read when needed: a read-back now would wait for this forward's work.
     this.#lossTensors.push(r.loss);
@@ -267,7 +240,17 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
 
   /** Replaces `stage`'s accumulated gradients (the replicas' average; see `RankExecutor`). */
   setGradients(stage: number, grads: readonly Float32Array[]): void {
-    writeGradients(this.backend, stage, this.#stageLayer(stage).parameters(), grads);
+    if (this.#shards !== null) this.#shards.setGradients(stage, grads);
+    else writeGradients(this.backend, stage, this.#stageLayer(stage).parameters(), grads);
+  }
+
+  /** ZeRO-1: this replica's share of `stage`'s parameters after its step (see `RankExecutor`). */
+  ownedParameters(stage: number): Promise<Float32Array> {
+    return this.#sharded().owned(stage);
+  }
+  /** ZeRO-1: writes `stage`'s parameters gathered from every replica (see `RankExecutor`). */
+  setStageParameters(stage: number, values: Float32Array): void {
+    this.#sharded().setAll(stage, values);
   }
 
   step(stage: number, _iteration: number): StepResultOf {
@@ -282,20 +265,23 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
     let n = this.#guard?.heldBytes ?? 0;
     for (const t of tensors) n += t.bytes;
     for (const opt of this.#optimizers.values()) n += opt.stateBytes;
-    return n;
+    return n + (this.#shards?.bytes ?? 0);
   }
 
   // One stage's optimizer step (with its check when steps are checked or clipped).
   #stepStage(stage: number): StepResultOf {
     const opt = this.#optimizers.get(stage)!;
+    // Sharded: the share's working parameters step (their check is the share's).
     const check = this.#guard?.before(
       stage,
       opt,
-      this.#stageLayer(stage).parameters(),
+      this.#shards?.work(stage) ?? this.#stageLayer(stage).parameters(),
       stage === this.#init.numStages - 1 ? this.#readLosses() : null,
       this.#o.policy?.clipGradNorm !== undefined,
     );
+    if (check !== undefined) this.#shards?.snapshot(stage);
     opt.step();
+    this.#shards?.dropGrads(stage);
     this.#lr = opt.groups[0]?.lr;
     this.#stageLayer(stage).zeroGrad();
     return check === undefined ? undefined : { check };
@@ -303,7 +289,10 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
 
   /** The step of `stage` in an iteration is final (see `RankExecutor.commitStep`). */
   commitStep(stage: number): void {
-    this.#actPeak.change(() => this.#guard?.commit(stage));
+    this.#actPeak.change(() => {
+      this.#guard?.commit(stage);
+      this.#shards?.drop(stage);
+    });
   }
 
   /**
@@ -314,14 +303,20 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
   redoStep(stage: number, _iteration: number, scale: number): void {
     const layer = this.#stageLayer(stage);
     this.#actPeak.change(() => {
-      this.#guard?.redo(stage, this.#optimizers.get(stage)!, layer.parameters(), scale);
+      const params = this.#shards?.work(stage) ?? layer.parameters();
+      this.#guard?.redo(stage, this.#optimizers.get(stage)!, params, scale);
+      this.#shards?.drop(stage);
+      this.#shards?.dropGrads(stage);
       layer.zeroGrad();
     });
   }
 
   /** Undoes the step of `stage` exactly (see `RankExecutor.rollbackStep`). */
   rollbackStep(stage: number): void {
-    this.#actPeak.change(() => this.#guard?.rollback(stage, this.#optimizers.get(stage)!));
+    this.#actPeak.change(() => {
+      this.#guard?.rollback(stage, this.#optimizers.get(stage)!);
+      this.#shards?.rollback(stage);
+    });
   }
 
   /**
@@ -396,15 +391,17 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
 
   /** The requests the model sends this rank outside runs (see {@linkcode ModelStageCalls}). */
   readonly calls: CallHandlers<ModelStageCalls> = {
-    load: ({ bytes }) => {
+    load: async ({ bytes }) => {
       // The main thread checked the file (and chose whether non-finite values may load).
       loadSafetensors(this.parameters(), bytes, { allowExtra: true, allowNonFinite: true });
+      await this.#shards?.refresh();
       return null;
     },
     save: () => saveSafetensors(this.parameters()),
-    saveState: () => saveStageState(this.#stageStates()),
+    saveState: () => this.#shards?.saveState() ?? saveStageState(this.#stageStates()),
     loadState: ({ bytes }) => {
-      loadStageState(this.#stageStates(), bytes);
+      if (this.#shards !== null) this.#shards.loadState(bytes);
+      else loadStageState(this.#stageStates(), bytes);
       return null;
     },
     setLearningRate: ({ lr }) => {
@@ -432,6 +429,7 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
       device: this.backend.description,
       heldKeys: this.#stages.flatMap((s) => this.#stageLayer(s).heldKeys().map(String)),
       liveBytes: this.backend.memory.liveBytes,
+      optimizerBytes: [...this.#optimizers.values()].reduce((n, o) => n + o.stateBytes, 0),
     }),
   };
 
@@ -441,6 +439,7 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
     for (const t of this.#lossGrad.values()) t.dispose();
     this.#lossGrad.clear();
     for (const opt of this.#optimizers.values()) opt.dispose();
+    this.#shards?.dispose();
     for (const c of this.#stageLayers.values()) c.dispose();
     this.#optimizers.clear();
     this.#stageLayers.clear();
@@ -524,6 +523,11 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
       params: this.#stageLayer(s).parameters(),
       optimizer: this.#optimizers.get(s)!,
     }));
+  }
+
+  #sharded(): ShardedStages {
+    if (this.#shards === null) throw new TypeError("this rank's optimizer is not sharded");
+    return this.#shards;
   }
 
   #stageLayer(stage: number): Layer {

@@ -46,6 +46,17 @@ export interface PipelineParallelModelOptions {
    * `mpirun -n D·P`, process `k·P + p` running pipeline rank p of replica k).
    */
   readonly dataParallel?: number;
+  /**
+   * ZeRO-1 (default false): with `dataParallel` D each replica of a
+   * pipeline rank keeps and steps only 1/D of each stage's optimizer state
+   * (a contiguous share of the stage's parameters read as one vector): the
+   * gradients are reduce-scattered instead of all-reduced, each replica
+   * steps its share, and the replicas all-gather the updated parameters.
+   * Training equals the unsharded run; checkpoints are written gathered in
+   * the single-device format and load into any (D, P), sharded or not.
+   * With D = 1 there is nothing to share: the optimizer is whole.
+   */
+  readonly shardOptimizer?: boolean;
   /** Stages per rank V (with a schedule name; default the schedule's own). */
   readonly stagesPerRank?: number;
   /** How the layers are cut into p·V stages (default `LoadBalancedPartition` on `partitionCosts`). */
@@ -157,6 +168,8 @@ export interface CheckedModelOptions {
   readonly dataParallel: number;
   /** Threads per rank's CPU backend; undefined: the cores shared (see the option). */
   readonly threads?: number;
+  /** ZeRO-1: the optimizer state sharded across the D replicas (false with D = 1). */
+  readonly shardOptimizer: boolean;
   readonly comm?: CommBackend;
   readonly sameOnEveryRank: Readonly<Record<string, string | number | boolean>>;
   readonly checkpoint?: ActivationCheckpointOptions;
@@ -173,6 +186,7 @@ const OPTION_NAMES = [
   "ranks",
   "microBatches",
   "dataParallel",
+  "shardOptimizer",
   "stagesPerRank",
   "partition",
   "partitionCosts",
@@ -298,6 +312,11 @@ export function checkModelOptions(o: PipelineParallelModelOptions): CheckedModel
       }`,
     );
   }
+  if (o.shardOptimizer !== undefined && typeof o.shardOptimizer !== "boolean") {
+    throw new TypeError(
+      `shardOptimizer must be a boolean, got ${describeValue(o.shardOptimizer)}`,
+    );
+  }
   const workers = rankGroup === "workers" || rankGroup === "subprocess";
   const comm = checkComm(o.comm, rankGroup);
   const checkpoint = o.checkpoint === undefined ? undefined : checkpointOptions(o.checkpoint);
@@ -358,6 +377,7 @@ export function checkModelOptions(o: PipelineParallelModelOptions): CheckedModel
     rankGroup,
     dataParallel,
     ...(threads === undefined ? {} : { threads }),
+    shardOptimizer: o.shardOptimizer === true && dataParallel > 1,
     ...(comm === undefined ? {} : { comm }),
     sameOnEveryRank: { ...same },
     ...(checkpoint === undefined ? {} : { checkpoint }),

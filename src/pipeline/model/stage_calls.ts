@@ -22,6 +22,11 @@ export interface RankInfo {
   readonly heldKeys: readonly string[];
   /** Live bytes on its backend. */
   readonly liveBytes: number;
+  /**
+   * Bytes of its stages' optimizer state (with a sharded optimizer, this
+   * replica's share: about 1/D of the whole).
+   */
+  readonly optimizerBytes: number;
 }
 
 /** A tensor's data and shape, as it crosses to and from a rank. */

@@ -49,6 +49,12 @@ export interface ModelStageOptions {
   readonly policy?: RunPolicy;
   /** Module URLs to import before building the stages (they register custom layers). */
   readonly modules?: readonly string[];
+  /**
+   * ZeRO-1: this rank is replica `replica` of `replicas`, and each of its
+   * stages' optimizers holds and steps only that replica's share (absent:
+   * whole optimizers).
+   */
+  readonly shard?: { readonly replica: number; readonly replicas: number };
 }
 
 /** What a rank needs for one iteration (`beginIteration`'s payload). */

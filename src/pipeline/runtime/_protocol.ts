@@ -78,6 +78,8 @@ export type ToWorker =
     readonly policy: RunPolicy;
     /** Replicas D: this worker's `rank` is global (`k·P + p`) over D·P ranks. */
     readonly replicas: number;
+    /** ZeRO-1: the optimizer state sharded across the replicas. */
+    readonly shardOptimizer: boolean;
   }
   | {
     readonly type: "run";

@@ -18,6 +18,7 @@ import { packBucket, planBuckets } from "../comm/gradient_reduce.ts";
 import type { RankExecutor } from "./rank_executor.ts";
 import { reduceTag } from "./tag.ts";
 import { PipelineRankError } from "./pipeline_rank_error.ts";
+import { reduceScatterAverage, ShardedSteps } from "./optimizer_sharding.ts";
 import { describeValue } from "../../text/describe.ts";
 
 /** Default size of one gradient bucket: 1 MiB (262 144 f32 values). */
@@ -171,6 +172,13 @@ export interface GradientSyncOptions {
   readonly pipelineRanks: number;
   /** Bucket size in bytes (default {@linkcode DEFAULT_BUCKET_BYTES}). */
   readonly bucketBytes?: number;
+  /**
+   * ZeRO-1: each replica owns 1/D of each stage's optimizer state, so the
+   * average is a reduce-scatter (each replica gets its share's average) and
+   * the steps are followed by an all-gather of the updated shares
+   * ({@linkcode GradientSync.sharding}). Default false.
+   */
+  readonly shardOptimizer?: boolean;
 }
 
 /**
@@ -206,6 +214,11 @@ export class GradientSync {
   readonly replicas: number;
   /** Global ranks of the D replicas of this pipeline rank, in replica order. */
   readonly peers: readonly number[];
+  /**
+   * With `shardOptimizer` (and D > 1): the all-gather after each step,
+   * whose `wrap` the runtime puts around the executor; else null.
+   */
+  readonly sharding: ShardedSteps | null;
   readonly #comm: CommBackend;
   readonly #bucketBytes: number;
   readonly #plans = new Map<number, ReturnType<typeof planBuckets>>();
@@ -232,6 +245,9 @@ export class GradientSync {
     this.replicas = d;
     this.peers = Array.from({ length: d }, (_, k) => k * pipelineRanks + place.pipelineRank);
     this.#bucketBytes = options.bucketBytes ?? DEFAULT_BUCKET_BYTES;
+    this.sharding = options.shardOptimizer === true && d > 1
+      ? new ShardedSteps({ comm, replica: this.replica, peers: this.peers })
+      : null;
   }
 
   /**
@@ -272,7 +288,20 @@ export class GradientSync {
     }
     const grads = executor.gradients(stage);
     let ready = false;
-    const average = this.#average(stage, iteration, attempt, grads).finally(() => ready = true);
+    const sharding = this.sharding;
+    const average =
+      (sharding === null
+        ? this.#average(stage, iteration, attempt, grads)
+        : Promise.resolve(grads).then((g) => {
+          sharding.setTotal(stage, g.reduce((n, a) => n + a.length, 0));
+          return reduceScatterAverage(
+            { comm: this.#comm, replica: this.replica, peers: this.peers },
+            stage,
+            iteration,
+            attempt,
+            unaliased(g),
+          );
+        })).finally(() => ready = true);
     average.catch(() => {}); // seen by finish(); an abandoned attempt never calls it
     return {
       get ready() {

@@ -51,6 +51,13 @@ export interface InProcessRankGroupOptions<C extends CallMap = NoCalls> {
    * Payloads, reports, events and calls then use global ranks.
    */
   readonly dataParallel?: number;
+  /**
+   * ZeRO-1 with `dataParallel` D > 1: each replica keeps and steps 1/D of
+   * each stage's optimizer state; gradients are reduce-scattered and the
+   * updated shares all-gathered (the executors need `ownedParameters` and
+   * `setStageParameters` too, and must step only their share). Default false.
+   */
+  readonly shardOptimizer?: boolean;
 }
 
 /**
@@ -136,6 +143,7 @@ export class InProcessRankGroup<C extends CallMap = NoCalls> extends RankGroupBa
       controller,
       policy,
       d,
+      options.shardOptimizer === true,
     );
   }
 
@@ -159,6 +167,7 @@ export class InProcessRankGroup<C extends CallMap = NoCalls> extends RankGroupBa
     controller: AbortController,
     policy: RunPolicy,
     replicas: number,
+    shardOptimizer: boolean,
   ) {
     super(schedule, undefined, replicas);
     this.#policy = policy;
@@ -167,7 +176,7 @@ export class InProcessRankGroup<C extends CallMap = NoCalls> extends RankGroupBa
     this.#syncs = comms.map((comm) =>
       replicas === 1
         ? undefined
-        : new GradientSync({ comm, replicas, pipelineRanks: schedule.ranks })
+        : new GradientSync({ comm, replicas, pipelineRanks: schedule.ranks, shardOptimizer })
     );
     this.#executors = executors;
     this.#abortFlag = abortFlag;

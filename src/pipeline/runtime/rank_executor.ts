@@ -213,6 +213,18 @@ export interface RankExecutor<C extends CallMap = NoCalls> {
    */
   setGradients?(stage: number, grads: readonly Float32Array[]): void | Promise<void>;
   /**
+   * ZeRO-1 (a sharded optimizer): this replica's share of `stage`'s
+   * parameters after its step (or redo), as a flat vector: the values
+   * `shardRange(N, replica, D)` of the stage's N parameter values in
+   * parameter order. Called right after `step` and `redoStep`.
+   */
+  ownedParameters?(stage: number): Float32Array | Promise<Float32Array>;
+  /**
+   * ZeRO-1: writes all N values of `stage`'s parameters (flat, in
+   * parameter order), gathered from every replica's share after the step.
+   */
+  setStageParameters?(stage: number, values: Float32Array): void | Promise<void>;
+  /**
    * Undoes the step of `stage` in `iteration` exactly: parameters and
    * optimizer state as they were before it (a stage that did not step
    * leaves them as they are). Called when some stage's check failed.

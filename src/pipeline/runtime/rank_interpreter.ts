@@ -156,7 +156,10 @@ export interface RankRunResult {
  * ```
  */
 export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
-  const { schedule, rank, comm, executor } = options;
+  const { schedule, rank, comm } = options;
+  // ZeRO-1: each step is followed by the all-gather of the replicas' shares.
+  const sharding = options.gradientSync?.sharding ?? null;
+  const executor = sharding === null ? options.executor : sharding.wrap(options.executor);
   const first = options.firstIteration ?? 0;
   const iterations = options.iterations ?? 1;
   checkRange(schedule, rank, first, iterations);
@@ -295,6 +298,8 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
   // One attempt at iteration `it`: every action of the list, in order.
   const runIteration = async (it: number): Promise<void> => {
     onState("idle", -1, it);
+    // A redo's all-gather (an abandoned attempt's) is in before the stage runs again.
+    await sharding?.settle();
     validation?.beginIteration(it);
     await executor.beginIteration?.(it, options.payloads?.[it - first]);
     for (let i = 0; i < list.length; i++) {
@@ -305,6 +310,7 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
       await perform(list[i], i, it);
     }
     await stepAveraged(true);
+    await sharding?.settle();
     reports.push(await executor.endIteration?.(it));
   };
 
@@ -328,6 +334,7 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
     await timeline.settled();
     throwIfFailed();
     if (validation !== null) await validation.finish(it);
+    await sharding?.settle();
   } finally {
     loop.close();
   }

@@ -99,6 +99,13 @@ export interface SpmdRankGroupOptions<C extends CallMap = NoCalls> {
    * `setGradients`).
    */
   readonly dataParallel?: number;
+  /**
+   * ZeRO-1 with `dataParallel` D > 1: each replica keeps and steps 1/D of
+   * each stage's optimizer state; gradients are reduce-scattered and the
+   * updated shares all-gathered (the executors need `ownedParameters` and
+   * `setStageParameters` too, and must step only their share). Default false.
+   */
+  readonly shardOptimizer?: boolean;
 }
 
 // What every rank tells the others at creation.
@@ -287,6 +294,7 @@ export class SpmdRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<C>
     return new SpmdRankGroup<C>(schedule, comm, executor!, {
       view,
       replicas,
+      shardOptimizer: options.shardOptimizer === true,
       group,
       abortFlag,
       controller,
@@ -323,6 +331,7 @@ export class SpmdRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<C>
     o: {
       view: CommBackend;
       replicas: number;
+      shardOptimizer: boolean;
       group: number;
       abortFlag: Int32Array;
       controller: AbortController;
@@ -335,9 +344,12 @@ export class SpmdRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<C>
     this.localRank = comm.rank;
     this.#comm = comm;
     this.#view = o.view;
-    this.#sync = o.replicas === 1
-      ? undefined
-      : new GradientSync({ comm, replicas: o.replicas, pipelineRanks: schedule.ranks });
+    this.#sync = o.replicas === 1 ? undefined : new GradientSync({
+      comm,
+      replicas: o.replicas,
+      pipelineRanks: schedule.ranks,
+      shardOptimizer: o.shardOptimizer,
+    });
     this.#executor = executor;
     this.#group = o.group;
     this.#abortFlag = o.abortFlag;

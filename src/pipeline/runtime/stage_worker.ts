@@ -138,9 +138,12 @@ async function handle(msg: ToWorker): Promise<void> {
           );
         }
         view = msg.replicas === 1 ? comm : new ReplicaComm(comm, replica, P);
-        sync = msg.replicas === 1
-          ? null
-          : new GradientSync({ comm, replicas: msg.replicas, pipelineRanks: P });
+        sync = msg.replicas === 1 ? null : new GradientSync({
+          comm,
+          replicas: msg.replicas,
+          pipelineRanks: P,
+          shardOptimizer: msg.shardOptimizer,
+        });
         executor = await factory(executorInit(schedule, pipelineRank, {
           options: msg.executor.options,
           abortFlag: board.subarray(ABORT_INDEX, ABORT_INDEX + 1),

@@ -173,3 +173,22 @@ export function reduceTag(
     checkIndex(bucket, "bucket")
   }`;
 }
+
+/**
+ * The tag of a replica's updated share of `stage`'s parameters after its
+ * step in `iteration`, sent to the other replicas of the stage (ZeRO-1's
+ * all-gather); `redo` for the step redone clipped. A stage steps once per
+ * iteration (an attempt is abandoned before its first step) and is redone
+ * at most once, so no attempt number is needed. Distinct from every other
+ * tag.
+ *
+ * @example
+ * ```ts
+ * import { gatherTag } from "./tag.ts";
+ * console.log(gatherTag(3, 1, false), gatherTag(3, 1, true)); // gather/i3/s1 gather/i3/s1/redo
+ * ```
+ */
+export function gatherTag(iteration: number, stage: number, redo: boolean): string {
+  const it = checkIndex(iteration, "iteration");
+  return `gather/i${it}/s${checkIndex(stage, "stage")}${redo ? "/redo" : ""}`;
+}

@@ -62,6 +62,13 @@ export interface WorkerRankGroupOptions {
    * reports, events and calls then use these global ranks.
    */
   readonly dataParallel?: number;
+  /**
+   * ZeRO-1 with `dataParallel` D > 1: each replica keeps and steps 1/D of
+   * each stage's optimizer state; gradients are reduce-scattered and the
+   * updated shares all-gathered (the executors need `ownedParameters` and
+   * `setStageParameters` too, and must step only their share). Default false.
+   */
+  readonly shardOptimizer?: boolean;
 }
 
 function positive(value: unknown, what: string, fallback: number): number {
@@ -88,6 +95,8 @@ export interface CheckedWorkerGroup {
   readonly startupTimeoutMs: number;
   /** Replicas D (1: one pipeline). */
   readonly replicas: number;
+  /** ZeRO-1: the optimizer state sharded across the replicas. */
+  readonly shardOptimizer: boolean;
 }
 
 /**
@@ -135,5 +144,11 @@ export function checkWorkerGroupOptions(options: WorkerRankGroupOptions): Checke
     );
   }
   // Checked last: the full check (a dry run) only once everything else passed.
-  return { schedule: checkSchedule(options.schedule), policy, replicas, ...t };
+  return {
+    schedule: checkSchedule(options.schedule),
+    policy,
+    replicas,
+    shardOptimizer: options.shardOptimizer === true,
+    ...t,
+  };
 }

@@ -230,6 +230,7 @@ export class WorkerRankGroup<C extends CallMap = NoCalls> extends RankGroupBase<
         connectTimeoutMs: t.startupTimeoutMs,
         policy: t.policy,
         replicas: t.replicas,
+        shardOptimizer: t.shardOptimizer,
       };
       tracked.worker.postMessage(init, mesh[r].filter((x): x is MessagePort => x !== null));
     }

@@ -21,6 +21,8 @@ import { ZB_H2 } from "./zb_h2.ts";
 import { ZB_V } from "./zb_v.ts";
 import { ZB_AUTO } from "./zb_auto.ts";
 import { DUALPIPE_V } from "./dualpipe_v.ts";
+import { V_HALF } from "./v_half.ts";
+import { V_MIN } from "./v_min.ts";
 
 export type { GenerateOptions } from "./schedule_registry.ts";
 
@@ -31,7 +33,7 @@ export type { GenerateOptions } from "./schedule_registry.ts";
  * @example
  * ```ts
  * import { SCHEDULES } from "./generate.ts";
- * console.log(SCHEDULES.length, SCHEDULES[0].name); // 9 gpipe
+ * console.log(SCHEDULES.length, SCHEDULES[0].name); // 11 gpipe
  * ```
  */
 export const SCHEDULES = [
@@ -44,6 +46,8 @@ export const SCHEDULES = [
   ZB_V,
   ZB_AUTO,
   DUALPIPE_V,
+  V_HALF,
+  V_MIN,
 ] as const;
 
 /**

@@ -88,6 +88,12 @@ export interface ScheduleDefinition<N extends string = string> {
    * it picks. Others are built from their rules alone.
    */
   readonly costAware?: boolean;
+  /**
+   * The memory limit (full stages' worth of micro-batches per rank) when
+   * the caller gives none; p when absent. V-Half's and V-Min's are their
+   * papers' limits.
+   */
+  defaultMemoryLimit?(ranks: number): number;
   /** Builds the action lists; its inputs are checked. */
   generate(inputs: ScheduleInputs): Schedule;
   /**
@@ -112,18 +118,19 @@ export interface GenerateOptions {
    */
   readonly stagesPerRank?: number;
   /**
-   * `zb-auto` only: costs per action kind (defaults F = I = W = 1, B = I + W)
-   * per full stage (one rank's share of the model; arrays have p entries).
-   * A V result splits full stage k into stages 2k and 2k+1 at half the cost
+   * `zb-auto`, `v-half`, `v-min` only: costs per action kind (defaults
+   * F = I = W = 1, B = I + W) per full stage (one rank's share of the model;
+   * arrays have p entries). A V result splits full stage k into stages 2k and 2k+1 at half the cost
    * each; simulate it with those stage costs. The delay per hop stays.
    */
   readonly costs?: ActionCosts;
-  /** `zb-auto` only: delay when a result crosses ranks (default 0). */
+  /** `zb-auto`, `v-half`, `v-min` only: delay when a result crosses ranks (default 0). */
   readonly comm?: number;
   /**
-   * `zb-auto` only: most activations in flight per rank, in full-stage
-   * micro-batches (number ≥ 1; default p, 1F1B's memory; 2p−1 is ZB-H2's);
-   * a stage-micro-batch of a V result counts 1/2.
+   * `zb-auto`, `v-half`, `v-min` only: most activations in flight per rank,
+   * in full-stage micro-batches (number ≥ 1); a stage-micro-batch of a V
+   * result counts 1/2. Default p for `zb-auto` (1F1B's memory; 2p−1 is
+   * ZB-H2's), ⌊(p+2)/2⌋ for `v-half`, ⌊(p+4)/3⌋ for `v-min`.
    */
   readonly memoryLimit?: number;
 }
@@ -259,7 +266,7 @@ export function createScheduleRegistry<N extends string>(
       const p = shape.ranks;
       const costs = resolveCosts(options.costs, d.costAware ? p : p * shape.stagesPerRank);
       const comm = checkComm(options.comm);
-      const memoryLimit = options.memoryLimit ?? p;
+      const memoryLimit = options.memoryLimit ?? d.defaultMemoryLimit?.(p) ?? p;
       if (
         typeof memoryLimit !== "number" || !(memoryLimit >= 1) || !Number.isFinite(memoryLimit)
       ) {

@@ -4,12 +4,12 @@ import { generateSchedule, SCHEDULE_NAMES } from "../../../src/pipeline/schedule
 import { simulate } from "../../../src/pipeline/analysis/simulate.ts";
 
 Deno.test("inFlightPeaks: one stage per rank gives simulate's per-rank peak activations", () => {
-  // The schedules that accept one stage per rank; interleaved-1f1b, zb-v and
-  // dualpipe-v need V >= 2 and are compared per rank in the next test.
+  // The schedules that accept one stage per rank; interleaved-1f1b, zb-v,
+  // dualpipe-v, v-half and v-min need V >= 2 and are compared per rank in the next test.
   const single = ["gpipe", "1f1b", "looped-bfs", "zb-h1", "zb-h2", "zb-auto"];
   assert.deepEqual(
     SCHEDULE_NAMES.filter((n) => !single.includes(n)),
-    ["interleaved-1f1b", "zb-v", "dualpipe-v"],
+    ["interleaved-1f1b", "zb-v", "dualpipe-v", "v-half", "v-min"],
   );
   for (const name of single) {
     for (const ranks of [2, 4]) {
@@ -24,7 +24,7 @@ Deno.test("inFlightPeaks: one stage per rank gives simulate's per-rank peak acti
 });
 
 Deno.test("inFlightPeaks: with V = 2 each rank's stage peaks bound simulate's rank peak", () => {
-  for (const name of ["interleaved-1f1b", "looped-bfs", "zb-v", "dualpipe-v"]) {
+  for (const name of ["interleaved-1f1b", "looped-bfs", "zb-v", "dualpipe-v", "v-half", "v-min"]) {
     const s = generateSchedule(name, { ranks: 2, microBatches: 8 });
     const peaks = inFlightPeaks(s);
     const sim = simulate(s).peakActivations;

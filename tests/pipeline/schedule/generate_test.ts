@@ -15,6 +15,8 @@ Deno.test("SCHEDULE_NAMES lists the CLI names", () => {
       "zb-v",
       "zb-auto",
       "dualpipe-v",
+      "v-half",
+      "v-min",
     ],
   );
 });
@@ -25,6 +27,8 @@ const V_GRID: Record<string, number[]> = {
   "looped-bfs": [1, 2, 3],
   "zb-v": [2],
   "dualpipe-v": [2],
+  "v-half": [2],
+  "v-min": [2],
 };
 
 Deno.test("every schedule validates and is deadlock-free for every valid (p, m, V), p = 1…8, m = 1…32", () => {
@@ -65,7 +69,7 @@ Deno.test("generateSchedule: default V is 2 for the multi-stage schedules, else 
   const V = (name: string) => generateSchedule(name, { ranks: 2, microBatches: 4 }).stagesPerRank;
   // zb-auto has no default: it returns whichever placement its search picks.
   const fixed = SCHEDULE_NAMES.filter((n) => n !== "zb-auto");
-  assert.deepEqual(fixed.map(V), [1, 1, 2, 2, 1, 1, 2, 2]);
+  assert.deepEqual(fixed.map(V), [1, 1, 2, 2, 1, 1, 2, 2, 2, 2]);
   assert.ok([1, 2].includes(V("zb-auto")));
 });
 

@@ -81,7 +81,10 @@ Deno.test("registry: a schedule added by one table line is named, generated and 
 });
 
 Deno.test("registry: the CLI's schedule flags list and build the added schedule", () => {
-  assert.match(scheduleFlagsHelp(registry), /--schedule NAME {8}one of: .*dualpipe-v, gpipe-lifo/);
+  assert.match(
+    scheduleFlagsHelp(registry),
+    /--schedule NAME {8}one of: .*dualpipe-v, v-half, v-min, gpipe-lifo/,
+  );
   const spec = readScheduleSpec(
     { schedule: "gpipe-lifo", ranks: "2", microbatches: "3" },
     registry,
