@@ -35,6 +35,7 @@ import { LeakWatch } from "../../tensor/leak_watch.ts";
 import type { Layer, Parameter } from "../../nn/layer.ts";
 import { layerFromSpec } from "../../nn/layer_registry.ts";
 import { Sequential } from "../../nn/sequential.ts";
+import { tieParameters } from "../../nn/tied_head.ts";
 import { crossEntropyLoss, type LossResult, mseLoss } from "../../nn/losses.ts";
 import type { OptimizerBase } from "../../nn/optimizer_base.ts";
 import { loadSafetensors, saveSafetensors } from "../../nn/safetensors.ts";
@@ -117,6 +118,10 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
           ? built
           : new CheckpointedStage(built, this.#o.checkpoint);
         this.#stageLayers.set(s, layer);
+      }
+      // A tied head shares its table with the stage that holds it on this rank (plan checked).
+      tieParameters([...this.#stageLayers.values()]);
+      for (const [s, layer] of this.#stageLayers) {
         this.#optimizers.set(s, createOptimizer(this.#o.optimizer, layer.parameters()));
       }
     } catch (e) {

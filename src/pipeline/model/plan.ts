@@ -21,6 +21,7 @@ import {
 import { layerCosts } from "../partition/layer_costs.ts";
 import type { PipelineParallelModelOptions } from "./options.ts";
 import { describeValue } from "../../text/describe.ts";
+import { checkTiedPlacement } from "./_tied_placement.ts";
 
 /** Where everything goes: the schedule, the cut, each stage's spec and each rank's weights. */
 export interface ModelPlan {
@@ -154,6 +155,11 @@ export async function planModel(
     );
   }
   const slices = Array.from({ length: numStages }, (_, s) => o.model.slice(b[s], b[s + 1]));
+  checkTiedPlacement(
+    slices,
+    schedule,
+    typeof o.schedule === "string" ? `"${o.schedule}"` : "the given schedule",
+  );
   // Each rank's weights: its stages' parameters, named as in the whole model.
   const rankParams: Parameter[][] = Array.from({ length: schedule.ranks }, () => []);
   slices.forEach((sl, s) => rankParams[schedule.stageToRank[s]].push(...sl.parameters()));
