@@ -132,7 +132,6 @@ export { CausalSelfAttention } from "./src/nn/causal_self_attention.ts";
 export { MLP, type MLPOptions } from "./src/nn/mlp.ts";
 export { TransformerBlock, type TransformerBlockOptions } from "./src/nn/transformer_block.ts";
 export { Residual } from "./src/nn/residual.ts";
-export { TiedHead, type TiedHeadOptions } from "./src/nn/tied_head.ts";
 export { Sequential, type SequentialOptions } from "./src/nn/sequential.ts";
 export { createTinyGPT, type TinyGPTConfig } from "./src/nn/gpt.ts";
 

@@ -50,7 +50,7 @@ export type {
   StateKey,
 } from "./src/nn/layer.ts";
 export { LayerBase } from "./src/nn/layer_base.ts";
-export { tieParameters } from "./src/nn/tied_head.ts";
+export { TiedHead, type TiedHeadOptions, tieParameters } from "./src/nn/tied_head.ts";
 export {
   type LayerFactory,
   layerFromSpec,

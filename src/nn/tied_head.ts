@@ -43,7 +43,8 @@ interface TiedHeadState {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { CpuBackend, createTinyGPT, TiedHead } from "@conveyor/core";
+ * import { CpuBackend, createTinyGPT } from "@conveyor/core";
+ * import { TiedHead } from "@conveyor/core/nn";
  * const be = new CpuBackend();
  * const gpt = createTinyGPT(
  *   { vocabSize: 10, seqLen: 4, dim: 8, heads: 2, layers: 1, tieEmbeddings: true },
@@ -228,8 +229,8 @@ function headsOf(layer: Layer): TiedHead[] {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { CpuBackend, Sequential, TiedHead, TokenPositionEmbedding } from "@conveyor/core";
- * import { tieParameters } from "@conveyor/core/nn";
+ * import { CpuBackend, Sequential, TokenPositionEmbedding } from "@conveyor/core";
+ * import { TiedHead, tieParameters } from "@conveyor/core/nn";
  * const be = new CpuBackend();
  * const head = new TiedHead(be, 10, 4, { tiedTo: "0.token" });
  * const model = new Sequential([new TokenPositionEmbedding(be, 10, 3, 4), head]);
