@@ -12,6 +12,8 @@ import { encodeSafetensors } from "../../src/nn/safetensors.ts";
 import { BPETokenizer } from "../../src/nn/bpe_tokenizer.ts";
 import { Rng } from "../../src/tensor/random.ts";
 
+type T = Map<string, { shape: number[]; data: Float32Array }>;
+
 export interface TinyGPT2 {
   readonly vocab: number;
   readonly positions: number;
@@ -118,7 +120,7 @@ export function tinyTokenizerFiles(vocab: number): { vocabJson: string; mergesTx
  * prefix, the old `attn.bias` / `attn.masked_bias` buffers, `lm_head.weight`
  * equal to `wte`, and a tokenizer when `tokenizer`.
  */
-export async function writeTinyGPT2(dir: string, c: TinyGPT2 = TINY, seed = 1, tokenizer = true) {
+export async function writeTinyGPT2(dir: string, c: TinyGPT2 = TINY, seed = 1, tokenizer = true): Promise<T> {
   const t = gpt2Tensors(c, seed);
   const list = [...t].map(([name, e]) => ({
     name: "transformer." + name,
@@ -156,11 +158,10 @@ export async function writeTinyGPT2(dir: string, c: TinyGPT2 = TINY, seed = 1, t
   return t;
 }
 
-type T = Map<string, { shape: number[]; data: Float32Array }>;
 
 /** Float64 logits [T, V] of GPT-2 for `ids`, from GPT-2's own tensors. */
 export function referenceLogits(t: T, c: TinyGPT2, ids: readonly number[]): Float64Array[] {
-  const C = c.embd, H = c.heads, D = C / H, n = ids.length;
+  const C = c.embd, H = c.heads, D = C / H;
   const g = (name: string) => t.get(name)!.data;
   const layerNorm = (x: Float64Array, w: Float32Array, b: Float32Array) => {
     let m = 0;
