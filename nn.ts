@@ -51,6 +51,17 @@ export type {
 } from "./src/nn/layer.ts";
 export { LayerBase } from "./src/nn/layer_base.ts";
 export { TiedHead, type TiedHeadOptions, tieParameters } from "./src/nn/tied_head.ts";
+export { cachedForward, checkCachedForward, KVCache } from "./src/nn/kv_cache.ts";
+export {
+  type CheckedGenerateOptions,
+  checkGeneration,
+  generate,
+  type GenerateOptions,
+  type GenerateResult,
+  languageModelLimits,
+  runGeneration,
+  sampleToken,
+} from "./src/nn/generate.ts";
 export {
   type LayerFactory,
   layerFromSpec,

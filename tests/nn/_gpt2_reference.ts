@@ -120,7 +120,12 @@ export function tinyTokenizerFiles(vocab: number): { vocabJson: string; mergesTx
  * prefix, the old `attn.bias` / `attn.masked_bias` buffers, `lm_head.weight`
  * equal to `wte`, and a tokenizer when `tokenizer`.
  */
-export async function writeTinyGPT2(dir: string, c: TinyGPT2 = TINY, seed = 1, tokenizer = true): Promise<T> {
+export async function writeTinyGPT2(
+  dir: string,
+  c: TinyGPT2 = TINY,
+  seed = 1,
+  tokenizer = true,
+): Promise<T> {
   const t = gpt2Tensors(c, seed);
   const list = [...t].map(([name, e]) => ({
     name: "transformer." + name,
@@ -157,7 +162,6 @@ export async function writeTinyGPT2(dir: string, c: TinyGPT2 = TINY, seed = 1, t
   }
   return t;
 }
-
 
 /** Float64 logits [T, V] of GPT-2 for `ids`, from GPT-2's own tensors. */
 export function referenceLogits(t: T, c: TinyGPT2, ids: readonly number[]): Float64Array[] {
