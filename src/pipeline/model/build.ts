@@ -41,6 +41,7 @@ export async function buildRanks(
   const tunedMatmul = await tuneMatmulForRanks(backend);
   const stageOptions: ModelStageOptions = {
     stageSpecs: plan.stageSpecs,
+    ...(plan.tied.length === 0 ? {} : { tied: plan.tied }),
     backend,
     ...(tunedMatmul === undefined ? {} : { tunedMatmul }),
     loss: o.loss,

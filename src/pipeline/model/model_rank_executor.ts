@@ -74,6 +74,9 @@ import { ActionSpan } from "./_action_span.ts";
 import { ActivationPeak } from "./_activation_peak.ts";
 import { readGradients, writeGradients } from "./_stage_gradients.ts";
 import { describeValue } from "../../text/describe.ts";
+import { StageDecoder } from "./_stage_decoder.ts";
+import { TiedSync } from "./_tied_sync.ts";
+import type { PendingAverage } from "../runtime/gradient_sync.ts";
 
 /** The model's executor of one rank (exported for in-process pipelines; workers use the factory). */
 export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
@@ -97,6 +100,8 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
   readonly #actPeak: ActivationPeak;
   readonly #leaks: LeakWatch;
   readonly #span: ActionSpan;
+  readonly #decoder: StageDecoder;
+  readonly #tied: TiedSync;
 
   private constructor(init: RankExecutorInit, backend: Backend) {
     this.#init = init;
@@ -105,6 +110,8 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
     this.#guard = checksSteps(this.#o) ? new StepGuard() : null;
     this.backend = backend;
     this.#span = new ActionSpan(backend);
+    this.#decoder = new StageDecoder(backend, (s) => this.#stageLayer(s));
+    this.#tied = new TiedSync(this.#o.tied, init.rank, init.comm, backend);
     try {
       for (const s of this.#stages) {
         const built = layerFromSpec(this.#o.stageSpecs[s], backend);
@@ -159,7 +166,12 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
 
   /** All parameters of the rank's stages, in stage order (names as in the whole model). */
   parameters(): Parameter[] {
-    return this.#stages.flatMap((s) => this.#stageLayers.get(s)!.parameters());
+    return this.#stages.flatMap((s) => this.#tied.named(s, this.#stageLayer(s).parameters()));
+  }
+
+  /** Starts summing `stage`'s tied gradients with another rank's copy (see `RankExecutor`). */
+  tiedSync(stage: number, iteration: number, attempt: number): (() => PendingAverage) | null {
+    return this.#tied.start(stage, iteration, attempt, () => this.#stageLayer(stage).parameters());
   }
 
   beginIteration(_iteration: number, payload: unknown): void {
@@ -290,12 +302,14 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
   // One stage's optimizer step (with its check when steps are checked or clipped).
   #stepStage(stage: number): StepResultOf {
     const opt = this.#optimizers.get(stage)!;
+    const params = this.#stageLayer(stage).parameters();
     const check = this.#guard?.before(
       stage,
       opt,
-      this.#stageLayer(stage).parameters(),
+      params,
       stage === this.#init.numStages - 1 ? this.#readLosses() : null,
       this.#o.policy?.clipGradNorm !== undefined,
+      this.#tied.forNorm(stage, params),
     );
     opt.step();
     this.#lr = opt.groups[0]?.lr;
@@ -417,16 +431,9 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
       for (const opt of this.#optimizers.values()) opt.setLearningRate(lr);
       return null;
     },
-    predict: async ({ stage, data, shape }) => {
-      const x = this.backend.fromData(data, [...shape]);
-      try {
-        const y = this.#stageLayer(stage).forward(x, { save: false });
-        const out = await y.toArray().finally(() => y.dispose());
-        return { data: out, shape: [...y.shape] };
-      } finally {
-        x.dispose();
-      }
-    },
+    predict: (args) => this.#decoder.predict(args),
+    decode: (args) => this.#decoder.decode(args),
+    endDecode: ({ session }) => this.#decoder.end(session),
     info: () => ({
       rank: this.#init.rank,
       stages: this.#stages,
@@ -439,6 +446,7 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
 
   async dispose(): Promise<void> {
     this.#guard?.dispose();
+    this.#decoder.dispose();
     this.#dropLosses();
     for (const t of this.#lossGrad.values()) t.dispose();
     this.#lossGrad.clear();
@@ -523,7 +531,7 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
   #stageStates(): StageState[] {
     return this.#stages.map((s) => ({
       stage: s,
-      params: this.#stageLayer(s).parameters(),
+      params: this.#tied.named(s, this.#stageLayer(s).parameters()),
       optimizer: this.#optimizers.get(s)!,
     }));
   }
