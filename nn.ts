@@ -53,11 +53,11 @@ export { LayerBase } from "./src/nn/layer_base.ts";
 export { TiedHead, type TiedHeadOptions, tieParameters } from "./src/nn/tied_head.ts";
 export { cachedForward, checkCachedForward, KVCache } from "./src/nn/kv_cache.ts";
 export {
-  type CheckedGenerateOptions,
+  type CheckedGenerationOptions,
   checkGeneration,
   generate,
-  type GenerateOptions,
-  type GenerateResult,
+  type GenerationOptions,
+  type GenerationResult,
   languageModelLimits,
   runGeneration,
   sampleToken,

@@ -7,7 +7,7 @@
 
 import { CpuBackend } from "../tensor/cpu/backend.ts";
 import { loadGPT2 } from "../nn/gpt2.ts";
-import { generate, type GenerateResult } from "../nn/generate.ts";
+import { generate, type GenerationResult } from "../nn/generate.ts";
 import { generateSchedule, SCHEDULE_REGISTRY } from "../pipeline/schedule/generate.ts";
 import { PipelineParallelModel } from "../pipeline/model/pipeline_parallel_model.ts";
 import type { CliCommand, CliIo } from "./command.ts";
@@ -134,7 +134,7 @@ async function run(values: FlagValues, io: CliIo): Promise<number> {
     throw new UsageError(`--model ${dir}: ${(e as Error).message}`);
   }
   const { model: net, tokenizer } = loaded;
-  let result: GenerateResult;
+  let result: GenerationResult;
   let prompt: number[];
   try {
     if (values.prompt !== undefined) {

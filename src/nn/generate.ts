@@ -15,7 +15,7 @@ import { checkOptionSpelling } from "../text/nearest.ts";
 import { describeValue } from "../text/describe.ts";
 
 /** Options of {@linkcode generate} (and `PipelineParallelModel.generate`). */
-export interface GenerateOptions {
+export interface GenerationOptions {
   /** Tokens to generate per prompt (a positive integer). */
   readonly maxTokens: number;
   /** Softmax temperature, ≥ 0 (default 1); 0 is greedy: always the first largest logit. */
@@ -35,7 +35,7 @@ export interface GenerateOptions {
 }
 
 /** What {@linkcode generate} returns. */
-export interface GenerateResult {
+export interface GenerationResult {
   /** Per prompt, the generated ids only (without the prompt). */
   readonly ids: number[][];
   /** Tokens generated over all prompts. */
@@ -46,23 +46,23 @@ export interface GenerateResult {
   readonly tokensPerSecond: number;
 }
 
-/** {@linkcode GenerateOptions} checked, with defaults. */
-export interface CheckedGenerateOptions {
-  /** See {@linkcode GenerateOptions}. */
+/** {@linkcode GenerationOptions} checked, with defaults. */
+export interface CheckedGenerationOptions {
+  /** See {@linkcode GenerationOptions}. */
   readonly maxTokens: number;
-  /** See {@linkcode GenerateOptions}. */
+  /** See {@linkcode GenerationOptions}. */
   readonly temperature: number;
-  /** See {@linkcode GenerateOptions}; Infinity for all. */
+  /** See {@linkcode GenerationOptions}; Infinity for all. */
   readonly topK: number;
-  /** See {@linkcode GenerateOptions}. */
+  /** See {@linkcode GenerationOptions}. */
   readonly topP: number;
-  /** See {@linkcode GenerateOptions}. */
+  /** See {@linkcode GenerationOptions}. */
   readonly seed: number;
-  /** See {@linkcode GenerateOptions}. */
+  /** See {@linkcode GenerationOptions}. */
   readonly stop: ReadonlySet<number>;
-  /** See {@linkcode GenerateOptions}. */
+  /** See {@linkcode GenerationOptions}. */
   readonly cache: boolean;
-  /** See {@linkcode GenerateOptions}. */
+  /** See {@linkcode GenerationOptions}. */
   readonly onToken?: (prompt: number, id: number) => void;
 }
 
@@ -83,9 +83,9 @@ const KEYS = ["maxTokens", "temperature", "topK", "topP", "seed", "stop", "cache
  */
 export function checkGeneration(
   prompts: readonly number[] | readonly (readonly number[])[],
-  options: GenerateOptions,
+  options: GenerationOptions,
   limits: { readonly vocabSize?: number; readonly maxLen?: number } = {},
-): { prompts: number[][]; options: CheckedGenerateOptions } {
+): { prompts: number[][]; options: CheckedGenerationOptions } {
   if (options === null || typeof options !== "object") {
     throw new TypeError(`generate: options must be an object, got ${describeValue(options)}`);
   }
@@ -247,14 +247,14 @@ export function sampleToken(
  */
 export async function runGeneration(
   prompts: readonly (readonly number[])[],
-  o: CheckedGenerateOptions,
+  o: CheckedGenerationOptions,
   logitsOf: (
     i: number,
     newIds: readonly number[],
     sequence: readonly number[],
   ) => Promise<Float32Array>,
   concurrent: boolean,
-): Promise<GenerateResult> {
+): Promise<GenerationResult> {
   const t0 = performance.now();
   const ids: number[][] = prompts.map(() => []);
   const one = async (i: number) => {
@@ -314,8 +314,8 @@ export function languageModelLimits(model: Layer): { vocabSize?: number; maxLen?
 export async function generate(
   model: Layer,
   prompts: readonly number[] | readonly (readonly number[])[],
-  options: GenerateOptions,
-): Promise<GenerateResult> {
+  options: GenerationOptions,
+): Promise<GenerationResult> {
   const checked = checkGeneration(prompts, options, languageModelLimits(model));
   const o = checked.options;
   if (o.cache) checkCachedForward(model);

@@ -11,8 +11,8 @@
 import type { Sequential } from "../../nn/sequential.ts";
 import {
   checkGeneration,
-  type GenerateOptions,
-  type GenerateResult,
+  type GenerationOptions,
+  type GenerationResult,
   languageModelLimits,
   runGeneration,
 } from "../../nn/generate.ts";
@@ -74,8 +74,8 @@ export async function generateOnRanks(
   stageToRank: readonly number[],
   model: Sequential,
   prompts: readonly number[] | readonly (readonly number[])[],
-  options: GenerateOptions,
-): Promise<GenerateResult> {
+  options: GenerationOptions,
+): Promise<GenerationResult> {
   const checked = checkGeneration(prompts, options, languageModelLimits(model));
   const o = checked.options;
   if (o.cache) checkCachedForward(model);

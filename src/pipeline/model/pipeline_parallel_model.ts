@@ -66,15 +66,15 @@ import {
   shardPayloads,
 } from "./_replica_batches.ts";
 import { describeValue } from "../../text/describe.ts";
-import type { GenerateOptions, GenerateResult } from "../../nn/generate.ts";
+import type { GenerationOptions, GenerationResult } from "../../nn/generate.ts";
 import { generateOnRanks, stageByStage } from "./generation.ts";
 
 // The types of the model's methods, for those who import this module alone.
 export type {
   BatchSource,
   EvaluateResult,
-  GenerateOptions,
-  GenerateResult,
+  GenerationOptions,
+  GenerationResult,
   ParameterStats,
   PipelineParallelModelOptions,
   Prediction,
@@ -423,8 +423,8 @@ export class PipelineParallelModel {
    */
   async generate(
     prompts: readonly number[] | readonly (readonly number[])[],
-    options: GenerateOptions,
-  ): Promise<GenerateResult> {
+    options: GenerationOptions,
+  ): Promise<GenerationResult> {
     this.#guard.standsAt("generate", this.#nextStep);
     const stages = this.schedule.stageToRank;
     return await this.#lock.exclusive(() =>
