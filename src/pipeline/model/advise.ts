@@ -16,6 +16,7 @@ import type { PassProfile } from "../partition/layer_passes.ts";
 import type { StageMemory } from "../partition/stage_memory.ts";
 import { WorkerRankGroup } from "../runtime/worker_rank_group.ts";
 import { rankMemory } from "../advise/rank_memory.ts";
+import { withTiedCopies, withTiedSum } from "./_tied_placement.ts";
 import { planCandidate, predictStep, type RuntimeOverheads } from "../advise/step_prediction.ts";
 import { type AdviceCandidate, rankCandidates } from "../advise/advice_table.ts";
 import { prod, type TrainingBatch } from "./batch.ts";
@@ -248,9 +249,14 @@ export async function adviseSchedule(
             stages = await group.call(0, "stageMemory", { rows: rowsFor(m), boundaries: b });
             memo.set(key, stages);
           }
-          const memory = rankMemory(plan.schedule, b, profile.layers, stages, {
-            stepCheck: o.nonFinite !== "off",
-          });
+          const where = plan.schedule.stageToRank;
+          const bytes = withTiedCopies(model, profile.layers, b, where);
+          const memory = withTiedSum(
+            model,
+            rankMemory(plan.schedule, b, bytes, stages, { stepCheck: o.nonFinite !== "off" }),
+            b,
+            where,
+          );
           const step = predictStep(
             plan.schedule,
             plan.costs,
