@@ -98,6 +98,8 @@ export {
   toGPT2Tensors,
 } from "./src/nn/gpt2.ts";
 // The other entry points' types that this one's API names.
+export { Sequential, type SequentialOptions } from "./src/nn/sequential.ts";
+export { BPETokenizer } from "./src/nn/bpe_tokenizer.ts";
 export type { AdamWOptions } from "./src/nn/adamw.ts";
 export type {
   BackwardOptions,
