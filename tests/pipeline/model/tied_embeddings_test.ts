@@ -10,6 +10,7 @@ const TIED = { ...GPT, tieEmbeddings: true };
 // (AdamW turns the rounding noise of zero gradients into ±lr steps: see
 // pipeline_parallel_model_test.ts).
 const SPEC: OptimizerSpec = { kind: "sgd", lr: 0.1, momentum: 0.9, weightDecay: 0.01 };
+const SPEC_ADAMW: OptimizerSpec = { kind: "adamw", lr: 1e-3, weightDecay: 0 };
 const batches = tokenBatches(4, 8, 11);
 
 const CASES = [
@@ -94,4 +95,58 @@ Deno.test("tied embeddings across ranks with data parallelism (D = 2, 1f1b) and 
   await b.train(batches.slice(2));
   const e = paramError(tensorsOf(await b.saveSafetensors()), plain.tensors);
   assert.ok(e.worst < 1e-5, `resumed: worst ${e.worst} in ${e.worstName}`);
+});
+
+Deno.test("adviseSchedule with tied embeddings: the rank holding the head's copy counts the table, its gradient and optimizer state (1f1b), none where one rank holds both (zb-v); the prediction matches the ranks' live bytes", async () => {
+  const { adviseSchedule } = await import("../../../src/pipeline/model/advise.ts");
+  const net = createTinyGPT(TIED, cpu);
+  const b = batches[0];
+  const advice = await adviseSchedule(net, b, {
+    loss: "cross-entropy",
+    schedules: ["1f1b", "zb-v"],
+    ranks: 2,
+    microBatches: 4,
+    optimizer: { kind: "adamw", lr: 1e-3, weightDecay: 0 },
+    nonFinite: "off",
+    repeats: 1,
+    warmup: 0,
+    verify: 0,
+    calibrate: false,
+  });
+  const table = 4 * TIED.vocabSize * TIED.dim;
+  for (const c of advice.candidates) {
+    const stageBytes = (s: number) => {
+      let n = 0;
+      for (let i = c.boundaries[s]; i < c.boundaries[s + 1]; i++) {
+        for (const p of net.layers[i].parameters()) n += p.value.bytes;
+      }
+      return n;
+    };
+    const where = c.generated!.stageToRank;
+    const want = [0, 0];
+    where.forEach((r, s) => want[r] += stageBytes(s));
+    if (c.schedule === "1f1b") want[1] += table; // the head's copy
+    assert.deepEqual(c.memory.map((m) => m.parameters), want, c.schedule);
+    assert.deepEqual(c.memory.map((m) => m.optimizerState), want.map((x) => 2 * x), c.schedule);
+    // Between steps a rank holds its parameters, gradients and AdamW's moments.
+    await using model = await cpuModel(
+      {
+        schedule: c.schedule as "1f1b" | "zb-v",
+        microBatches: 4,
+        optimizer: SPEC_ADAMW,
+        nonFinite: "off",
+      },
+      () => createTinyGPT(TIED, cpu),
+    );
+    await model.step(b);
+    const live = (await model.rankInfo()).map((r) => r.liveBytes);
+    c.memory.forEach((m, r) => {
+      const held = m.parameters + m.gradients + m.optimizerState;
+      assert.ok(
+        Math.abs(live[r] - held) <= 0.02 * held,
+        `${c.schedule} rank ${r}: ${live[r]} vs ${held}`,
+      );
+    });
+  }
+  net.dispose();
 });
