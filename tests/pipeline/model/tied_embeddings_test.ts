@@ -50,7 +50,7 @@ for (const [schedule, ranks, microBatches, rankGroup] of CASES) {
   });
 }
 
-Deno.test("tied embeddings across ranks with data parallelism (D = 2, 1f1b) and with global-norm clipping (a copy counts once in the norm): equal to one device; a checkpoint resumes on another schedule", async () => {
+Deno.test("tied embeddings across ranks with data parallelism (D = 2: 1f1b, and zb-v's one copy) and with global-norm clipping (a copy counts once in the norm): equal to one device; a checkpoint resumes on another schedule", async () => {
   const clip = 0.05;
   const ref = await referenceTraining(
     createTinyGPT(TIED, cpu),
@@ -66,6 +66,7 @@ Deno.test("tied embeddings across ranks with data parallelism (D = 2, 1f1b) and 
       [{ dataParallel: 2 }, plain],
       [{ clipGradNorm: clip }, ref],
       [{ dataParallel: 2, clipGradNorm: clip }, ref],
+      [{ dataParallel: 2, schedule: "zb-v" }, plain],
     ] as const
   ) {
     await using model = await cpuModel(
