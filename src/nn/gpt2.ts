@@ -8,6 +8,7 @@
 
 import type { Backend } from "../tensor/mod.ts";
 import * as ops from "../tensor/ops.ts";
+import { withoutRandomInit } from "../tensor/random.ts";
 import { createTinyGPT } from "./gpt.ts";
 import type { Sequential } from "./sequential.ts";
 import {
@@ -426,7 +427,8 @@ export async function loadGPT2(dir: string | URL, backend: Backend): Promise<Loa
       );
     }
   }
-  const model = createGPT2(config, backend);
+  // Every weight is the file's: none is drawn first.
+  const model = withoutRandomInit(() => createGPT2(config, backend));
   try {
     const byName = new Map(tensors.map((t) => [t.name, t]));
     for (const p of model.parameters()) {

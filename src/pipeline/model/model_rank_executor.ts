@@ -31,6 +31,7 @@
 
 import type { Backend, Shape, Tensor } from "../../tensor/mod.ts";
 import { createBackend } from "../../tensor/create_backend.ts";
+import { withoutRandomInit } from "../../tensor/random.ts";
 import { LeakWatch } from "../../tensor/leak_watch.ts";
 import type { Layer, Parameter } from "../../nn/layer.ts";
 import { layerFromSpec } from "../../nn/layer_registry.ts";
@@ -157,7 +158,7 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
       o.tunedMatmul === undefined ? {} : { tunedMatmul: o.tunedMatmul },
     );
     try {
-      return new ModelRankExecutor(init, backend);
+      return withoutRandomInit(() => new ModelRankExecutor(init, backend)); // weights load next
     } catch (e) {
       await backend.close();
       throw e;
