@@ -18,7 +18,7 @@ import { benchArgs, intFlag } from "./_args.ts";
 import { CpuBackend, PipelineParallelModel } from "../mod.ts";
 import { encodeSafetensors, loadGPT2 } from "../format.ts";
 import { Rng } from "../data.ts";
-import { adviseSchedule } from "../analysis.ts";
+import { adviseSchedule, FixedPartition } from "../analysis.ts";
 
 const S = "bench/gpt2_small.ts";
 const values = benchArgs(S, {
@@ -27,7 +27,6 @@ const values = benchArgs(S, {
   batch: { type: "string", default: "2" },
   steps: { type: "string", default: "2" },
   tokens: { type: "string", default: "8" },
-  "no-advise": { type: "string", default: "false" },
 });
 const L = intFlag(S, "layers", values.layers);
 const T = intFlag(S, "seq-len", values["seq-len"]);
@@ -97,6 +96,28 @@ try {
   const optimizer = { kind: "adamw", lr: 1e-4, weightDecay: 0 } as const;
 
   t0 = performance.now();
+  const advice = await adviseSchedule(net, batch, {
+    loss: "cross-entropy",
+    optimizer,
+    schedules: ["1f1b"],
+    ranks: 2,
+    microBatches: 2,
+    backend: "cpu",
+    repeats: 1,
+    warmup: 0,
+    verify: 0,
+    calibrate: false,
+    nonFinite: "off",
+  });
+  const candidate = advice.candidates[0];
+  const predicted = candidate.peakBytes;
+  console.log(
+    `advisor: ${secs(t0)} s, stages ${candidate.boundaries}, predicted peak per rank ${
+      predicted.map(gib).join(", ")
+    }`,
+  );
+
+  t0 = performance.now();
   await using model = await PipelineParallelModel.create({
     model: net,
     schedule: "1f1b",
@@ -106,6 +127,8 @@ try {
     optimizer,
     backend: "cpu",
     nonFinite: "off",
+    // The advisor's cut, so that the bytes compared are of the same stages.
+    partition: new FixedPartition(candidate.boundaries),
   });
   console.log(`create (2 worker ranks): ${secs(t0)} s; stages ${model.partition.boundaries}`);
   let last;
@@ -128,29 +151,10 @@ try {
       g.tokensPerSecond.toFixed(2)
     } tokens/s: ${g.ids[0]}`,
   );
-  await model.dispose();
-  if (values["no-advise"] !== "true") {
-    t0 = performance.now();
-    const advice = await adviseSchedule(net, batch, {
-      loss: "cross-entropy",
-      optimizer,
-      schedules: ["1f1b"],
-      ranks: 2,
-      microBatches: 2,
-      backend: "cpu",
-      repeats: 1,
-      warmup: 0,
-      verify: 0,
-      calibrate: false,
-      nonFinite: "off",
-    });
-    const predicted = advice.candidates[0].peakBytes;
-    console.log(`advisor: ${secs(t0)} s, predicted peak per rank ${predicted.map(gib).join(", ")}`);
-    console.log(
-      `predicted / measured: ${predicted.map((p, k) => (p / measured[k]).toFixed(3)).join(", ")}`,
-    );
-    console.log(`predicted parts: ${JSON.stringify(advice.candidates[0].memory)}`);
-  }
+  console.log(
+    `predicted / measured: ${predicted.map((p, k) => (p / measured[k]).toFixed(3)).join(", ")}`,
+  );
+  console.log(`predicted parts: ${JSON.stringify(candidate.memory)}`);
   net.dispose();
 } finally {
   await Deno.remove(dir, { recursive: true });
