@@ -6,6 +6,7 @@
  */
 
 import { CpuBackend } from "../tensor/cpu/backend.ts";
+import { createBackend } from "../tensor/create_backend.ts";
 import { loadGPT2 } from "../nn/gpt2.ts";
 import { generate, type GenerationResult } from "../nn/generate.ts";
 import { generateSchedule, SCHEDULE_REGISTRY } from "../pipeline/schedule/generate.ts";
@@ -65,7 +66,7 @@ Options:
   --schedule NAME        the pipeline's schedule, as train takes it (default 1f1b)
   --microbatches M       the schedule's micro-batches (default 2·P)
   --no-cache             recompute the whole sequence for every token
-  --backend KIND         cpu | webgpu | auto for the ranks (default cpu)
+  --backend KIND         cpu | webgpu | auto (default cpu)
   --in-process           run every rank in this thread
   --json                 last line {"ids": [generated ids], "text": "…" (with a
                          tokenizer), "tokensPerSecond": x}
@@ -127,10 +128,13 @@ async function run(values: FlagValues, io: CliIo): Promise<number> {
     );
   }
   const microBatches = positiveInt(values, "microbatches", false) ?? 2 * ranks;
+  // One device runs on --backend; a pipeline's ranks make their own (this copy only feeds them).
+  const be = ranks === 1 ? await createBackend(backend) : new CpuBackend();
   let loaded;
   try {
-    loaded = await loadGPT2(dir, new CpuBackend());
+    loaded = await loadGPT2(dir, be);
   } catch (e) {
+    await be.close();
     throw new UsageError(`--model ${dir}: ${(e as Error).message}`);
   }
   const { model: net, tokenizer } = loaded;
@@ -175,6 +179,7 @@ async function run(values: FlagValues, io: CliIo): Promise<number> {
     }
   } finally {
     net.dispose();
+    await be.close();
   }
   const ids = result.ids[0];
   const text = tokenizer?.decode(ids);
