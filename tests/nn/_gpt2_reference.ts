@@ -163,11 +163,15 @@ export async function writeTinyGPT2(
   return t;
 }
 
+/** GPT-2's tensors as float64 (perturbable by less than an f32 step). */
+export type T64 = Map<string, { shape: number[]; data: Float32Array | Float64Array }>;
+
 /** Float64 logits [T, V] of GPT-2 for `ids`, from GPT-2's own tensors. */
-export function referenceLogits(t: T, c: TinyGPT2, ids: readonly number[]): Float64Array[] {
+export function referenceLogits(t: T64, c: TinyGPT2, ids: readonly number[]): Float64Array[] {
   const C = c.embd, H = c.heads, D = C / H;
   const g = (name: string) => t.get(name)!.data;
-  const layerNorm = (x: Float64Array, w: Float32Array, b: Float32Array) => {
+  type W = Float32Array | Float64Array;
+  const layerNorm = (x: Float64Array, w: W, b: W) => {
     let m = 0;
     for (const v of x) m += v;
     m /= C;
@@ -177,7 +181,7 @@ export function referenceLogits(t: T, c: TinyGPT2, ids: readonly number[]): Floa
     return Float64Array.from(x, (v, i) => (v - m) * r * w[i] + b[i]);
   };
   // Conv1D: y = x W + b, W [in, out].
-  const conv = (x: Float64Array, w: Float32Array, b: Float32Array, out: number) => {
+  const conv = (x: Float64Array, w: W, b: W, out: number) => {
     const y = Float64Array.from(b);
     for (let i = 0; i < x.length; i++) for (let j = 0; j < out; j++) y[j] += x[i] * w[i * out + j];
     return y;
