@@ -166,7 +166,8 @@ export function cachedForward(layer: Layer, x: Tensor, cache: KVCache): Tensor {
       `cachedForward: after the prompt (${cache.length} positions held) take one position at a time, got T = ${t}`,
     );
   }
-  checkCachedForward(layer);
+  // Checked with the prompt: the layers of a model do not change between its tokens.
+  if (cache.length === 0) checkCachedForward(layer);
   const y = run(layer, x, cache.length, cache);
   cache.advance(t);
   return y;
@@ -227,6 +228,13 @@ function embed(e: TokenPositionEmbedding, ids: Tensor, pos: number): Tensor {
   return y;
 }
 
+// [BH, T, D] → [T, BH, D], giving up `z`.
+function permuted(z: Tensor): Tensor {
+  const out = ops.permute(z, [1, 0, 2]);
+  z.dispose();
+  return out;
+}
+
 // Attention of the new positions over the cached ones and themselves.
 function attend(a: CausalSelfAttention, x: Tensor, cache: KVCache): Tensor {
   const [b, t, c] = x.shape;
@@ -238,10 +246,10 @@ function attend(a: CausalSelfAttention, x: Tensor, cache: KVCache): Tensor {
   const part = (i: number) => moveReshape(ops.sliceRows(heads, i, i + 1), [bh, t, d]);
   const q = part(0), k = part(1), v = part(2); // each [BH, T, D]
   heads.dispose();
-  // The cache holds [T, BH, D], so that a new position is a row appended.
-  const kRows = ops.permute(k, [1, 0, 2]), vRows = ops.permute(v, [1, 0, 2]); // [T, BH, D]
-  k.dispose();
-  v.dispose();
+  // The cache holds [T, BH, D], so that a new position is a row appended
+  // (one position: [BH, 1, D] is already laid out as [1, BH, D]).
+  const rows = (z: Tensor) => t === 1 ? moveReshape(z, [1, bh, d]) : permuted(z);
+  const kRows = rows(k), vRows = rows(v); // [T, BH, D]
   const held = cache.get(a);
   const kAll = held === undefined ? kRows : ops.concatRows([held.k, kRows]); // [Tk, BH, D]
   const vAll = held === undefined ? vRows : ops.concatRows([held.v, vRows]);
