@@ -23,7 +23,7 @@ export function tiedLinks(
   const out: { link: TiedLink; param: Parameter }[] = [];
   slices.forEach((sl, hs) => {
     sl.layers.forEach((l, i) => {
-      if (!(l instanceof TiedHead)) return;
+      if (!(l instanceof TiedHead) || !l.tied) return; // an unbound head holds its own weight
       let param: Parameter | undefined;
       const os = slices.findIndex((o) => (param = o.parameters().find((p) => p.name === l.tiedTo)));
       if (os < 0 || os === hs || param === undefined) return;
@@ -70,7 +70,7 @@ export function withTiedCopies<L extends LayerBytes>(
   const stageOf = (i: number) => boundaries.findLastIndex((b) => b <= i);
   const out: LayerBytes[] = [...layers];
   model.layers.forEach((l, i) => {
-    if (!(l instanceof TiedHead)) return;
+    if (!(l instanceof TiedHead) || !l.tied) return; // an unbound head holds its own weight
     const owner = model.names.indexOf(l.tiedTo.slice(0, l.tiedTo.indexOf(".")));
     if (owner < 0 || stageToRank[stageOf(owner)] === stageToRank[stageOf(i)]) return;
     const o = layers[owner];
@@ -100,7 +100,7 @@ export function withTiedSum(
   const stageOf = (i: number) => boundaries.findLastIndex((b) => b <= i);
   const temp = memory.map(() => 0);
   model.layers.forEach((l, i) => {
-    if (!(l instanceof TiedHead)) return;
+    if (!(l instanceof TiedHead) || !l.tied) return; // an unbound head holds its own weight
     const owner = model.names.indexOf(l.tiedTo.slice(0, l.tiedTo.indexOf(".")));
     const ro = stageToRank[stageOf(owner)], rh = stageToRank[stageOf(i)];
     if (owner < 0 || ro === rh) return;
