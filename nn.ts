@@ -61,6 +61,8 @@ export {
   languageModelLimits,
   runGeneration,
   sampleToken,
+  type StreamedToken,
+  streamTokens,
 } from "./src/nn/generate.ts";
 export {
   type LayerFactory,

@@ -347,3 +347,66 @@ function firstBackend(model: Layer): Backend {
   }
   return p.value.backend;
 }
+
+/** One token of {@linkcode streamTokens}: the prompt's index and the id. */
+export interface StreamedToken {
+  /** Index of the prompt it continues. */
+  readonly prompt: number;
+  /** The token id. */
+  readonly id: number;
+}
+
+/**
+ * The tokens of a generation as an async iterator, each as soon as it is
+ * chosen: `start` runs the generation with the `onToken` it is given
+ * (`generate` of a plain model, or `PipelineParallelModel.generate`). The
+ * iterator ends with the generation (returning its result) and throws its
+ * error; leaving the loop early lets the generation finish unread.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { CpuBackend, createTinyGPT } from "@conveyor/core";
+ * import { generate, streamTokens } from "@conveyor/core/nn";
+ * const gpt = createTinyGPT({ vocabSize: 10, seqLen: 16, dim: 8, heads: 2, layers: 1, seed: 1 }, new CpuBackend());
+ * const seen: number[] = [];
+ * for await (const t of streamTokens((onToken) => generate(gpt, [1, 2], { maxTokens: 4, temperature: 0, onToken }))) {
+ *   seen.push(t.id);
+ * }
+ * assert.deepEqual(seen, (await generate(gpt, [1, 2], { maxTokens: 4, temperature: 0 })).ids[0]);
+ * gpt.dispose();
+ * ```
+ */
+export async function* streamTokens(
+  start: (onToken: (prompt: number, id: number) => void) => Promise<GenerationResult>,
+): AsyncGenerator<StreamedToken, GenerationResult | undefined> {
+  const queue: StreamedToken[] = [];
+  let wake: (() => void) | null = null;
+  let done = false;
+  let result: GenerationResult | undefined;
+  let failure: { error: unknown } | null = null;
+  const signal = () => {
+    wake?.();
+    wake = null;
+  };
+  start((prompt, id) => {
+    queue.push({ prompt, id });
+    signal();
+  }).then(
+    (r) => void (result = r),
+    (error) => void (failure = { error }),
+  ).finally(() => {
+    done = true;
+    signal();
+  });
+  while (true) {
+    if (queue.length > 0) {
+      yield queue.shift()!;
+      continue;
+    }
+    if (done) break;
+    await new Promise<void>((resolve) => wake = resolve);
+  }
+  if (failure !== null) throw (failure as { error: unknown }).error;
+  return result;
+}

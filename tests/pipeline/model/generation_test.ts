@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { CpuBackend } from "../../../src/tensor/cpu/backend.ts";
 import { loadGPT2 } from "../../../src/nn/gpt2.ts";
 import { createTinyGPT } from "../../../src/nn/gpt.ts";
-import { generate } from "../../../src/nn/generate.ts";
+import { generate, streamTokens } from "../../../src/nn/generate.ts";
 import {
   PipelineParallelModel,
   type PipelineParallelModelOptions,
@@ -74,4 +74,16 @@ Deno.test("PipelineParallelModel.generate: seeded sampling equals the plain mode
   );
   assert.equal(model.closed, false);
   assert.deepEqual((await model.generate([[1, 2, 3], [4]], opts)).ids, want.ids);
+  // The same tokens as an async iterator, each as it is chosen; an error comes through it.
+  const streamed: number[][] = [[], []];
+  const it = streamTokens((onToken) => model.generate([[1, 2, 3], [4]], { ...opts, onToken }));
+  for await (const t of it) streamed[t.prompt].push(t.id);
+  assert.deepEqual(streamed, want.ids);
+  await assert.rejects(async () => {
+    for await (
+      const _ of streamTokens((onToken) => model.generate([1], { maxTokens: 0, onToken }))
+    ) {
+      // nothing comes
+    }
+  }, /maxTokens must be an integer ≥ 1, got 0/);
 });
