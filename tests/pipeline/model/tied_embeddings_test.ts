@@ -151,3 +151,36 @@ Deno.test("adviseSchedule with tied embeddings: the rank holding the head's copy
   }
   net.dispose();
 });
+
+Deno.test("tied embeddings across ranks and a non-finite step: a NaN in the head's gradient (on the copy's rank) rolls the step back on both ranks, bit for bit as training without that batch", async () => {
+  const { NanAt } = await import("./_nan_layer.ts");
+  const { parseSafetensors } = await import("../../../src/nn/safetensors.ts");
+  const { Sequential } = await import("../../../src/nn/sequential.ts");
+  const NAN_MODULE = new URL("./_nan_layer.ts", import.meta.url).href;
+  const withNan = (step: number) => {
+    const g = createTinyGPT(TIED, cpu);
+    const head = g.layers[g.layers.length - 1];
+    return new Sequential([
+      ...g.layers.slice(0, -1),
+      new NanAt(cpu, { step, row: 2, pass: "backward" }),
+      head,
+    ]);
+  };
+  const build = (step: number) =>
+    cpuModel(
+      { schedule: "1f1b", microBatches: 4, optimizer: SPEC_ADAMW, modules: [NAN_MODULE] },
+      () => withNan(step),
+    );
+  const state = async (m: Awaited<ReturnType<typeof build>>) =>
+    new Map([...parseSafetensors(await m.checkpointBytes()).tensors].map(([k, e]) => [k, e.data]));
+  await using ref = await build(-1);
+  await ref.train([batches[0]]);
+  await ref.train([batches[2]]);
+  const want = await state(ref);
+  await using m = await build(1);
+  const r = await m.train(batches.slice(0, 3));
+  assert.deepEqual(r.steps.map((s) => s.skipped === true), [false, true, false]);
+  const got = await state(m);
+  assert.deepEqual([...got.keys()].sort(), [...want.keys()].sort());
+  for (const [k, v] of want) assert.deepEqual(got.get(k), v, k);
+});
