@@ -21,6 +21,7 @@ import { scheduleCommand } from "./src/cli/schedule.ts";
 import { simulateCommand } from "./src/cli/simulate.ts";
 import { trainCommand } from "./src/cli/train.ts";
 import { adviseCommand } from "./src/cli/advise.ts";
+import { generateCommand } from "./src/cli/generate.ts";
 
 export type { CliCommand, CliIo } from "./src/cli/command.ts";
 export { didYouMean, stdIo, UsageError } from "./src/cli/command.ts";
@@ -38,12 +39,15 @@ export type { RankMemory } from "./src/advise/rank_memory.ts";
 export type { AdviceRow } from "./src/advise/advice_table.ts";
 export type { CostFactors } from "./src/advise/step_prediction.ts";
 export { adviseCommand } from "./src/cli/advise.ts";
+export type { GenerateJson } from "./src/cli/generate.ts";
+export { generateCommand } from "./src/cli/generate.ts";
 
 /** The subcommands, in the order `--help` lists them. */
 const COMMANDS: readonly CliCommand[] = [
   scheduleCommand,
   simulateCommand,
   trainCommand,
+  generateCommand,
   adviseCommand,
 ];
 

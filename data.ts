@@ -22,6 +22,7 @@
  */
 
 export { CharTokenizer } from "./src/nn/char_tokenizer.ts";
+export { BPETokenizer } from "./src/nn/bpe_tokenizer.ts";
 export { sampleBatch, type TokenBatch } from "./src/nn/sample_batch.ts";
 export {
   type ArrayBatch,

@@ -37,6 +37,11 @@
  * and last the checksums. It restores state (weights, slots, step counts, a
  * hand-set lr); the optimizer's configuration stays the model's own.
  *
+ * **GPT-2 checkpoints.** A folder in Hugging Face's GPT-2 layout
+ * (`config.json`, `model.safetensors`, optionally `vocab.json` +
+ * `merges.txt`) reads into a `createTinyGPT` model with tied embeddings
+ * (`loadGPT2`) and writes back in the same layout (`saveGPT2`).
+ *
  * @example Write and read back a safetensors file in memory
  * ```ts
  * import assert from "node:assert/strict";
@@ -79,7 +84,22 @@ export type {
   TrainingCheckpointContents,
   TrainingCheckpointInfo,
 } from "./src/nn/training_checkpoint.ts";
+export {
+  createGPT2,
+  fromGPT2Tensors,
+  type GPT2Config,
+  gpt2ConfigJson,
+  gpt2ConfigOf,
+  type LoadedGPT2,
+  loadGPT2,
+  parseGPT2Config,
+  saveGPT2,
+  type SaveGPT2Options,
+  toGPT2Tensors,
+} from "./src/nn/gpt2.ts";
 // The other entry points' types that this one's API names.
+export { Sequential, type SequentialOptions } from "./src/nn/sequential.ts";
+export { BPETokenizer } from "./src/nn/bpe_tokenizer.ts";
 export type { AdamWOptions } from "./src/nn/adamw.ts";
 export type {
   BackwardOptions,

@@ -134,6 +134,7 @@ export { TransformerBlock, type TransformerBlockOptions } from "./src/nn/transfo
 export { Residual } from "./src/nn/residual.ts";
 export { Sequential, type SequentialOptions } from "./src/nn/sequential.ts";
 export { createTinyGPT, type TinyGPTConfig } from "./src/nn/gpt.ts";
+export type { GenerationOptions, GenerationResult } from "./src/nn/generate.ts";
 
 // Optimizers and learning-rate schedules, as plain data.
 export type { AdamWSpec, OptimizerSpec, SGDSpec } from "./src/nn/optimizer_spec.ts";

@@ -50,6 +50,20 @@ export type {
   StateKey,
 } from "./src/nn/layer.ts";
 export { LayerBase } from "./src/nn/layer_base.ts";
+export { TiedHead, type TiedHeadOptions, tieParameters } from "./src/nn/tied_head.ts";
+export { cachedForward, checkCachedForward, KVCache } from "./src/nn/kv_cache.ts";
+export {
+  type CheckedGenerationOptions,
+  checkGeneration,
+  generate,
+  type GenerationOptions,
+  type GenerationResult,
+  languageModelLimits,
+  runGeneration,
+  sampleToken,
+  type StreamedToken,
+  streamTokens,
+} from "./src/nn/generate.ts";
 export {
   type LayerFactory,
   layerFromSpec,

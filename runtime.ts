@@ -182,9 +182,15 @@ export type {
   ModelStagePayload,
   ModelStageReport,
 } from "./src/pipeline/model/model_rank_executor.ts";
+export type { TiedLink } from "./src/pipeline/model/stage_options.ts";
 export {
   createModelRankExecutor,
   MODEL_RANK_EXECUTOR_URL,
   ModelRankExecutor,
 } from "./src/pipeline/model/model_rank_executor.ts";
-export type { ModelStageCalls, PredictArgs, TensorData } from "./src/pipeline/model/stage_calls.ts";
+export type {
+  DecodeArgs,
+  ModelStageCalls,
+  PredictArgs,
+  TensorData,
+} from "./src/pipeline/model/stage_calls.ts";

@@ -254,8 +254,9 @@ Deno.test("architecture: the package's entry points are mod.ts and named tiers",
 // signatures name, which `deno doc --lint mod.ts` needs from mod.ts itself
 // (tensors and the backend contract that layers take, the layer contract,
 // the schedule table behind `ScheduleName`): 142 names, from 302 in one flat
-// list. The bound keeps it from growing unnoticed.
-const MOD_MAX_NAMES = 145;
+// list. The bound keeps it from growing unnoticed. +2 for the options and
+// result of PipelineParallelModel.generate (issue 36).
+const MOD_MAX_NAMES = 147;
 
 Deno.test("architecture: mod.ts lists a bounded set of names, led by the model", async () => {
   const names = await docNames("mod.ts");

@@ -10,6 +10,7 @@ import type { Backend, MatmulConfig, Shape, Tensor } from "../tensor/mod.ts";
 import { createBackend } from "../tensor/create_backend.ts";
 import type { LayerSpec } from "../nn/layer.ts";
 import { layerFromSpec } from "../nn/layer_registry.ts";
+import { withoutRandomInit } from "../tensor/random.ts";
 import { Sequential } from "../nn/sequential.ts";
 import { loadSafetensors } from "../nn/safetensors.ts";
 import type { OptimizerSpec } from "../nn/optimizer_spec.ts";
@@ -209,7 +210,8 @@ export async function createRankExecutor(
   );
   let model: Sequential | null = null;
   try {
-    const built = layerFromSpec(o.spec, backend);
+    // The weights are loaded next: drawing initial ones would be wasted.
+    const built = withoutRandomInit(() => layerFromSpec(o.spec, backend));
     if (!(built instanceof Sequential)) {
       built.dispose();
       throw new TypeError(

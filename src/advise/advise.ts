@@ -16,6 +16,7 @@ import type { PassProfile } from "../pipeline/partition/layer_passes.ts";
 import type { StageMemory } from "../pipeline/partition/stage_memory.ts";
 import { WorkerRankGroup } from "../pipeline/runtime/worker_rank_group.ts";
 import { rankMemory } from "./rank_memory.ts";
+import { withTiedCopies, withTiedSum } from "./_tied_bytes.ts";
 import { planCandidate, predictStep, type RuntimeOverheads } from "./step_prediction.ts";
 import {
   type AdviceCandidate,
@@ -556,10 +557,17 @@ export async function adviseSchedule(
             stages = await group.call(0, "stageMemory", { rows: rowsFor(m), boundaries: b });
             memo.set(key, stages);
           }
-          const memory = rankMemory(plan.schedule, b, profile.layers, stages, {
-            stepCheck: o.nonFinite !== "off",
-            shardOptimizer: o.shardOptimizer,
-          });
+          const where = plan.schedule.stageToRank;
+          const bytes = withTiedCopies(model, profile.layers, b, where);
+          const memory = withTiedSum(
+            model,
+            rankMemory(plan.schedule, b, bytes, stages, {
+              stepCheck: o.nonFinite !== "off",
+              shardOptimizer: o.shardOptimizer,
+            }),
+            b,
+            where,
+          );
           const step = predictStep(
             plan.schedule,
             plan.costs,

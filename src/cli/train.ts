@@ -27,13 +27,9 @@
  * @module
  */
 
-import { CharTokenizer } from "../nn/char_tokenizer.ts";
-import { TINY_CORPUS } from "../nn/data/tiny_corpus.ts";
-import { createTinyGPT } from "../nn/gpt.ts";
 import { sampleBatch } from "../nn/sample_batch.ts";
 import { CpuBackend } from "../tensor/cpu/backend.ts";
 import { Rng, type RngState } from "../tensor/random.ts";
-import type { LrScheduleSpec } from "../nn/lr_schedule.ts";
 import { createOptimizer, type OptimizerSpec } from "../nn/optimizer_spec.ts";
 import {
   PipelineParallelModel,
@@ -64,7 +60,6 @@ import {
   flagCommand,
   type FlagValues,
   HELP_LINE,
-  nonNegative,
   positiveInt,
   positiveNumber,
   readScheduleSpec,
@@ -73,6 +68,8 @@ import {
   shapeFlagsHelp,
 } from "./_options.ts";
 import { SCHEDULE_REGISTRY } from "../pipeline/schedule/generate.ts";
+import { readLrSchedule } from "./_lr_flags.ts";
+import { DATA_FLAGS, DATA_HELP, readTrainData } from "./_train_data.ts";
 
 // A Ctrl-C during training: the first aborts `signal` (train ends the window
 // running, and the command writes its outputs as at the end), a second ends
@@ -125,6 +122,7 @@ const FLAGS = {
   "trace-step": { type: "string" },
   metrics: { type: "string" },
   curves: { type: "string" },
+  ...DATA_FLAGS,
 } as const;
 
 /** The `data` key of a `train` checkpoint holding the batch Rng's state (JSON). */
@@ -135,7 +133,8 @@ export type { TrainParamsJson, TrainStepJson } from "./_train_json.ts";
 const USAGE = `Usage: cli.ts train --schedule NAME --ranks P --microbatches M [options]
        mpirun -n D·P deno run -A cli.ts train --comm mpi --ranks P [--data-parallel D] [options]
 
-Trains the tiny character-level GPT on the shipped corpus across P pipeline
+Trains the tiny character-level GPT on the shipped corpus (or --text FILE; or
+fine-tunes a GPT-2-format folder, --model DIR) across P pipeline
 ranks (one Deno worker each, or one process each under mpirun) with the
 given schedule, and prints the loss,
 the measured bubble and makespan of every step, then the sum and sum of
@@ -183,6 +182,7 @@ ${shapeFlagsHelp()}
                          of the run's steps (one block of rank lanes per step)
   --metrics PATH         a line per step: CSV for a .csv path, else JSON Lines
   --curves PATH          the loss curve as an SVG picture, written at the end
+${DATA_HELP}
   --json                 one JSON line per step {"step", "loss", "bubble", "makespanMs",
                          "lr"}, then {"paramSum", "paramSumSq"}; a step whose loss or
                          gradient is not finite is skipped (it changes nothing and still
@@ -197,66 +197,6 @@ function kib(bytes: number): string {
 // Steps run back to back in windows (consecutive steps interlock inside a
 // window); a window's lines are printed when it ends.
 const GROUP = 10;
-
-/** The lr schedule the `--lr-schedule` flags describe (undefined: constant, no warmup). */
-function readLrSchedule(
-  values: Record<string, unknown>,
-  lastStep: number,
-): LrScheduleSpec | undefined {
-  const kind = values["lr-schedule"] ?? "constant";
-  if (kind !== "constant" && kind !== "warmup-cosine" && kind !== "step") {
-    throw new UsageError(
-      `--lr-schedule must be constant, warmup-cosine or step, got ${JSON.stringify(kind)}`,
-    );
-  }
-  const warmup = values["warmup-steps"] === undefined ? 0 : nonNegativeInt(values, "warmup-steps");
-  const decay = positiveInt(values, "decay-steps", false);
-  const minLr = nonNegative(values, "min-lr");
-  const gamma = nonNegative(values, "lr-gamma");
-  const only = (flag: string, given: unknown, schedule: string) => {
-    if (given !== undefined && kind !== schedule) {
-      throw new UsageError(`--${flag} applies to --lr-schedule ${schedule} only, not ${kind}`);
-    }
-  };
-  only("min-lr", minLr, "warmup-cosine");
-  only("lr-gamma", gamma, "step");
-  if (decay !== undefined && kind === "constant") {
-    throw new UsageError(
-      "--decay-steps applies to --lr-schedule warmup-cosine or step, not constant",
-    );
-  }
-  const warm: LrScheduleSpec = { kind: "linear", steps: Math.max(1, warmup) };
-  if (kind === "constant") return warmup === 0 ? undefined : warm;
-  if (kind === "warmup-cosine") {
-    const decaySteps = decay ?? Math.max(1, lastStep - warmup);
-    return {
-      kind: "warmup-cosine",
-      warmupSteps: warmup,
-      decaySteps,
-      ...(minLr === undefined ? {} : { minLr }),
-    };
-  }
-  if (decay === undefined) {
-    throw new UsageError("--lr-schedule step needs --decay-steps N (steps between decays)");
-  }
-  const step: LrScheduleSpec = {
-    kind: "step",
-    stepSize: decay,
-    ...(gamma === undefined ? {} : { gamma }),
-  };
-  return warmup === 0
-    ? step
-    : { kind: "sequential", schedules: [warm, step], milestones: [warmup] };
-}
-
-function nonNegativeInt(values: Record<string, unknown>, flag: string): number {
-  const v = String(values[flag]).trim();
-  const n = Number(v);
-  if (!/^\+?\d+$/.test(v) || !Number.isSafeInteger(n)) {
-    throw new UsageError(`--${flag} must be an integer >= 0, got ${JSON.stringify(values[flag])}`);
-  }
-  return n;
-}
 
 /** The checkpoint's bytes and its step, read before any worker starts. */
 async function readResume(path: string): Promise<Uint8Array> {
@@ -374,19 +314,21 @@ async function train(
     ...(lrSchedule === undefined ? {} : { lrSchedule }),
   };
 
-  const tok = CharTokenizer.fromText(TINY_CORPUS);
+  const cpu = new CpuBackend();
+  const data = await readTrainData(values, { seqLen, dim, heads, layers, seed }, cpu);
+  // Checked before the built-in model is built (a --model folder's is already read).
+  const { dim: d, heads: h, layers: l, vocabSize: vocab } = data;
   checkTrainMemory({
     batch,
     seqLen,
-    dim,
-    heads,
-    layers,
-    vocab: tok.vocabSize,
+    dim: d,
+    heads: h,
+    layers: l,
+    vocab,
     microBatches: spec.microBatches,
   });
-  const tokens = tok.encode(TINY_CORPUS);
-  const cpu = new CpuBackend();
-  const net = createTinyGPT({ vocabSize: tok.vocabSize, seqLen, dim, heads, layers, seed }, cpu);
+  const net = data.net();
+  const tokens = data.tokens;
   let rng = new Rng(seed + 1);
   let model: PipelineParallelModel;
   try {
@@ -451,11 +393,12 @@ async function train(
       const chosen = backend !== "auto"
         ? backend
         : `auto: ${[...new Set((await model.rankInfo()).map((r) => r.backend))].join(", ")}`;
+      const what = values.model === undefined ? "tiny GPT" : `GPT-2 model ${values.model}`;
       io.out(
-        `tiny GPT: ${layers} block${
-          layers === 1 ? "" : "s"
-        }, dim ${dim}, ${heads} heads, ${nParams} parameters, ` +
-          `vocabulary ${tok.vocabSize}\n` +
+        `${what}: ${data.layers} block${
+          data.layers === 1 ? "" : "s"
+        }, dim ${data.dim}, ${data.heads} heads, ${nParams} parameters, ` +
+          `vocabulary ${data.vocabSize}\n` +
           `pipeline: ${schedule.name}, ${schedule.ranks} rank${
             schedule.ranks === 1 ? "" : "s"
           } × ` +
@@ -537,6 +480,9 @@ async function train(
         data: { [BATCH_RNG]: JSON.stringify(rng.state()), seed: String(seed) },
       });
     }
+    const saved = (model.localRank ?? 0) === 0
+      ? await data.save(() => model.saveSafetensors())
+      : null;
     if (trace !== undefined) {
       // Interrupted before --trace-step: the last step trained is drawn.
       const reached = typeof traceStep !== "number" || traceStep <= model.stepCount;
@@ -556,6 +502,7 @@ async function train(
       io.out(`parameters: sum ${stats.sum}, sum of squares ${stats.sumSq}\n`);
       if (trace !== undefined) io.out(`timeline written to ${trace}\n`);
       if (savePath !== undefined) io.out(`checkpoint written to ${savePath}\n`);
+      if (saved !== null) io.out(`model written to ${saved} (GPT-2 format)\n`);
       if (outputs.metrics !== undefined) io.out(`metrics written to ${outputs.metrics}\n`);
       if (outputs.curves !== undefined) io.out(`curves written to ${outputs.curves}\n`);
     }

@@ -18,6 +18,7 @@ import { CausalSelfAttention } from "./causal_self_attention.ts";
 import { MLP } from "./mlp.ts";
 import { Residual } from "./residual.ts";
 import { describeValue } from "../text/describe.ts";
+import { TiedHead, tieParameters } from "./tied_head.ts";
 
 /** Sizes of {@linkcode createTinyGPT}. */
 export interface TinyGPTConfig {
@@ -41,11 +42,21 @@ export interface TinyGPTConfig {
    * which balances more stages than blocks (6 blocks in ZB-V's 4 stages).
    */
   readonly split?: "blocks" | "halves";
+  /**
+   * Tied input/output embeddings (default `false`): the head is a
+   * `TiedHead` (no bias) whose weight is the embedding's token table, listed
+   * once (as `0.token`), as GPT-2's `lm_head` is `wte`.
+   */
+  readonly tieEmbeddings?: boolean;
+  /** Epsilon of every layer norm (default `1e-5`, GPT-2's `layer_norm_epsilon`). */
+  readonly eps?: number;
+  /** Hidden width of every MLP (default `4 · dim`). */
+  readonly hidden?: number;
 }
 
 /**
  * Builds `[TokenPositionEmbedding, TransformerBlock × layers, LayerNorm,
- * Linear head]`: input token ids `[B, T]` (T ≤ seqLen), output logits
+ * Linear head]` (a `TiedHead` sharing the token table with `tieEmbeddings`): input token ids `[B, T]` (T ≤ seqLen), output logits
  * `[B, T, vocabSize]`. All weights come from one `Rng(seed)` in layer order,
  * so the same config gives the same model on every backend. The head starts
  * small (std 0.02), so the initial loss is close to ln(vocabSize).
@@ -90,22 +101,42 @@ export function createTinyGPT(config: TinyGPTConfig, backend: Backend): Sequenti
       `createTinyGPT: split must be "blocks" or "halves", got ${describeValue(split)}`,
     );
   }
+  const tie = config.tieEmbeddings ?? false;
+  if (typeof tie !== "boolean") {
+    throw new TypeError(
+      `createTinyGPT: tieEmbeddings must be a boolean, got ${describeValue(config.tieEmbeddings)}`,
+    );
+  }
+  const eps = config.eps ?? 1e-5;
+  if (typeof eps !== "number" || !(eps > 0) || !Number.isFinite(eps)) {
+    throw new RangeError(
+      `createTinyGPT: eps must be a finite number > 0, got ${describeValue(eps)}`,
+    );
+  }
+  const hidden = config.hidden ?? 4 * dim;
+  checkPositiveInt("createTinyGPT", "hidden", hidden);
   const rng = new Rng(config.seed ?? 0);
   const list: Layer[] = [new TokenPositionEmbedding(backend, vocabSize, seqLen, dim, { rng })];
   for (let i = 0; i < layers; i++) {
     if (split === "blocks") {
-      list.push(new TransformerBlock(backend, dim, heads, { rng }));
+      list.push(new TransformerBlock(backend, dim, heads, { rng, eps, hidden }));
       continue;
     }
     // TransformerBlock's sublayers, drawn from the rng in the same order.
-    const ln1 = new LayerNorm(backend, dim);
+    const ln1 = new LayerNorm(backend, dim, { eps });
     const attn = new CausalSelfAttention(backend, dim, heads, { rng });
     list.push(new Residual(backend, new Sequential([ln1, attn], { names: ["ln1", "attn"] })));
-    const ln2 = new LayerNorm(backend, dim);
-    const mlp = new MLP(backend, dim, { rng });
+    const ln2 = new LayerNorm(backend, dim, { eps });
+    const mlp = new MLP(backend, dim, { rng, hidden });
     list.push(new Residual(backend, new Sequential([ln2, mlp], { names: ["ln2", "mlp"] })));
   }
-  list.push(new LayerNorm(backend, dim));
-  list.push(new Linear(backend, dim, vocabSize, { rng, initScale: 0.02 }));
-  return new Sequential(list, { inputShape: [1, seqLen] });
+  list.push(new LayerNorm(backend, dim, { eps }));
+  list.push(
+    tie
+      ? new TiedHead(backend, vocabSize, dim, { tiedTo: "0.token" })
+      : new Linear(backend, dim, vocabSize, { rng, initScale: 0.02 }),
+  );
+  const model = new Sequential(list, { inputShape: [1, seqLen] });
+  tieParameters([model]);
+  return model;
 }

@@ -21,6 +21,7 @@ import { MLP } from "./mlp.ts";
 import { ReLU } from "./relu.ts";
 import { RMSNorm } from "./rms_norm.ts";
 import { Sequential } from "./sequential.ts";
+import { TiedHead, tieParameters } from "./tied_head.ts";
 import { Residual } from "./residual.ts";
 import { SiLU } from "./silu.ts";
 import { Tanh } from "./tanh.ts";
@@ -86,7 +87,10 @@ function sequentialFromSpec(a: Args, _backend: Backend, build: (spec: LayerSpec)
   const built: Layer[] = [];
   try {
     for (const s of layers) built.push(build(s as LayerSpec));
-    return new Sequential(built, { names: names as string[] | undefined });
+    const seq = new Sequential(built, { names: names as string[] | undefined });
+    // A head tied to a parameter of this model shares it (one copy, as the original).
+    tieParameters([seq]);
+    return seq;
   } catch (e) {
     for (const l of built) l.dispose();
     throw e;
@@ -124,8 +128,19 @@ const BUILT_IN_FACTORIES: [string, BuiltInFactory][] = [
   [
     "TransformerBlock",
     (a, be) =>
-      new TransformerBlock(be, a.num("dim"), a.num("heads"), { hidden: a.optNum("hidden") }),
+      new TransformerBlock(be, a.num("dim"), a.num("heads"), {
+        hidden: a.optNum("hidden"),
+        eps: a.optNum("eps"),
+      }),
   ],
+  ["TiedHead", (a, be) => {
+    if (typeof a.raw.tiedTo !== "string") {
+      throw new TypeError(
+        `layerFromSpec: TiedHead.args.tiedTo must be a string, got ${describeValue(a.raw.tiedTo)}`,
+      );
+    }
+    return new TiedHead(be, a.num("vocabSize"), a.num("dim"), { tiedTo: a.raw.tiedTo });
+  }],
   ["Sequential", sequentialFromSpec],
   ["Residual", residualFromSpec],
 ];

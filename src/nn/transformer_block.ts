@@ -17,6 +17,8 @@ import { MLP } from "./mlp.ts";
 export interface TransformerBlockOptions extends InitOptions {
   /** Hidden width of the MLP (default `4 · dim`). */
   readonly hidden?: number;
+  /** Epsilon of both layer norms (default `1e-5`). */
+  readonly eps?: number;
 }
 
 /**
@@ -66,9 +68,10 @@ export class TransformerBlock extends Block {
     }
     this.dim = dim;
     const rng = initRng(opts);
-    this.ln1 = this.addSublayer("ln1", new LayerNorm(backend, dim));
+    const eps = opts?.eps;
+    this.ln1 = this.addSublayer("ln1", new LayerNorm(backend, dim, { eps }));
     this.attn = this.addSublayer("attn", new CausalSelfAttention(backend, dim, heads, { rng }));
-    this.ln2 = this.addSublayer("ln2", new LayerNorm(backend, dim));
+    this.ln2 = this.addSublayer("ln2", new LayerNorm(backend, dim, { eps }));
     this.mlp = this.addSublayer("mlp", new MLP(backend, dim, { hidden: opts?.hidden, rng }));
   }
 
@@ -76,7 +79,13 @@ export class TransformerBlock extends Block {
   override spec(): LayerSpec {
     return {
       kind: "TransformerBlock",
-      args: { dim: this.dim, heads: this.attn.heads, hidden: this.mlp.hidden },
+      args: {
+        dim: this.dim,
+        heads: this.attn.heads,
+        hidden: this.mlp.hidden,
+        // Only where it differs from the default, so earlier specs read the same.
+        ...(this.ln1.eps === 1e-5 ? {} : { eps: this.ln1.eps }),
+      },
     };
   }
 

@@ -9,6 +9,7 @@ import { layerFromSpec } from "../../nn/layer_registry.ts";
 import { Sequential } from "../../nn/sequential.ts";
 import type { OptimizerBase } from "../../nn/optimizer_base.ts";
 import { createOptimizer } from "../../nn/optimizer_spec.ts";
+import { tieParameters } from "../../nn/tied_head.ts";
 import { CheckpointedStage } from "../checkpoint/checkpointed_stage.ts";
 import type { ModelStageOptions } from "./stage_options.ts";
 import { ShardedStages } from "./_optimizer_shard.ts";
@@ -41,11 +42,14 @@ export function buildStages(
       }
       const layer = o.checkpoint === undefined ? built : new CheckpointedStage(built, o.checkpoint);
       layers.set(s, layer);
-      if (o.shard === undefined) {
+    }
+    // A tied head shares its table with the stage that holds it on this rank (plan checked).
+    tieParameters([...layers.values()]);
+    if (o.shard === undefined) {
+      for (const [s, layer] of layers) {
         optimizers.set(s, createOptimizer(o.optimizer, layer.parameters()));
       }
-    }
-    if (o.shard !== undefined) {
+    } else {
       shards = new ShardedStages(o.optimizer, layers, o.shard);
       for (const s of stages) optimizers.set(s, shards.optimizer(s));
     }

@@ -26,6 +26,8 @@ export class StepGuard {
    * returns the stage's check, read back without blocking. Its gradient
    * sums are queued now, so they see the gradients the step uses.
    * `losses` (last stage): the iteration's micro-batch losses, in order.
+   * `normParams`: the parameters the gradient norm counts (default all: a
+   * tied copy held by another rank too counts once, there).
    */
   before(
     stage: number,
@@ -33,9 +35,10 @@ export class StepGuard {
     params: readonly Parameter[],
     losses: readonly Promise<number>[] | null,
     keepGrads = false,
+    normParams: readonly Parameter[] = params,
   ): Promise<StepCheck> {
     this.#drop(stage);
-    const normSq = gradNormSquared(params);
+    const normSq = gradNormSquared(normParams);
     this.#snaps.set(stage, optimizer.snapshot());
     if (keepGrads) this.#grads.set(stage, params.map((p) => keep(ops.copy(p.grad))));
     return (async (): Promise<StepCheck> => {

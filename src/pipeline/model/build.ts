@@ -73,6 +73,7 @@ export async function buildRanks(
   const tunedMatmul = await tuneMatmulForRanks(backend);
   const stageOptions: ModelStageOptions = {
     stageSpecs: plan.stageSpecs,
+    ...(plan.tied.length === 0 ? {} : { tied: plan.tied }),
     backend,
     // Under MPI the job's ranks are taken to share one host.
     threads: o.threads ?? threadsPerRank(plan.schedule.ranks * o.dataParallel),

@@ -26,6 +26,7 @@
 
 import type { Backend, Shape, Tensor } from "../../tensor/mod.ts";
 import { createBackend } from "../../tensor/create_backend.ts";
+import { withoutRandomInit } from "../../tensor/random.ts";
 import { LeakWatch } from "../../tensor/leak_watch.ts";
 import type { Layer, Parameter } from "../../nn/layer.ts";
 import type { Sequential } from "../../nn/sequential.ts";
@@ -67,6 +68,9 @@ import { readGradients, writeGradients } from "./_stage_gradients.ts";
 import type { ShardedStages } from "./_optimizer_shard.ts";
 import { buildStages } from "./_stage_build.ts";
 import { describeValue } from "../../text/describe.ts";
+import { StageDecoder } from "./_stage_decoder.ts";
+import { TiedSync } from "./_tied_sync.ts";
+import type { PendingAverage } from "../runtime/gradient_sync.ts";
 
 /** The model's executor of one rank (exported for in-process pipelines; workers use the factory). */
 export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
@@ -92,6 +96,8 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
   readonly #actPeak: ActivationPeak;
   readonly #leaks: LeakWatch;
   readonly #span: ActionSpan;
+  readonly #decoder: StageDecoder;
+  readonly #tied: TiedSync;
 
   private constructor(init: RankExecutorInit, backend: Backend) {
     this.#init = init;
@@ -100,6 +106,8 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
     this.#guard = checksSteps(this.#o) ? new StepGuard() : null;
     this.backend = backend;
     this.#span = new ActionSpan(backend);
+    this.#decoder = new StageDecoder(backend, (s) => this.#stageLayer(s));
+    this.#tied = new TiedSync(this.#o.tied, init.rank, init.comm, backend);
     const built = buildStages(this.#o, this.#stages, backend);
     this.#stageLayers = built.layers;
     this.#optimizers = built.optimizers;
@@ -128,7 +136,7 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
       },
     );
     try {
-      return new ModelRankExecutor(init, backend);
+      return withoutRandomInit(() => new ModelRankExecutor(init, backend)); // weights load next
     } catch (e) {
       await backend.close();
       throw e;
@@ -137,7 +145,12 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
 
   /** All parameters of the rank's stages, in stage order (names as in the whole model). */
   parameters(): Parameter[] {
-    return this.#stages.flatMap((s) => this.#stageLayers.get(s)!.parameters());
+    return this.#stages.flatMap((s) => this.#tied.named(s, this.#stageLayer(s).parameters()));
+  }
+
+  /** Starts summing `stage`'s tied gradients with another rank's copy (see `RankExecutor`). */
+  tiedSync(stage: number, iteration: number, attempt: number): (() => PendingAverage) | null {
+    return this.#tied.start(stage, iteration, attempt, () => this.#stageLayer(stage).parameters());
   }
 
   beginIteration(_iteration: number, payload: unknown): void {
@@ -271,13 +284,16 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
   // One stage's optimizer step (with its check when steps are checked or clipped).
   #stepStage(stage: number): StepResultOf {
     const opt = this.#optimizers.get(stage)!;
-    // Sharded: the share's working parameters step (their check is the share's).
+    const params = this.#stageLayer(stage).parameters();
+    // Sharded: the share's working parameters step (their check is the share's;
+    // a sharded run has no tied copy on two ranks: refused by create).
     const check = this.#guard?.before(
       stage,
       opt,
-      this.#shards?.work(stage) ?? this.#stageLayer(stage).parameters(),
+      this.#shards?.work(stage) ?? params,
       stage === this.#init.numStages - 1 ? this.#readLosses() : null,
       this.#o.policy?.clipGradNorm !== undefined,
+      this.#tied.forNorm(stage, params),
     );
     if (check !== undefined) this.#shards?.snapshot(stage);
     opt.step();
@@ -412,16 +428,9 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
       for (const opt of this.#optimizers.values()) opt.setLearningRate(lr);
       return null;
     },
-    predict: async ({ stage, data, shape }) => {
-      const x = this.backend.fromData(data, [...shape]);
-      try {
-        const y = this.#stageLayer(stage).forward(x, { save: false });
-        const out = await y.toArray().finally(() => y.dispose());
-        return { data: out, shape: [...y.shape] };
-      } finally {
-        x.dispose();
-      }
-    },
+    predict: (args) => this.#decoder.predict(args),
+    decode: (args) => this.#decoder.decode(args),
+    endDecode: ({ session }) => this.#decoder.end(session),
     info: () => ({
       rank: this.#init.rank,
       stages: this.#stages,
@@ -435,6 +444,7 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
 
   async dispose(): Promise<void> {
     this.#guard?.dispose();
+    this.#decoder.dispose();
     this.#dropLosses();
     for (const t of this.#lossGrad.values()) t.dispose();
     this.#lossGrad.clear();
@@ -520,7 +530,7 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
   #stageStates(): StageState[] {
     return this.#stages.map((s) => ({
       stage: s,
-      params: this.#stageLayer(s).parameters(),
+      params: this.#tied.named(s, this.#stageLayer(s).parameters()),
       optimizer: this.#optimizers.get(s)!,
     }));
   }

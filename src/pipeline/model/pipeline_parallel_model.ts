@@ -67,11 +67,15 @@ import {
   shardPayloads,
 } from "./_replica_batches.ts";
 import { describeValue } from "../../text/describe.ts";
+import type { GenerationOptions, GenerationResult } from "../../nn/generate.ts";
+import { generateOnRanks, stageByStage } from "./generation.ts";
 
 // The types of the model's methods, for those who import this module alone.
 export type {
   BatchSource,
   EvaluateResult,
+  GenerationOptions,
+  GenerationResult,
   ParameterStats,
   PipelineParallelModelOptions,
   Prediction,
@@ -285,7 +289,7 @@ export class PipelineParallelModel {
     // The call's i-th batch is training step base + i (Dropout's masks follow it).
     const base = this.#nextStep;
     try {
-      const r = await runTrainLoop(
+      return await runTrainLoop(
         {
           split: (b, where, i) =>
             b === null || b === undefined
@@ -325,7 +329,6 @@ export class PipelineParallelModel {
         batches,
         options,
       );
-      return r;
     } finally {
       this.#guard.end();
     }
@@ -389,17 +392,10 @@ export class PipelineParallelModel {
     this.#guard.standsAt("predict", this.#nextStep);
     const { shape, shapes, outShape } = checkPredictInput(this.#layout, input);
     if (shape[0] < this.microBatches * this.#replicas) {
-      return await this.#lock.exclusive(async () => {
-        let cur: Prediction = { data: input.inputs, shape };
-        for (let s = 0; s < this.schedule.stageToRank.length; s++) {
-          cur = await this.#ranks.call(this.schedule.stageToRank[s], "predict", {
-            stage: s,
-            data: cur.data,
-            shape: cur.shape,
-          });
-        }
-        return cur;
-      });
+      const stages = this.schedule.stageToRank;
+      return await this.#lock.exclusive(() =>
+        stageByStage(this.#ranks, stages, input.inputs, shape)
+      );
     }
     const plan = this.#replicas === 1
       ? predictionPayloads(
@@ -419,6 +415,23 @@ export class PipelineParallelModel {
     const outputs = replicaReports(r, this.ranks, this.#replicas, this.#lastRank())
       .flatMap((x) => x.outputs ?? []);
     return { data: concatOutputs(outputs, prod(outShape)), shape: outShape };
+  }
+
+  /**
+   * Generates `options.maxTokens` tokens after each prompt (token ids: one
+   * array, or one per micro-batch): `generate` of `@conveyor/core/nn` through
+   * the stages, each on its rank with its attention layers' key/value cache
+   * kept there, the prompts interleaved (see `generateOnRanks`).
+   */
+  async generate(
+    prompts: readonly number[] | readonly (readonly number[])[],
+    options: GenerationOptions,
+  ): Promise<GenerationResult> {
+    this.#guard.standsAt("generate", this.#nextStep);
+    const stages = this.schedule.stageToRank;
+    return await this.#lock.exclusive(() =>
+      generateOnRanks(this.#ranks, stages, this.#model, prompts, options)
+    );
   }
 
   /**

@@ -21,6 +21,8 @@ import {
 import { layerCosts } from "../partition/layer_costs.ts";
 import type { PipelineParallelModelOptions } from "./options.ts";
 import { describeValue } from "../../text/describe.ts";
+import { tiedLinks } from "./_tied_placement.ts";
+import type { TiedLink } from "./stage_options.ts";
 
 /** Where everything goes: the schedule, the cut, each stage's spec and each rank's weights. */
 export interface ModelPlan {
@@ -32,6 +34,8 @@ export interface ModelPlan {
   readonly stageSpecs: readonly LayerSpec[];
   /** Per rank: its stages' parameters as one safetensors file. */
   readonly weights: readonly Uint8Array[];
+  /** Shared parameters held on two ranks (tied embeddings across ranks). */
+  readonly tied: readonly TiedLink[];
   /** Every parameter of the model, in its order: name and shape. */
   readonly params: readonly { readonly name: string; readonly shape: readonly number[] }[];
 }
@@ -154,13 +158,27 @@ export async function planModel(
     );
   }
   const slices = Array.from({ length: numStages }, (_, s) => o.model.slice(b[s], b[s + 1]));
+  const tied = tiedLinks(slices, schedule);
+  if (tied.length > 0 && o.shardOptimizer === true && (o.dataParallel ?? 1) > 1) {
+    const t = tied[0].link;
+    throw new RangeError(
+      `shardOptimizer with tied embeddings on two ranks (${t.name} on rank ${t.ownerRank}, its ` +
+        `head on rank ${t.headRank}) is not supported: train without shardOptimizer, or with a ` +
+        `schedule that puts the first and last stage on one rank (zb-v, dualpipe-v)`,
+    );
+  }
   // Each rank's weights: its stages' parameters, named as in the whole model.
   const rankParams: Parameter[][] = Array.from({ length: schedule.ranks }, () => []);
   slices.forEach((sl, s) => rankParams[schedule.stageToRank[s]].push(...sl.parameters()));
+  // A tied head on another rank than its table starts from a copy of it.
+  for (const { link, param } of tied) {
+    rankParams[link.headRank].push(param);
+  }
   return {
     schedule,
     partition,
     stageSpecs: slices.map((sl) => sl.spec()),
+    tied: tied.map((t) => t.link),
     weights: await Promise.all(rankParams.map((ps) => saveSafetensors(ps))),
     params: o.model.parameters().map((p) => ({ name: p.name, shape: [...p.value.shape] })),
   };

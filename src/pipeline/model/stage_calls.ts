@@ -43,6 +43,18 @@ export interface PredictArgs extends TensorData {
   readonly stage: number;
 }
 
+/** `decode` arguments: new positions of one prompt through one stage, with its key/value cache. */
+export interface DecodeArgs extends TensorData {
+  /** The generation call it belongs to. */
+  readonly session: number;
+  /** The prompt (micro-batch) within it. */
+  readonly slot: number;
+  /** Global stage. */
+  readonly stage: number;
+  /** Return only the last position's output (the last stage's logits). */
+  readonly lastOnly: boolean;
+}
+
 /**
  * The model's requests: `load` a safetensors file (the rank takes the
  * tensors of its own stages), `save` its stages' parameters as safetensors,
@@ -50,7 +62,9 @@ export interface PredictArgs extends TensorData {
  * optimizer state, named as in the whole checkpoint, with the step count),
  * `loadState` its stages' share of a whole training checkpoint,
  * `setLearningRate` of every stage's optimizer, `predict` one stage's
- * forward, `info` about the rank.
+ * forward, `decode` one stage's forward of new positions with the rank's
+ * key/value cache of that prompt, `endDecode` dropping a generation's
+ * caches, `info` about the rank.
  *
  * @example
  * ```ts
@@ -66,5 +80,7 @@ export type ModelStageCalls = {
   readonly loadState: { readonly args: { readonly bytes: Uint8Array }; readonly result: null };
   readonly setLearningRate: { readonly args: { readonly lr: number }; readonly result: null };
   readonly predict: { readonly args: PredictArgs; readonly result: TensorData };
+  readonly decode: { readonly args: DecodeArgs; readonly result: TensorData };
+  readonly endDecode: { readonly args: { readonly session: number }; readonly result: null };
   readonly info: { readonly args: null; readonly result: RankInfo };
 };

@@ -16,10 +16,43 @@ import { describeValue } from "../../text/describe.ts";
 /** The losses a model stage computes on the last stage. */
 export type PipelineLoss = "cross-entropy" | "mse";
 
+/**
+ * A shared parameter held on two ranks (tied embeddings): the stage and
+ * rank of its owner (the embedding) and of the `TiedHead` holding a copy.
+ *
+ * @example
+ * ```ts
+ * import type { TiedLink } from "@conveyor/core/runtime";
+ * const link: TiedLink = {
+ *   name: "0.token", ownerStage: 0, ownerRank: 0, headStage: 1, headRank: 1, headParam: "4.weight",
+ * };
+ * console.log(link.headParam); // "4.weight"
+ * ```
+ */
+export interface TiedLink {
+  /** The parameter's name in the whole model (e.g. `"0.token"`). */
+  readonly name: string;
+  /** Stage and rank of the layer that owns it (the embedding). */
+  readonly ownerStage: number;
+  /** See `ownerStage`. */
+  readonly ownerRank: number;
+  /** Stage and rank of the `TiedHead` holding a copy. */
+  readonly headStage: number;
+  /** See `headStage`. */
+  readonly headRank: number;
+  /** The copy's name within the head's stage (`<layer>.weight`). */
+  readonly headParam: string;
+}
+
 /** `init.options` of the model stage executor (structured-cloneable). */
 export interface ModelStageOptions {
   /** One spec per global stage: the stage as a `Sequential` (names as in the whole model). */
   readonly stageSpecs: readonly LayerSpec[];
+  /**
+   * Tied parameters held on two ranks (a `TiedHead` and the table it
+   * shares): both copies' gradients are summed before either stage steps.
+   */
+  readonly tied?: readonly TiedLink[];
   /** Backend each rank creates (default `"cpu"`). */
   readonly backend?: BackendKind;
   /** Threads of each rank's CPU backend (default: every core). */

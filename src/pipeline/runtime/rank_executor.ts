@@ -225,6 +225,19 @@ export interface RankExecutor<C extends CallMap = NoCalls> {
    */
   setStageParameters?(stage: number, values: Float32Array): void | Promise<void>;
   /**
+   * Parameters shared with another rank (tied embeddings): null (or
+   * absent) where `stage` shares nothing across ranks, else a function the
+   * runtime calls once the stage's last backward is done (and, with
+   * replicas, its average is written back), which starts combining the
+   * shared gradients with the other rank's copy; the stage steps once
+   * `finish()` resolves, the rank going on with its other actions meanwhile.
+   */
+  tiedSync?(
+    stage: number,
+    iteration: number,
+    attempt: number,
+  ): (() => { readonly ready: boolean; finish(): Promise<void> }) | null;
+  /**
    * Undoes the step of `stage` in `iteration` exactly: parameters and
    * optimizer state as they were before it (a stage that did not step
    * leaves them as they are). Called when some stage's check failed.

@@ -262,8 +262,12 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
         inStep = true;
         // The previous step is final before this iteration's first step or average.
         if (validation?.mustSettleBefore(it)) await validation.beforeFirstStep(it);
-        const average = options.gradientSync?.start(s, it, validation?.attempt(it) ?? 0, executor);
-        // With replicas the step waits for the average while the rank goes on.
+        const attempt = validation?.attempt(it) ?? 0;
+        const average = afterward(
+          options.gradientSync?.start(s, it, attempt, executor) ?? null,
+          executor.tiedSync?.(s, it, attempt) ?? null,
+        );
+        // With replicas (or tied copies) the step waits for them while the rank goes on.
         if (average) averaging.push({ a, i, it, average });
         else await step(a, i, it, null);
       }
@@ -344,6 +348,28 @@ export async function runRank(options: RankRunOptions): Promise<RankRunResult> {
     reports,
     rolledBack: validation?.rolledBack ?? [],
     gradNorms: validation?.gradNorms ?? [],
+  };
+}
+
+// `first` (a replicas' average), then what `next` starts once it is
+// written back (tied copies' sum), as one pending; either may be null.
+function afterward(
+  first: PendingAverage | null,
+  next: (() => PendingAverage) | null,
+): PendingAverage | null {
+  if (next === null) return first;
+  if (first === null) return next();
+  let ready = false;
+  const done = (async () => {
+    await first.finish();
+    await next().finish();
+  })().finally(() => ready = true);
+  done.catch(() => {}); // seen by finish(); an abandoned attempt never calls it
+  return {
+    get ready() {
+      return ready;
+    },
+    finish: () => done,
   };
 }
 

@@ -96,6 +96,9 @@ function osThreadId(): number | undefined {
 // What the rank is doing now, to name it when an error comes from nowhere.
 let current: { state: keyof typeof STATE_CODES; index: number; iteration: number } | null = null;
 
+// Whether a run is in progress (its actions write the rank's state).
+let inRun = false;
+
 // Set when an unhandled rejection failed the run: its result is not reported.
 let rejected = false;
 
@@ -157,6 +160,7 @@ async function handle(msg: ToWorker): Promise<void> {
       break;
     }
     case "run": {
+      inRun = true;
       try {
         rejected = false;
         const r = await runRank({
@@ -191,6 +195,8 @@ async function handle(msg: ToWorker): Promise<void> {
         // An abort means another rank (or the pool) failed first and has reported it.
         if (e instanceof CommAbortedError || comm === null) return;
         comm.reportError({ ...report(e) });
+      } finally {
+        inRun = false;
       }
       break;
     }
@@ -200,7 +206,17 @@ async function handle(msg: ToWorker): Promise<void> {
         if (typeof handler !== "function") {
           throw new TypeError(`the executor of rank ${rank} answers no call "${msg.method}"`);
         }
-        const value = await handler(msg.args);
+        // A call works as an action does (loading a large model's weights, a
+        // stage's forward): the watchdog then judges the thread by its CPU,
+        // not by heartbeats its busy thread cannot send.
+        const mark = board !== null && !inRun;
+        if (mark) writeSlot(board!, rank, "compute", -1, 0);
+        let value;
+        try {
+          value = await handler(msg.args);
+        } finally {
+          if (mark && !inRun) writeSlot(board!, rank, "idle", -1, 0);
+        }
         scope.postMessage({ type: "result", id: msg.id, value });
       } catch (e) {
         scope.postMessage({ type: "failed", id: msg.id, report: report(e) });

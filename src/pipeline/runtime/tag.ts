@@ -192,3 +192,24 @@ export function gatherTag(iteration: number, stage: number, redo: boolean): stri
   const it = checkIndex(iteration, "iteration");
   return `gather/i${it}/s${checkIndex(stage, "stage")}${redo ? "/redo" : ""}`;
 }
+
+/**
+ * The tag of a tied parameter's gradient (`name`, e.g. `"0.token"`) sent
+ * by the rank holding its `from` copy (`"owner"`: the embedding; `"head"`:
+ * the tied output head) in iteration `iteration`, attempt `attempt`.
+ *
+ * @example
+ * ```ts
+ * import { tiedTag } from "./tag.ts";
+ * console.log(tiedTag(3, 0, "0.token", "head")); // "tied/i3/0.token/head"
+ * ```
+ */
+export function tiedTag(
+  iteration: number,
+  attempt: number,
+  name: string,
+  from: "owner" | "head",
+): string {
+  const it = checkIndex(iteration, "iteration");
+  return `tied/${iterationPart(it, checkIndex(attempt, "attempt"))}/${name}/${from}`;
+}
