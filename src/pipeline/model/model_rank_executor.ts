@@ -284,16 +284,18 @@ export class ModelRankExecutor implements RankExecutor<ModelStageCalls> {
   // One stage's optimizer step (with its check when steps are checked or clipped).
   #stepStage(stage: number): StepResultOf {
     const opt = this.#optimizers.get(stage)!;
+    // Sharded: the share's working parameters step, and the check (its norm
+    // too) is the share's (a sharded run has no tied copy on two ranks:
+    // refused by create); else a tied copy counts once in the norm.
     const params = this.#stageLayer(stage).parameters();
-    // Sharded: the share's working parameters step (their check is the share's;
-    // a sharded run has no tied copy on two ranks: refused by create).
+    const share = this.#shards?.work(stage);
     const check = this.#guard?.before(
       stage,
       opt,
-      this.#shards?.work(stage) ?? params,
+      share ?? params,
       stage === this.#init.numStages - 1 ? this.#readLosses() : null,
       this.#o.policy?.clipGradNorm !== undefined,
-      this.#tied.forNorm(stage, params),
+      share ?? this.#tied.forNorm(stage, params),
     );
     if (check !== undefined) this.#shards?.snapshot(stage);
     opt.step();

@@ -25,7 +25,16 @@ import { Rng } from "../../../src/tensor/random.ts";
 import { maxRelative, paramError, tensorsOf } from "./_compare.ts";
 import { liveCount as liveWorkers } from "../../../src/pipeline/runtime/_worker_registry.ts";
 
+// Sharded against unsharded: 1e-6 (the same sums: in practice the same bits).
 const TOL = 1e-6;
+// Against single-device training, or across different D: 1e-5 for SGD. The
+// CPU backend sums in f32, and D replicas sum their shards' gradients before
+// the average where one device (or D = 1) sums the whole batch's: another
+// order (measured 1.5e-6). AdamW turns the rounding of near-zero gradients
+// into steps of about lr: 1e-3 of the largest entry across different D
+// (measured 1.7e-4).
+const SINGLE_DEVICE_TOL = 1e-5;
+const ACROSS_D_ADAMW_TOL = 1e-3;
 const NAN_MODULE = new URL("./_nan_layer.ts", import.meta.url).href;
 const never: NanAtOptions = { step: -1, row: 0, pass: "forward" };
 
@@ -73,11 +82,12 @@ function expectClose(
   losses: readonly number[],
   ref: { tensors: Map<string, Float32Array>; losses: number[] },
   label: string,
+  tol = TOL,
 ) {
   const err = paramError(tensors, ref.tensors);
-  assert.ok(err.worst <= TOL, `${label}: ${err.worstName} off by ${err.worst} relative`);
+  assert.ok(err.worst <= tol, `${label}: ${err.worstName} off by ${err.worst} relative`);
   const lossErr = maxRelative(losses, ref.losses);
-  assert.ok(lossErr <= TOL, `${label}: losses off by ${lossErr}`);
+  assert.ok(lossErr <= tol, `${label}: losses off by ${lossErr}`);
 }
 
 // Trains with `o` (checking the checkpoint gathers after every step) and
@@ -99,10 +109,10 @@ async function trained(o: Options) {
 }
 
 for (const [d, p] of [[2, 1], [2, 2], [4, 1]] as const) {
-  Deno.test(`in-process, (D, P) = (${d}, ${p}), shardOptimizer: SGD with momentum equals single-device training and AdamW the unsharded run (rel ${TOL}); checkpoints gathered after every step`, async () => {
+  Deno.test(`in-process, (D, P) = (${d}, ${p}), shardOptimizer: SGD with momentum equals single-device training (rel ${SINGLE_DEVICE_TOL}) and AdamW the unsharded run (rel ${TOL}); checkpoints gathered after every step`, async () => {
     const shape = { schedule: "1f1b" as const, ranks: p, dataParallel: d };
     const sgd = await trained({ ...shape, shardOptimizer: true, optimizer: SGD });
-    expectClose(sgd.tensors, sgd.losses, refSgd, `sgd at (${d}, ${p})`);
+    expectClose(sgd.tensors, sgd.losses, refSgd, `sgd at (${d}, ${p})`, SINGLE_DEVICE_TOL);
     // AdamW amplifies the last bits of tiny gradients (the unsharded run is
     // ~1e-3 off single-device on a near-zero bias): sharding must not move it.
     const whole = await trained({ ...shape, optimizer: ADAMW });
@@ -173,7 +183,8 @@ Deno.test("shardOptimizer: a (2, 2) sharded checkpoint is the single-device file
         await m.loadCheckpoint(full.bytes);
         await m.train(batches.slice(2));
         const err = paramError(tensorsOf(await m.saveSafetensors()), full.tensors);
-        assert.ok(err.worst <= TOL, `(${d}, ${p}) sharded ${shard}: ${err.worst}`);
+        const tol = d === 2 ? TOL : ACROSS_D_ADAMW_TOL;
+        assert.ok(err.worst <= tol, `(${d}, ${p}) sharded ${shard}: ${err.worst}`);
       },
     );
   }
