@@ -4,12 +4,13 @@
  * workers against the same model on P = 1, printed as a Markdown table.
  *
  * The baseline is the best one-device run: one rank whose CPU kernels use
- * every core (`single rank`), as `create` gives a lone rank; the P ranks
- * share the cores (each `floor(cores / P)` threads). A second single-rank
- * row on one thread shows how well one rank uses its cores, and sets the
- * ideal: `idealSpeedup` = baseline step · P · (1 − bubbleSimulated) / the
- * 1-thread step, what the schedule allows when each rank computes its
- * share as fast as one rank does on one core.
+ * every core, as `create` gives a lone rank, on the whole batch at once
+ * (`single rank, m = 1`) or in the P rows' micro-batches (`single rank`),
+ * whichever is faster; the P ranks share the cores (each `floor(cores /
+ * P)` threads). A single-rank row on one thread shows how well one rank
+ * uses its cores, and sets the ideal: `idealSpeedup` = baseline step · P ·
+ * (1 − bubbleSimulated) / the 1-thread step, what the schedule allows when
+ * each rank computes its share as fast as one rank does on one core.
  *
  * ```sh
  * deno run -A bench/pipeline_speedup.ts                 # the table, then a verdict line
@@ -282,7 +283,9 @@ if (import.meta.main) {
     else console.error(`  ${r.schedule} P=${r.ranks}: ${r.stepMs.toFixed(0)} ms per step`);
   };
   const cores = navigator.hardwareConcurrency;
-  const one = await measureRealSchedule(cfg, "1f1b", 1, warmup, steps);
+  const oneM = await measureRealSchedule(cfg, "1f1b", 1, warmup, steps);
+  const whole = await measureRealSchedule({ ...cfg, microBatches: 1 }, "1f1b", 1, warmup, steps);
+  const one = whole.stepMs < oneM.stepMs ? whole : oneM;
   const oneThread = cores === 1 || cfg.backend !== "cpu"
     ? one
     : await measureRealSchedule({ ...cfg, threads: 1 }, "1f1b", 1, warmup, steps);
@@ -290,16 +293,18 @@ if (import.meta.main) {
   const split = names.some((n) => n.startsWith("zb") || n.startsWith("v-") || n === "dualpipe-v")
     ? (await measureRealSchedule(cfg, "zb-h1", 1, warmup, Math.min(steps, 4))).costs
     : {};
-  const single: KindCosts = { ...one.costs, I: split.I, W: split.W };
-  emit({
-    schedule: "single rank",
-    ranks: 1,
-    microBatches: cfg.microBatches,
-    backend: cfg.backend,
-    ...one,
-    speedup: 1,
-    idealSpeedup: 1,
-  });
+  const single: KindCosts = { ...oneM.costs, I: split.I, W: split.W };
+  for (const [r, m] of [[oneM, cfg.microBatches], [whole, 1]] as const) {
+    emit({
+      schedule: m === 1 ? "single rank, m = 1" : "single rank",
+      ranks: 1,
+      microBatches: m,
+      backend: cfg.backend,
+      ...r,
+      speedup: one.stepMs / r.stepMs,
+      idealSpeedup: 1,
+    });
+  }
   if (oneThread !== one) {
     emit({
       schedule: "single rank, 1 thread",

@@ -1,10 +1,12 @@
 /**
  * The pipeline demo (`deno task demo`): shows on the machine it runs on
- * that pipelining pays. It picks a backend and a rank count that can gain
- * here (`backend "auto"`: WebGPU on a GPU, the CPU backend where there is
- * none or only a software adapter; no more busy ranks than CPU cores),
- * trains the same tiny GPT with the same batches on 1 rank and on P ranks
- * (one Deno worker each), the two runs taking turns in windows of steps so
+ * whether pipelining pays, against the best one-device run. It picks a
+ * backend and a rank count (`backend "auto"`: WebGPU on a GPU, the CPU
+ * backend where there is none or only a software adapter; no more busy
+ * ranks than CPU cores), trains the same tiny GPT with the same batches on
+ * 1 rank (the whole batch at once, its CPU kernels on every core) and on P
+ * ranks (one Deno worker each, the cores shared: floor(cores / P) threads
+ * a rank), the two runs taking turns in windows of steps so
  * that a slow spell of the machine falls on both, and ends with a
  * side-by-side summary: step time
  * (median and spread over the measured steps), the speedup, measured and
@@ -374,10 +376,11 @@ async function finish(t: Trainer, last: boolean): Promise<Run> {
 
 const started = performance.now();
 // The baseline is the best one-device run: one rank computing on every
-// core (a pipeline's ranks share them: each of P ranks gets cores / P).
+// core (a pipeline's ranks share them: each of P ranks gets cores / P) on
+// the whole batch at once (micro-batches only cost a lone rank time).
 const oneT = await start(
-  generateSchedule("1f1b", { ranks: 1, microBatches }),
-  `1 rank (no pipeline${
+  generateSchedule("1f1b", { ranks: 1, microBatches: 1 }),
+  `1 rank (no pipeline, the whole batch at once${
     backend === "cpu" ? `, ${cores} CPU thread${cores === 1 ? "" : "s"}` : ""
   })`,
 );

@@ -115,6 +115,31 @@ Deno.test("cli train --json: one line per step and the parameter sums; P = 2 in 
   assertAgrees(got, await singleDevice(3, 4, 8, 2));
 });
 
+Deno.test("cli train --threads: each rank's CPU threads change nothing of the training, bit for bit; 0 is refused", async () => {
+  // A model wide enough that its kernels share out across threads.
+  const args = [
+    "train",
+    "--schedule",
+    "1f1b",
+    "--ranks",
+    "2",
+    "--microbatches",
+    "2",
+    "--in-process",
+  ];
+  const wide = ["--dim", "64", "--seq-len", "32", "--batch", "16", ...COMMON];
+  const one = await cli(...args, "--threads", "1", ...wide);
+  const three = await cli(...args, "--threads", "3", ...wide);
+  assert.equal(one.code, 0, one.err);
+  assert.equal(three.code, 0, three.err);
+  const [a, b] = [parseJsonLines(one.out), parseJsonLines(three.out)];
+  assert.deepEqual(b.steps.map((x) => x.loss), a.steps.map((x) => x.loss));
+  assert.deepEqual(b.last, a.last);
+  const bad = await cli(...args, "--threads", "0", ...COMMON);
+  assert.equal(bad.code, 2);
+  assert.match(bad.err, /--threads must be a positive integer, got "0"/);
+});
+
 Deno.test("cli train --stages 1 is single-device training; P = 4 (ZB-H1) agrees too", async () => {
   const want = await singleDevice(3, 4, 8, 2);
   const one = await cli(

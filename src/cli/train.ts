@@ -109,6 +109,7 @@ const FLAGS = {
   ...GPT_FLAGS,
   "data-parallel": { type: "string" },
   "shard-optimizer": { type: "boolean" },
+  threads: { type: "string" },
   lr: { type: "string" },
   "in-process": { type: "boolean" },
   trace: { type: "string" },
@@ -150,6 +151,8 @@ ${shapeFlagsHelp()}
   --steps K              training steps (default 3)
   --seed S               seed of the weights and the batches (integer, default 1)
   --backend KIND         cpu | webgpu | auto (default auto)
+  --threads T            CPU threads of each rank (default: the cores shared by the
+                         ranks, max(1, floor(cores / (P·D))))
   --batch N              sequences per step (default max(8, M·D))
   --data-parallel D      D replicas of the pipeline (D·P ranks), each step's batch cut
                          into D equal shards, gradients averaged (default 1)
@@ -267,6 +270,7 @@ async function train(
     throw new UsageError(`--backend must be cpu, webgpu or auto, got ${JSON.stringify(backend)}`);
   }
   const replicas = positiveInt(values, "data-parallel", false) ?? 1;
+  const threads = positiveInt(values, "threads", false);
   const gpt = readGptFlags(values, Math.max(8, spec.microBatches * replicas), spec.microBatches);
   const { batch, seqLen, dim, heads, seed } = gpt;
   if (replicas > 1 && (batch % replicas !== 0 || batch / replicas < spec.microBatches)) {
@@ -341,6 +345,7 @@ async function train(
       rankGroup: comm,
       ...(replicas === 1 ? {} : { dataParallel: replicas }),
       ...(values["shard-optimizer"] === true ? { shardOptimizer: true } : {}),
+      ...(threads === undefined ? {} : { threads }),
       ...(resumeBytes === undefined ? {} : { resume: resumeBytes }),
       // Under MPI every process checks these against rank 0's (besides the model's own).
       ...(comm === "mpi"
