@@ -117,6 +117,83 @@ static void kernel_1x8(int kc, const float* a, int ak, const float* bp, float* c
   store_c(c, nr, 0, c0), store_c(c, nr, 4, c1);
 }
 
+// Rows of op(A) up to which a product skips the packing (each of B's values serves at most this many outputs, so packing
+// B costs as much as the product): the rows' outputs are summed straight
+// from B's rows, 32 columns at a time, with the same MADD in the same k
+// order as the micro-kernel, so the bits are the same.
+#define ROWS_DIRECT 4
+#define DIRECT_COLS 256
+
+// C[i][j0..j1) = Σ_k a[i*ai + k*ak] · B[k][j], for rows i of [0, m).
+static void rows_direct(const float* A, int ai, int ak, const float* B, int N, int K, float* C,
+                        int m, int j0, int j1) {
+  for (int i = 0; i < m; i++) {
+    const float* a = A + i * ai;
+    float* c = C + i * N;
+    int j = j0;
+    for (; j + 32 <= j1; j += 32) {
+      v128_t c0, c1, c2, c3, c4, c5, c6, c7;
+      c0 = c1 = c2 = c3 = c4 = c5 = c6 = c7 = wasm_f32x4_splat(0.0f);
+      const float* b = B + j;
+      for (int k = 0; k < K; k++, b += N) {
+        const v128_t x = wasm_f32x4_splat(a[k * ak]);
+        c0 = MADD(x, wasm_v128_load(b), c0), c1 = MADD(x, wasm_v128_load(b + 4), c1);
+        c2 = MADD(x, wasm_v128_load(b + 8), c2), c3 = MADD(x, wasm_v128_load(b + 12), c3);
+        c4 = MADD(x, wasm_v128_load(b + 16), c4), c5 = MADD(x, wasm_v128_load(b + 20), c5);
+        c6 = MADD(x, wasm_v128_load(b + 24), c6), c7 = MADD(x, wasm_v128_load(b + 28), c7);
+      }
+      wasm_v128_store(c + j, c0), wasm_v128_store(c + j + 4, c1);
+      wasm_v128_store(c + j + 8, c2), wasm_v128_store(c + j + 12, c3);
+      wasm_v128_store(c + j + 16, c4), wasm_v128_store(c + j + 20, c5);
+      wasm_v128_store(c + j + 24, c6), wasm_v128_store(c + j + 28, c7);
+    }
+    for (; j + 4 <= j1; j += 4) {
+      v128_t acc = wasm_f32x4_splat(0.0f);
+      for (int k = 0; k < K; k++) acc = MADD(wasm_f32x4_splat(a[k * ak]), wasm_v128_load(B + k * N + j), acc);
+      wasm_v128_store(c + j, acc);
+    }
+    for (; j < j1; j++) {
+      v128_t acc = wasm_f32x4_splat(0.0f);
+      for (int k = 0; k < K; k++) acc = MADD(wasm_f32x4_splat(a[k * ak]), wasm_f32x4_splat(B[k * N + j]), acc);
+      c[j] = wasm_f32x4_extract_lane(acc, 0);
+    }
+  }
+}
+
+// The same with B transposed (B[j][k] at B + j*K + k: a Linear layer's
+// weight): 8 columns at a time, their k-th values gathered into two
+// vectors, each output still summed alone in k order.
+static void rows_direct_t(const float* A, int ai, int ak, const float* B, int N, int K, float* C,
+                          int m, int j0, int j1) {
+  for (int i = 0; i < m; i++) {
+    const float* a = A + i * ai;
+    float* c = C + i * N;
+    int j = j0;
+    for (; j + 8 <= j1; j += 8) {
+      const float* b = B + j * K;
+      v128_t c0 = wasm_f32x4_splat(0.0f), c1 = c0;
+      for (int k = 0; k < K; k++) {
+        const v128_t x = wasm_f32x4_splat(a[k * ak]);
+        v128_t b0 = wasm_v128_load32_zero(b + k);
+        b0 = wasm_v128_load32_lane(b + K + k, b0, 1);
+        b0 = wasm_v128_load32_lane(b + 2 * K + k, b0, 2);
+        b0 = wasm_v128_load32_lane(b + 3 * K + k, b0, 3);
+        v128_t b1 = wasm_v128_load32_zero(b + 4 * K + k);
+        b1 = wasm_v128_load32_lane(b + 5 * K + k, b1, 1);
+        b1 = wasm_v128_load32_lane(b + 6 * K + k, b1, 2);
+        b1 = wasm_v128_load32_lane(b + 7 * K + k, b1, 3);
+        c0 = MADD(x, b0, c0), c1 = MADD(x, b1, c1);
+      }
+      wasm_v128_store(c + j, c0), wasm_v128_store(c + j + 4, c1);
+    }
+    for (; j < j1; j++) {
+      v128_t acc = wasm_f32x4_splat(0.0f);
+      for (int k = 0; k < K; k++) acc = MADD(wasm_f32x4_splat(a[k * ak]), wasm_f32x4_splat(B[j * K + k]), acc);
+      c[j] = wasm_f32x4_extract_lane(acc, 0);
+    }
+  }
+}
+
 // i: A, B, C, batch, M, K, N, transA, transB, bShared (one B for every
 // batch entry), scratch (matmul_scratch_floats() floats per thread), MC.
 EXPORT(matmul)
@@ -131,6 +208,17 @@ void matmul(Job* job, int tid) {
   // op(A)[i][k] = A[i * ai + k * ak], op(B)[k][j] = B[k * bk + j * bj].
   const int ai = transA ? 1 : K, ak = transA ? M : 1;
   const int bk = transB ? 1 : N, bj = transB ? K : 1;
+  if (M <= ROWS_DIRECT) {
+    const int ct = (N + DIRECT_COLS - 1) / DIRECT_COLS, tasks = batch * ct;
+    for (int t = claim(job); t < tasks; t = claim(job)) {
+      const int e = t / ct, j0 = (t % ct) * DIRECT_COLS, j1 = min_int(N, j0 + DIRECT_COLS);
+      const float* A = A0 + e * M * K;
+      const float* B = B0 + (bShared ? 0 : e * K * N);
+      if (transB) rows_direct_t(A, ai, ak, B, N, K, C0 + e * M * N, M, j0, j1);
+      else rows_direct(A, ai, ak, B, N, K, C0 + e * M * N, M, j0, j1);
+    }
+    return;
+  }
   const int mt = (M + MC - 1) / MC, nt = (N + NC - 1) / NC;
   const int tasks = batch * mt * nt;
   for (int t = claim(job); t < tasks; t = claim(job)) {
