@@ -157,6 +157,8 @@ Deno.test("cli advise --shard-optimizer 2: half the optimizer state per rank in 
       "advise",
       "--schedule",
       "1f1b",
+      "--ranks",
+      "2",
       "--microbatches",
       "4",
       "--no-calibrate",

@@ -51,8 +51,17 @@ Deno.test("pipeline demo: trains on 1 rank and on P, prints the side-by-side sum
     // The first loss of an untrained model is close to ln(vocabulary) = ln 56.
     const losses = row(r.out, "loss, first → last").map((c) => c.split(" → ").map(Number));
     assert.ok(Math.abs(losses[0][0] - Math.log(56)) < 0.15, String(losses[0]));
-    assert.deepEqual(losses[0], losses[1], "the same training on 1 and 2 ranks");
-    assert.match(r.out, /^losses on 1 and 2 ranks: identical at every step/m);
+    // The same training on 1 and 2 ranks: the one rank trains the whole batch at
+    // once, the two ranks in micro-batches, so the f32 sums of the gradients
+    // run in another order and the losses agree to rounding.
+    const agree =
+      /^losses on 1 and 2 ranks(: identical at every step| agree to (\S+)) \(the same training\)$/m
+        .exec(r.out);
+    assert.ok(agree !== null, r.out);
+    assert.ok(agree[2] === undefined || Number(agree[2]) <= 1e-5, agree[0]);
+    for (const [a, b] of [[losses[0][0], losses[1][0]], [losses[0][1], losses[1][1]]]) {
+      assert.ok(Math.abs(a - b) <= 1e-4, `losses ${losses[0]} and ${losses[1]}`);
+    }
     for (const name of ["step time, median", "step time, spread (2 steps)"]) {
       for (const c of row(r.out, name)) assert.match(c, /^\d+(–\d+)? ms$/, `${name}: ${c}`);
     }
