@@ -42,6 +42,13 @@ const NAMES = [
   "permute",
 ] as const;
 type Name = typeof NAMES[number];
+// Each kernel's index in NAMES, as the pool's workers call it.
+const INDEX = Object.fromEntries(NAMES.map((n, i) => [n, i])) as Record<Name, number>;
+
+// `xs` (at most MAX_RANK extents or strides) padded with zeros to MAX_RANK.
+function pad(xs: readonly number[]): number[] {
+  return [...xs, ...new Array<number>(MAX_RANK - xs.length).fill(0)];
+}
 
 // The Job struct of kernels/wasm/_simd.h: 32 ints, 8 floats at byte 128,
 // the task counter at byte 160.
@@ -143,7 +150,7 @@ export class WasmKernels implements CpuKernels {
       this.threads > 1 &&
       work >= (name === "matmul" ? MATMUL_PARALLEL_WORK : ELEMENTWISE_PARALLEL_WORK)
     ) {
-      this.#pool.run(NAMES.indexOf(name), this.#job, fn);
+      this.#pool.run(INDEX[name], this.#job, fn);
     } else {
       fn(this.#job, 0);
     }
@@ -277,7 +284,6 @@ export class WasmKernels implements CpuKernels {
       binaryInto(op, a, b, out, O);
       return;
     }
-    const pad = (xs: number[]) => [...xs, ...new Array(MAX_RANK - xs.length).fill(0)];
     this.#run("binary", 2 * O.length, [
       BINARY_OPS[op].code,
       a.data.byteOffset,
@@ -297,7 +303,6 @@ export class WasmKernels implements CpuKernels {
       permuteInto(X, shape, perm, O);
       return;
     }
-    const pad = (xs: number[]) => [...xs, ...new Array(MAX_RANK - xs.length).fill(0)];
     this.#run("permute", O.length, [
       X.byteOffset,
       O.byteOffset,
